@@ -1,0 +1,1 @@
+"""kernel-analyst: a stateful Jupyter-kernel engine for data-analysis agents."""

@@ -1,0 +1,45 @@
+"""Live kernels: sessions, executions, the audit trail. Knows nothing about LLMs."""
+
+from .backends import KernelBackend, KernelEnvironment, LocalBackend, RunningKernel
+from .exceptions import (
+    DiskQuotaError,
+    FileTooLargeError,
+    GatewayError,
+    KernelAnalystError,
+    KernelCrashLoopError,
+    KernelStartError,
+    SandboxUnavailableError,
+    SessionClosedError,
+    UnsafeFileNameError,
+    VariableFetchError,
+)
+from .execution import Execution, ExecutionError, VariableChanges, VariableInfo
+from .files import FileInfo
+from .limits import Limits
+from .manager import SessionManager
+from .session import KernelSession
+
+__all__ = [
+    "DiskQuotaError",
+    "Execution",
+    "ExecutionError",
+    "FileInfo",
+    "FileTooLargeError",
+    "GatewayError",
+    "KernelAnalystError",
+    "KernelBackend",
+    "KernelCrashLoopError",
+    "KernelEnvironment",
+    "KernelSession",
+    "KernelStartError",
+    "Limits",
+    "LocalBackend",
+    "RunningKernel",
+    "SandboxUnavailableError",
+    "SessionClosedError",
+    "SessionManager",
+    "UnsafeFileNameError",
+    "VariableChanges",
+    "VariableFetchError",
+    "VariableInfo",
+]

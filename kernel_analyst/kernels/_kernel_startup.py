@@ -1,0 +1,259 @@
+# Runs inside the kernel at start (IPKernelApp.exec_files), so it must need nothing but
+# the standard library and IPython: the kernel may run in another environment that does
+# not have kernel_analyst installed. Everything it defines hangs off one hidden name.
+# The host reads results through execute_request user_expressions, which cost no extra
+# round trip; the objects returned here print themselves as JSON.
+# ruff: noqa
+# mypy: ignore-errors
+
+
+def _kernel_analyst_setup(max_output_chars):
+    import json
+    import sys
+    import types
+
+    shell = get_ipython()  # noqa: F821 - defined by IPython
+
+    class _Json:
+        """Its repr is JSON, so the host gets it from user_expressions' text/plain."""
+
+        def __init__(self, value):
+            self.text = json.dumps(value, default=str)
+
+        def __repr__(self):
+            return self.text
+
+    class _OutputCap:
+        """Caps what a cell may write to stdout/stderr, before it leaves the kernel."""
+
+        def __init__(self, limit):
+            self.limit = limit
+            self.used = 0
+            self.dropped = 0
+            self.originals = {}
+
+        def install(self, stream):
+            original = stream.write
+            self.originals[stream] = original
+
+            def write(text):
+                if not isinstance(text, str):
+                    return original(text)
+                room = self.limit - self.used
+                if len(text) <= room:
+                    self.used += len(text)
+                    return original(text)
+                self.dropped += len(text) - max(room, 0)
+                if room > 0:
+                    self.used += room
+                    original(text[:room])
+                return len(text)
+
+            stream.write = write
+
+        def reset(self, *args):
+            self.used = 0
+            self.dropped = 0
+
+        def note(self, *args):
+            if self.dropped:
+                err = self.originals.get(sys.stderr, sys.stderr.write)
+                err(
+                    f"\n[kernel-analyst] output truncated: {self.dropped:,} characters "
+                    f"dropped (limit {self.limit:,} per execution)\n"
+                )
+
+    class _Helper:
+        max_columns = 60
+        max_variables = 200
+
+        def __init__(self):
+            self.cap = _OutputCap(max_output_chars)
+            self.previous = {}
+            self.pandas_configured = False
+
+        def _user_items(self):
+            hidden = shell.user_ns_hidden
+            for name, value in list(shell.user_ns.items()):
+                if name.startswith("_") or (name in hidden and hidden[name] is value):
+                    continue
+                if isinstance(value, types.ModuleType):
+                    continue
+                yield name, value
+
+        @staticmethod
+        def _type_name(value):
+            t = type(value)
+            mod = t.__module__
+            if mod == "builtins":
+                return t.__qualname__
+            top = mod.split(".")[0]
+            return f"{top}.{t.__qualname__}"
+
+        def info(self, name, value):
+            d = {"name": name, "type": self._type_name(value)}
+            shape = getattr(value, "shape", None)
+            if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):
+                d["shape"] = list(shape)
+            elif hasattr(value, "__len__") and not isinstance(value, (str, bytes, type)):
+                try:
+                    d["shape"] = [len(value)]
+                except Exception:
+                    pass
+            columns = getattr(value, "columns", None)
+            dtypes = getattr(value, "dtypes", None)
+            if columns is not None and dtypes is not None and hasattr(dtypes, "items"):
+                cols = [str(c) for c in list(columns)[: self.max_columns]]
+                d["columns"] = cols
+                d["dtypes"] = {str(k): str(v) for k, v in list(dtypes.items())[: self.max_columns]}
+            elif getattr(value, "dtype", None) is not None and shape is not None:
+                d["dtypes"] = {"": str(value.dtype)}
+            if isinstance(value, (int, float, complex, bool, str, bytes)) or value is None:
+                text = repr(value)
+                d["summary"] = text if len(text) <= 80 else text[:77] + "..."
+            return d
+
+        def _fingerprint(self, value):
+            shape = getattr(value, "shape", None)
+            if not isinstance(shape, tuple):
+                try:
+                    shape = len(value) if not isinstance(value, type) else None
+                except Exception:
+                    shape = None
+            key = (type(value), id(value), shape)
+            if isinstance(value, (int, float, complex, bool, str, bytes)) and not (
+                isinstance(value, (str, bytes)) and len(value) > 10_000
+            ):
+                key = key + (value,)
+            columns = getattr(value, "columns", None)
+            if columns is not None:
+                try:
+                    key = key + (tuple(map(str, columns)), tuple(map(str, value.dtypes)))
+                except Exception:
+                    pass
+            return key
+
+        def _snapshot(self):
+            return {name: self._fingerprint(v) for name, v in self._user_items()}
+
+        def reset_diff(self):
+            self.previous = self._snapshot()
+
+        def step(self):
+            """Variable diff since the last step plus output stats (user_expressions)."""
+            try:
+                current = {}
+                values = {}
+                for name, v in self._user_items():
+                    current[name] = self._fingerprint(v)
+                    values[name] = v
+                created = [n for n in current if n not in self.previous]
+                changed = [n for n in current if n in self.previous and self.previous[n] != current[n]]
+                deleted = [n for n in self.previous if n not in current]
+                self.previous = current
+                cap = self.max_variables
+                result = {
+                    "created": [self.info(n, values[n]) for n in created[:cap]],
+                    "changed": [self.info(n, values[n]) for n in changed[:cap]],
+                    "deleted": deleted[:cap],
+                    "truncated": max(len(created), len(changed), len(deleted)) > cap,
+                    "dropped_output": self.cap.dropped,
+                }
+            except Exception as exc:  # never let bookkeeping break a user's cell
+                result = {"created": [], "changed": [], "deleted": [], "error": repr(exc),
+                          "dropped_output": self.cap.dropped}
+            return _Json(result)
+
+        def variables(self):
+            items = list(self._user_items())[: self.max_variables]
+            return _Json([self.info(n, v) for n, v in items])
+
+        def fetch(self, name, fmt, max_bytes):
+            if name not in shell.user_ns:
+                return _Json({"error": f"no variable named {name!r}"})
+            value = shell.user_ns[name]
+            try:
+                payload = self._plain(value, fmt)
+                text = json.dumps(payload, allow_nan=False, default=str)
+            except Exception as exc:
+                return _Json({"error": f"cannot convert {name!r}: {exc!r}"})
+            if len(text) > max_bytes:
+                return _Json({"error": f"{name!r} is {len(text):,} bytes as JSON; limit is {max_bytes:,}"})
+            return _Json({"value": payload, "type": self._type_name(value)})
+
+        @staticmethod
+        def _plain(value, fmt):
+            import math
+
+            if hasattr(value, "to_csv") and hasattr(value, "columns") and fmt == "csv":
+                return value.to_csv(index=False)
+            if hasattr(value, "to_json") and hasattr(value, "columns"):
+                return json.loads(value.to_json(orient="records", date_format="iso"))
+            if hasattr(value, "to_json") and hasattr(value, "index"):  # Series
+                return json.loads(value.to_json(orient="index", date_format="iso"))
+            if hasattr(value, "tolist"):  # numpy arrays and scalars
+                value = value.tolist()
+            if isinstance(value, float) and not math.isfinite(value):
+                return None
+            json.dumps(value, allow_nan=False)
+            return value
+
+        @staticmethod
+        def versions():
+            import platform
+            from importlib import metadata
+
+            found = {"python": platform.python_version()}
+            for dist in ("pandas", "numpy", "matplotlib", "ipykernel"):
+                try:
+                    found[dist] = metadata.version(dist)
+                except Exception:
+                    found[dist] = None
+            return _Json(found)
+
+        @staticmethod
+        def adopt(path):
+            import os
+
+            if os.path.isdir(path):
+                os.chdir(path)
+                if os.environ.get("HOME", "").endswith("/work"):
+                    os.environ["HOME"] = path
+
+        def configure_pandas(self, *args):
+            if self.pandas_configured or "pandas" not in sys.modules:
+                return
+            self.pandas_configured = True
+            pd = sys.modules["pandas"]
+            for key, val in (("display.max_rows", 60), ("display.max_columns", 50),
+                             ("display.width", 160), ("display.max_colwidth", 80)):
+                try:
+                    pd.set_option(key, val)
+                except Exception:
+                    pass
+
+    helper = _Helper()
+    helper.cap.install(sys.stdout)
+    helper.cap.install(sys.stderr)
+    shell.events.register("pre_run_cell", helper.cap.reset)
+    shell.events.register("pre_run_cell", helper.configure_pandas)
+    shell.events.register("post_run_cell", helper.cap.note)
+    return helper
+
+
+def _kernel_analyst_preload(names):
+    import importlib
+
+    for name in filter(None, names.split(",")):
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
+
+
+import os as _ka_os
+
+_kernel_analyst = _kernel_analyst_setup(int(_ka_os.environ.get("KERNEL_ANALYST_MAX_OUTPUT", "1000000")))
+_kernel_analyst_preload(_ka_os.environ.get("KERNEL_ANALYST_PRELOAD", ""))
+_kernel_analyst.reset_diff()
+del _ka_os, _kernel_analyst_setup, _kernel_analyst_preload

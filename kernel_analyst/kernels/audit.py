@@ -1,0 +1,160 @@
+"""The audit trail: one ``.ipynb`` per session, valid on disk after every cell.
+
+Appending a cell costs the same at cell 10 and cell 1000: the file is laid out as
+``{"cells": [ ... ], <tail>}`` and an append overwrites only the tail with
+``,<cell>`` + tail in one ``pwrite``. Anything that changes earlier bytes (new
+metadata after an upload, a display update to an earlier cell) rewrites the whole file
+to a temporary name and renames it over the old one, so a reader or a crash of this
+process never sees a half-written notebook in either path. Cells are plain dicts
+(``nbformat.v4.new_*`` validates each node and is ~15x slower); the whole notebook is
+validated once, on :meth:`AuditTrail.export`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .execution import Execution
+
+NBFORMAT = 4
+NBFORMAT_MINOR = 5
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def new_cell_id() -> str:
+    """A fresh nbformat 4.5 cell id."""
+    return uuid.uuid4().hex[:12]
+
+
+def markdown_cell(text: str, **meta: Any) -> dict[str, Any]:
+    """A markdown cell dict; ``meta`` goes under ``metadata.kernel_analyst``."""
+    return {"cell_type": "markdown", "id": new_cell_id(),
+            "metadata": {"kernel_analyst": meta} if meta else {}, "source": text}
+
+
+def code_cell(ex: Execution) -> dict[str, Any]:
+    """The code cell that records ``ex``, with its outcome under ``metadata.kernel_analyst``."""
+    meta: dict[str, Any] = {
+        "status": ex.status,
+        "state": ex.state,
+        "started_at": ex.started_at,
+        "duration_s": round(ex.duration_s, 4),
+    }
+    if ex.truncated_bytes:
+        meta["truncated_bytes"] = ex.truncated_bytes
+    if ex.events:
+        meta["events"] = list(ex.events)
+    if ex.variables:
+        meta["variables"] = ex.variables.to_dict()
+    return {
+        "cell_type": "code",
+        "id": new_cell_id(),
+        "metadata": {"kernel_analyst": meta},
+        "source": ex.code,
+        "outputs": ex.outputs,
+        "execution_count": ex.execution_count,
+    }
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file and rename (never half-written)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class AuditTrail:
+    """The live ``.ipynb`` of one session."""
+
+    def __init__(self, path: Path, metadata: dict[str, Any]) -> None:
+        self.path = path
+        self.metadata = metadata
+        self.cells: list[dict[str, Any]] = []
+        self._encoded: list[bytes] = []
+        self._cells_end = 0  # byte offset where the tail starts
+        self._rewrite()
+
+    def _tail(self) -> bytes:
+        return (b'\n],\n"metadata":' + _dumps(self.metadata)
+                + b',\n"nbformat":%d,\n"nbformat_minor":%d\n}\n' % (NBFORMAT, NBFORMAT_MINOR))
+
+    def _rewrite(self) -> None:
+        head = b'{\n"cells":[\n' + b",\n".join(self._encoded)
+        atomic_write(self.path, head + self._tail())
+        self._cells_end = len(head)
+
+    def append(self, cell: dict[str, Any]) -> int:
+        """Append ``cell``; return its index. The file is valid before and after."""
+        encoded = _dumps(cell)
+        sep = b",\n" if self._encoded else b""
+        chunk = sep + encoded
+        data = chunk + self._tail()
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            written = os.pwrite(fd, data, self._cells_end)
+            if written != len(data):
+                raise OSError(f"short write to {self.path}")
+            os.ftruncate(fd, self._cells_end + len(data))
+        except OSError:
+            os.close(fd)
+            self._rewrite()  # put the last good version back before reporting
+            raise
+        os.close(fd)
+        self.cells.append(cell)
+        self._encoded.append(encoded)
+        self._cells_end += len(chunk)
+        return len(self.cells) - 1
+
+    def append_execution(self, ex: Execution) -> int:
+        """Append the code cell for ``ex``; return its index."""
+        return self.append(code_cell(ex))
+
+    def append_markdown(self, text: str, **meta: Any) -> int:
+        """Append a markdown cell; return its index."""
+        return self.append(markdown_cell(text, **meta))
+
+    def replace_cell(self, index: int, cell: dict[str, Any]) -> None:
+        """Replace an earlier cell (display updates); rewrites the file atomically."""
+        self.cells[index] = cell
+        self._encoded[index] = _dumps(cell)
+        self._rewrite()
+
+    def update_metadata(self, **changes: Any) -> None:
+        """Merge ``changes`` into the notebook metadata under ``kernel_analyst``."""
+        self.metadata.setdefault("kernel_analyst", {}).update(changes)
+        self._rewrite()
+
+    def set_metadata(self, key: str, value: Any) -> None:
+        """Set a top-level notebook metadata key (kernelspec, language_info)."""
+        self.metadata[key] = value
+        self._rewrite()
+
+    def notebook(self) -> dict[str, Any]:
+        """The notebook as a plain dict (shares cell dicts; copy before mutating)."""
+        return {"cells": list(self.cells), "metadata": self.metadata,
+                "nbformat": NBFORMAT, "nbformat_minor": NBFORMAT_MINOR}
+
+    def export(self, path: str | os.PathLike[str]) -> Path:
+        """Validate the notebook and write it to ``path`` atomically; return the path."""
+        import nbformat
+
+        nb = self.notebook()
+        nbformat.validate(nb, version=NBFORMAT)
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, json.dumps(nb, ensure_ascii=False, indent=1).encode() + b"\n")
+        return target

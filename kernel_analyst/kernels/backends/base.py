@@ -1,0 +1,127 @@
+"""Where a kernel process lives: the backend abstraction.
+
+Modelled on jupyter_client's provisioners. A :class:`KernelBackend` starts kernels; each
+start returns a :class:`RunningKernel`, which owns one kernel process (local or remote):
+it sends messages, delivers every incoming message to one callback, and can be
+interrupted, checked for liveness and shut down. Sessions use nothing else, so a new
+place to run kernels is one new backend.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..limits import Limits
+
+Channel = Literal["shell", "control", "iopub", "stdin"]
+MessageHandler = Callable[[str, dict[str, Any]], None]
+"""Called with (channel, deserialised message) for every message a kernel sends."""
+
+
+@dataclass(frozen=True)
+class KernelEnvironment:
+    """Which Python (or kernelspec) a kernel runs with.
+
+    Exactly one of the fields may be set; none means the interpreter running this library.
+    """
+
+    kernelspec: str | None = None
+    """A named Jupyter kernelspec (``jupyter kernelspec list``)."""
+    python: str | None = None
+    """Path of a Python interpreter that has ipykernel installed."""
+    venv: str | None = None
+    """Path of a virtualenv; its ``bin/python`` is used."""
+
+    def __post_init__(self) -> None:
+        if sum(x is not None for x in (self.kernelspec, self.python, self.venv)) > 1:
+            raise ValueError("give at most one of kernelspec=, python=, venv=")
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-able record of the choice, for the audit trail."""
+        if self.kernelspec:
+            return {"kind": "kernelspec", "name": self.kernelspec}
+        if self.venv:
+            return {"kind": "venv", "path": self.venv}
+        if self.python:
+            return {"kind": "python", "path": self.python}
+        return {"kind": "current"}
+
+
+@dataclass
+class KernelRequest:
+    """Everything a backend needs to start one kernel."""
+
+    workdir: Path
+    """The session's working directory; the kernel's cwd (local backends)."""
+    limits: Limits
+    """Limits in force."""
+    environment: KernelEnvironment = field(default_factory=KernelEnvironment)
+    """Which Python to run."""
+    preload: tuple[str, ...] = ()
+    """Modules to import at start (warm pool kernels preload pandas and pyplot)."""
+
+
+class RunningKernel(abc.ABC):
+    """One started kernel and its message connection."""
+
+    isolation: str = "none"
+    """The isolation level actually in force for this kernel."""
+    kernel_info: dict[str, Any]
+    """The kernel's ``kernel_info_reply`` content (language_info, implementation ...)."""
+    kernelspec: dict[str, Any]
+    """``{"name", "display_name", "language"}`` for notebook metadata."""
+
+    @abc.abstractmethod
+    def set_handler(self, handler: MessageHandler) -> None:
+        """Deliver every incoming message, from any channel, to ``handler``."""
+
+    @abc.abstractmethod
+    def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:
+        """Send a request; return its ``msg_id`` (replies carry it as parent)."""
+
+    @abc.abstractmethod
+    async def wait_exited(self) -> None:
+        """Return once the kernel process has ended (for any reason)."""
+
+    @abc.abstractmethod
+    def is_alive(self) -> bool:
+        """True while the kernel process is running, as far as is known without I/O."""
+
+    @abc.abstractmethod
+    async def interrupt(self) -> None:
+        """Ask the kernel to interrupt the running cell (SIGINT or interrupt_request)."""
+
+    @abc.abstractmethod
+    async def shutdown(self, *, now: bool = False) -> None:
+        """Stop the kernel: shutdown request, then SIGTERM, then SIGKILL (``now`` skips
+        the polite steps). Always leaves no process behind; safe to call twice."""
+
+    def describe(self) -> dict[str, Any]:
+        """Where and how the kernel runs, for logs and the audit trail."""
+        return {"isolation": self.isolation}
+
+
+class KernelBackend(abc.ABC):
+    """Starts kernels somewhere (this machine, a gateway ...)."""
+
+    name: str = "base"
+    """Short name recorded in the audit trail."""
+
+    @abc.abstractmethod
+    async def start(self, request: KernelRequest) -> RunningKernel:
+        """Start a kernel and return it once it answers ``kernel_info`` on shell and IOPub.
+
+        Raises ``KernelStartError`` (leaving no process behind) if it does not within
+        ``request.limits.startup_timeout_s``.
+        """
+
+    def resolved_isolation(self, limits: Limits) -> str:
+        """The isolation level ``start`` will use for ``limits`` (``auto`` resolved)."""
+        return "none" if limits.isolation == "auto" else limits.isolation
+
+    async def aclose(self) -> None:
+        """Release backend-wide resources (connections, temp dirs)."""

@@ -1,0 +1,58 @@
+"""Exceptions of ``kernel_analyst.kernels``.
+
+Errors in user code are not exceptions: they are data (``Execution.status == "error"``).
+These are infrastructure failures, each with a message that says what to do::
+
+    KernelAnalystError
+    ├── KernelStartError          the kernel process did not start or answer in time
+    │   └── KernelCrashLoopError  it keeps dying; restarts stopped
+    ├── SessionClosedError        the session or manager was closed
+    ├── UnsafeFileNameError       a file name tries to leave the session directory
+    ├── FileTooLargeError         an upload or download is over its limit
+    ├── SandboxUnavailableError   the requested isolation level cannot be provided here
+    ├── DiskQuotaError            the session directory is over its disk limit
+    ├── VariableFetchError        a variable could not be returned to the host
+    └── GatewayError              a remote kernel gateway refused or did not answer
+"""
+
+from __future__ import annotations
+
+
+class KernelAnalystError(Exception):
+    """Base class of every infrastructure error this package raises."""
+
+
+class KernelStartError(KernelAnalystError):
+    """The kernel process failed to start, or did not become ready within the startup timeout."""
+
+
+class KernelCrashLoopError(KernelStartError):
+    """The kernel died or failed to start too many times in a row; no more restarts."""
+
+
+class SessionClosedError(KernelAnalystError):
+    """The session (or its manager) is closed; create a new one with ``manager.session(id)``."""
+
+
+class UnsafeFileNameError(KernelAnalystError, ValueError):
+    """A file name is absolute, contains ``..`` or NUL, or resolves outside the session dir."""
+
+
+class FileTooLargeError(KernelAnalystError, ValueError):
+    """A file is larger than the configured limit."""
+
+
+class SandboxUnavailableError(KernelAnalystError):
+    """The requested isolation level cannot be provided on this machine."""
+
+
+class DiskQuotaError(KernelAnalystError):
+    """The session directory uses more disk than ``Limits.max_disk_mb`` allows."""
+
+
+class VariableFetchError(KernelAnalystError, LookupError):
+    """A variable does not exist or cannot be converted to plain data within the size limit."""
+
+
+class GatewayError(KernelAnalystError):
+    """A remote kernel gateway could not be reached, refused the token, or failed a request."""

@@ -1,0 +1,75 @@
+"""Limits: how long, how much and how isolated a session's kernel may be."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Literal
+
+Isolation = Literal["auto", "none", "process", "sandbox"]
+ISOLATION_LEVELS: tuple[str, ...] = ("auto", "none", "process", "sandbox")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource and isolation limits for every kernel a manager starts.
+
+    All fields are optional keywords with sensible defaults; ``None`` means "no limit".
+    The limits in force are recorded in each audit notebook's metadata.
+    """
+
+    isolation: Isolation = "auto"
+    """``none`` (plain kernel, trusted code), ``process`` (clean environment, resource
+    limits), ``sandbox`` (``process`` plus bubblewrap), ``auto`` (the strongest available)."""
+    timeout_s: float | None = 120.0
+    """Default wall-clock limit per execution; ``execute(timeout=...)`` overrides it."""
+    interrupt_grace_s: float = 1.0
+    """After a timeout's interrupt, how long the cell may take to stop before a restart."""
+    startup_timeout_s: float = 60.0
+    """How long a kernel may take to start and answer ``kernel_info``."""
+    memory_mb: int | None = 4096
+    """Address-space limit of the kernel process (``process``/``sandbox``)."""
+    max_processes: int | None = 256
+    """Processes/threads the kernel may run at once (cgroup pids or a non-root uid)."""
+    max_file_size_mb: int | None = 1024
+    """Largest file the kernel may write (RLIMIT_FSIZE)."""
+    max_disk_mb: int | None = 2048
+    """Disk the session directory may use; checked after each execution and upload."""
+    tmp_size_mb: int = 256
+    """Size of the private /tmp under ``sandbox``."""
+    max_output_bytes: int = 1_000_000
+    """Text output kept per execution (in the kernel and in the host); the rest is
+    dropped with a marker saying how much."""
+    max_rich_output_bytes: int = 20_000_000
+    """Rich output (images, HTML) kept per execution."""
+    max_upload_mb: int = 512
+    """Largest file ``upload``/``download`` accept."""
+    network: bool | None = None
+    """Allow network access; ``None`` means off under ``sandbox``, on otherwise."""
+    max_restarts: int = 5
+    """Restarts allowed within ``restart_window_s`` before a crash loop is declared."""
+    restart_window_s: float = 60.0
+    """Window for counting restarts."""
+
+    def __post_init__(self) -> None:
+        if self.isolation not in ISOLATION_LEVELS:
+            raise ValueError(
+                f"isolation must be one of {', '.join(ISOLATION_LEVELS)}; got {self.isolation!r}"
+            )
+        if self.timeout_s is not None and self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive or None; got {self.timeout_s!r}")
+        if self.max_output_bytes < 1000:
+            raise ValueError("max_output_bytes must be at least 1000")
+
+    def with_(self, **changes: Any) -> Limits:
+        """Return a copy with some fields changed."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Limits:
+        """Rebuild from :meth:`to_dict` output, ignoring unknown keys."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

@@ -1,0 +1,290 @@
+"""SessionManager: conversation id -> KernelSession, with a warm pool and idle culling."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .backends.base import KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
+from .exceptions import KernelAnalystError, SessionClosedError
+from .limits import Limits
+from .session import KernelSession
+
+log = logging.getLogger(__name__)
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+POOL_PRELOAD = ("pandas", "matplotlib.pyplot")
+_POOL_DIR = ".pool"
+
+
+def directory_name(conversation_id: str) -> str:
+    """A directory name for a conversation id: the id itself when it is plainly safe,
+    else a slug plus a hash (ids are arbitrary strings from outside)."""
+    if not isinstance(conversation_id, str) or not conversation_id:
+        raise ValueError("conversation id must be a non-empty string")
+    if _SAFE_ID.match(conversation_id) and conversation_id not in (".", ".."):
+        return conversation_id
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", conversation_id).strip("-")[:40] or "session"
+    digest = hashlib.sha256(conversation_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{slug}-{digest}"
+
+
+class SessionManager:
+    """Keeps one persistent kernel per conversation under ``root_dir``.
+
+    Use as an async context manager; nothing starts before ``__aenter__``::
+
+        async with SessionManager("runs", limits=Limits(timeout_s=30), pool_size=2) as m:
+            s = await m.session("conversation-1")
+            ex = await s.execute("1 + 1")
+    """
+
+    def __init__(
+        self,
+        root_dir: str | os.PathLike[str],
+        *,
+        limits: Limits | None = None,
+        pool_size: int = 0,
+        backend: KernelBackend | None = None,
+        environment: KernelEnvironment | None = None,
+        idle_timeout_s: float | None = None,
+        max_sessions: int | None = None,
+        pool_concurrency: int = 2,
+    ) -> None:
+        self.root_dir = Path(root_dir).absolute()
+        self.limits = limits or Limits()
+        self.pool_size = max(0, pool_size)
+        self.environment = environment or KernelEnvironment()
+        self.idle_timeout_s = idle_timeout_s
+        self.max_sessions = max_sessions
+        self._backend = backend
+        self._sessions: dict[str, KernelSession] = {}
+        self._creating: dict[str, asyncio.Lock] = {}
+        self._pool: list[tuple[RunningKernel, Path]] = []
+        self._pool_tasks: set[asyncio.Task[None]] = set()
+        self._pool_semaphore = asyncio.Semaphore(max(1, pool_concurrency))
+        self._culler: asyncio.Task[None] | None = None
+        self._started = False
+        self._closed = False
+        self.isolation = ""
+        """The isolation level in force (``auto`` resolved), set by :meth:`start`."""
+
+    @property
+    def backend(self) -> KernelBackend:
+        """The backend that starts kernels (local by default)."""
+        if self._backend is None:
+            from .backends.local import LocalBackend
+
+            self._backend = LocalBackend()
+        return self._backend
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> SessionManager:
+        """Create the root directory, check the isolation level, start pool and culler."""
+        if self._started:
+            return self
+        self.root_dir.mkdir(parents=True, exist_ok=True)
+        self.isolation = self.backend.resolved_isolation(self.limits)
+        log.info("session manager at %s (backend=%s, isolation=%s)",
+                 self.root_dir, self.backend.name, self.isolation)
+        self._started = True
+        self._refill_pool()
+        if self.idle_timeout_s:
+            self._culler = asyncio.create_task(self._cull_loop(), name="kernel-culler")
+        return self
+
+    async def __aenter__(self) -> SessionManager:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every session and pool kernel; no kernel process is left behind."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._culler is not None:
+            self._culler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._culler
+        for task in list(self._pool_tasks):
+            task.cancel()
+        await asyncio.gather(*self._pool_tasks, return_exceptions=True)
+        await self.close_all()
+        pool, self._pool = self._pool, []
+        await asyncio.gather(*(k.shutdown(now=True) for k, _ in pool), return_exceptions=True)
+        for _, path in pool:
+            shutil.rmtree(path, ignore_errors=True)
+        await self.backend.aclose()
+
+    # -- sessions ------------------------------------------------------------------------
+
+    async def session(self, conversation_id: str) -> KernelSession:
+        """The conversation's session, created (with its kernel) on first use."""
+        self._check_open()
+        existing = self._sessions.get(conversation_id)
+        if existing is not None and not existing.closed:
+            return existing
+        lock = self._creating.setdefault(conversation_id, asyncio.Lock())
+        async with lock:
+            existing = self._sessions.get(conversation_id)
+            if existing is not None and not existing.closed:
+                return existing
+            if self.max_sessions is not None and len(self._sessions) >= self.max_sessions:
+                raise KernelAnalystError(
+                    f"{len(self._sessions)} sessions are open (max_sessions={self.max_sessions}); "
+                    "close one first")
+            created = await self._create(conversation_id)
+            self._sessions[conversation_id] = created
+            return created
+
+    async def _create(self, conversation_id: str) -> KernelSession:
+        directory = self.root_dir / directory_name(conversation_id)
+        kernel = self._take_pooled(directory)
+        if directory.exists():
+            _archive_notebook(directory)
+        session = KernelSession(conversation_id, directory=directory, backend=self.backend,
+                                limits=self.limits, environment=self.environment)
+        try:
+            await session.start(kernel)
+        except BaseException:
+            if kernel is not None:
+                await kernel.shutdown(now=True)
+            raise
+        finally:
+            self._refill_pool()
+        return session
+
+    def get(self, conversation_id: str) -> KernelSession | None:
+        """The open session for ``conversation_id``, or None (never creates one)."""
+        found = self._sessions.get(conversation_id)
+        return found if found is not None and not found.closed else None
+
+    def list(self) -> list[str]:
+        """Ids of the open sessions."""
+        return [sid for sid, s in self._sessions.items() if not s.closed]
+
+    def __contains__(self, conversation_id: object) -> bool:
+        return isinstance(conversation_id, str) and self.get(conversation_id) is not None
+
+    async def close(self, conversation_id: str) -> bool:
+        """Shut down a conversation's kernel (its notebook and files stay on disk).
+        Returns False if there was no such open session."""
+        session = self._sessions.pop(conversation_id, None)
+        if session is None:
+            return False
+        await session.close()
+        return True
+
+    async def close_all(self) -> None:
+        """Close every open session."""
+        sessions, self._sessions = list(self._sessions.values()), {}
+        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosedError("the session manager is closed")
+        if not self._started:
+            raise SessionClosedError("use `async with SessionManager(...)` (or await start()) first")
+
+    # -- warm pool -----------------------------------------------------------------------
+
+    def _take_pooled(self, directory: Path) -> RunningKernel | None:
+        """A live pool kernel whose directory is renamed to ``directory``, or None."""
+        while self._pool:
+            kernel, pool_dir = self._pool.pop(0)
+            if not kernel.is_alive() or directory.exists():
+                if directory.exists():
+                    self._pool.insert(0, (kernel, pool_dir))
+                    return None
+                asyncio.ensure_future(kernel.shutdown(now=True))
+                continue
+            os.rename(pool_dir, directory)  # the kernel's cwd follows the inode
+            return kernel
+        return None
+
+    def _refill_pool(self) -> None:
+        if self._closed or not self._started:
+            return
+        missing = self.pool_size - len(self._pool) - len(self._pool_tasks)
+        for _ in range(max(0, missing)):
+            task = asyncio.create_task(self._add_pool_kernel(), name="kernel-pool-fill")
+            self._pool_tasks.add(task)
+            task.add_done_callback(self._pool_tasks.discard)
+
+    async def _add_pool_kernel(self) -> None:
+        async with self._pool_semaphore:
+            if self._closed:
+                return
+            pool_dir = self.root_dir / _POOL_DIR / uuid.uuid4().hex[:12]
+            (pool_dir / "work").mkdir(parents=True)
+            request = KernelRequest(workdir=pool_dir / "work", limits=self.limits,
+                                    environment=self.environment, preload=POOL_PRELOAD)
+            try:
+                kernel = await self.backend.start(request)
+            except Exception:
+                log.exception("could not start a pool kernel")
+                shutil.rmtree(pool_dir, ignore_errors=True)
+                return
+            if self._closed:
+                await kernel.shutdown(now=True)
+                shutil.rmtree(pool_dir, ignore_errors=True)
+                return
+            self._pool.append((kernel, pool_dir))
+
+    async def wait_pool_ready(self, timeout: float = 60.0) -> int:
+        """Wait until the pool is full (or ``timeout``); return how many kernels are ready."""
+        deadline = time.monotonic() + timeout
+        while len(self._pool) < self.pool_size and time.monotonic() < deadline:
+            if not self._pool_tasks:
+                self._refill_pool()
+            await asyncio.sleep(0.02)
+        return len(self._pool)
+
+    # -- culling -------------------------------------------------------------------------
+
+    async def _cull_loop(self) -> None:
+        assert self.idle_timeout_s is not None
+        interval = max(0.5, min(30.0, self.idle_timeout_s / 4))
+        while True:
+            await asyncio.sleep(interval)
+            await self.cull_idle()
+
+    async def cull_idle(self) -> list[str]:
+        """Close sessions idle longer than ``idle_timeout_s``; return their ids."""
+        if not self.idle_timeout_s:
+            return []
+        now = time.monotonic()
+        idle = [sid for sid, s in self._sessions.items()
+                if not s.busy and now - s.last_used > self.idle_timeout_s]
+        for sid in idle:
+            log.info("culling idle session %s", sid)
+            await self.close(sid)
+        return idle
+
+    def describe(self) -> dict[str, Any]:
+        """Counts for monitoring."""
+        return {"sessions": len(self.list()), "pool_ready": len(self._pool),
+                "pool_starting": len(self._pool_tasks)}
+
+
+def _archive_notebook(directory: Path) -> None:
+    """Keep the notebook of an earlier session of the same conversation."""
+    current = directory / "audit.ipynb"
+    if not current.exists():
+        return
+    n = 1
+    while (directory / f"audit.{n}.ipynb").exists():
+        n += 1
+    current.rename(directory / f"audit.{n}.ipynb")
