@@ -1,0 +1,45 @@
+# Two commands for a fresh machine: `make demo` and `make test`.
+# Everything else is set up here: the virtualenv, the packages, Debian packages.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: test demo lint typecheck pytest sysdeps notebooks bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+# bubblewrap for isolation="sandbox" (Debian/Ubuntu); skipped where it cannot be installed.
+sysdeps:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq bubblewrap >/dev/null; \
+	} || echo "note: bubblewrap could not be installed; sandbox tests will report it"
+
+lint: $(STAMP)
+	$(BIN)/ruff check kernel_analyst tests benchmarks examples
+
+typecheck: $(STAMP)
+	$(BIN)/mypy kernel_analyst
+
+pytest: $(STAMP) sysdeps
+	$(BIN)/pytest -q -p no:cacheprovider
+
+test: lint typecheck pytest
+
+demo: $(STAMP)
+	$(BIN)/kernel-analyst eda examples/data/penguins.csv -o out/penguins-eda.ipynb --html out/penguins-eda.html
+
+notebooks: $(STAMP)
+	$(BIN)/kernel-analyst eda examples/data/penguins.csv -o notebooks/penguins-eda.ipynb
+	$(BIN)/kernel-analyst eda examples/data/tips.csv -o notebooks/tips-eda.ipynb
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

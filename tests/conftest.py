@@ -1,0 +1,42 @@
+"""Shared fixtures: real kernels, shared across tests where state does not matter."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from kernel_analyst.kernels import Limits, SessionManager
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+SEABORN = SHARED / "datasets" / "csv" / "seaborn"
+MESSY = SHARED / "datasets" / "csv" / "messy"
+NOTEBOOKS_REAL = SHARED / "notebooks-real"
+
+# Tests run kernels under "process" isolation unless told otherwise: clean environment
+# and resource limits, no bubblewrap needed. Sandbox tests ask for "sandbox" themselves.
+TEST_ISOLATION = os.environ.get("KA_TEST_ISOLATION", "process")
+
+
+def test_limits(**changes: object) -> Limits:
+    """Limits for tests: short timeouts so failures show quickly."""
+    base = Limits(isolation=TEST_ISOLATION, timeout_s=60.0, startup_timeout_s=60.0)  # type: ignore[arg-type]
+    return base.with_(**changes)
+
+
+@pytest.fixture(scope="session")
+async def manager(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SessionManager]:
+    """One manager for the whole run; tests take their own conversation ids."""
+    root = tmp_path_factory.mktemp("sessions")
+    async with SessionManager(root, limits=test_limits()) as m:
+        yield m
+
+
+@pytest.fixture
+async def fresh_manager(tmp_path: Path) -> AsyncIterator[SessionManager]:
+    """A manager of the test's own (for failure tests that need a clean slate)."""
+    async with SessionManager(tmp_path / "sessions", limits=test_limits()) as m:
+        yield m
