@@ -27,6 +27,9 @@ def test_limits(**changes: object) -> Limits:
     return base.with_(**changes)
 
 
+test_limits.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test
+
+
 @pytest.fixture(scope="session")
 async def manager(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SessionManager]:
     """One manager for the whole run; tests take their own conversation ids."""

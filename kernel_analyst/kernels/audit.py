@@ -128,9 +128,14 @@ class AuditTrail:
         return self.append(markdown_cell(text, **meta))
 
     def replace_cell(self, index: int, cell: dict[str, Any]) -> None:
-        """Replace an earlier cell (display updates); rewrites the file atomically."""
+        """Replace an earlier cell; rewrites the file atomically."""
         self.cells[index] = cell
-        self._encoded[index] = _dumps(cell)
+        self.refresh([index])
+
+    def refresh(self, indices: list[int]) -> None:
+        """Re-encode cells changed in place (display updates); rewrites the file atomically."""
+        for index in indices:
+            self._encoded[index] = _dumps(self.cells[index])
         self._rewrite()
 
     def update_metadata(self, **changes: Any) -> None:

@@ -34,6 +34,7 @@ OutputCallback = Callable[[dict[str, Any]], Any]
 """Called with each output (or stream chunk) as it arrives; may be sync or async."""
 
 _IDLE_QUIET_S = 2.0  # after the reply, complete once IOPub has been silent this long
+_MARKER_SLACK = 1024
 _STEP_EXPR = "_kernel_analyst.step()"
 _VERSIONS_EXPR = "_kernel_analyst.versions()"
 
@@ -234,7 +235,8 @@ class KernelSession:
                        "died")
         queue: list[tuple[str, dict[str, Any]]] = []
         collector = OutputCollector(
-            max_text_bytes=self.limits.max_output_bytes,
+            # The kernel caps first; the slack lets its truncation note through.
+            max_text_bytes=self.limits.max_output_bytes + _MARKER_SLACK,
             max_rich_bytes=self.limits.max_rich_output_bytes,
             on_foreign_update=lambda did, out: queue.append((did, out)),
             on_output=_callback_adapter(on_output),
@@ -343,8 +345,9 @@ class KernelSession:
         if reply is not None:
             content = reply["content"]
             ex.execution_count = content.get("execution_count", ex.execution_count)
-            if content.get("status") != "ok" and ex.status == "ok":
-                ex.status = "error"
+            if content.get("status") != "ok":
+                if ex.status == "ok":
+                    ex.status = "error"
                 ex.error = collector.error or ExecutionError(
                     str(content.get("ename", "Error")), str(content.get("evalue", content.get("status"))),
                     [str(t) for t in content.get("traceback", [])])
@@ -391,16 +394,16 @@ class KernelSession:
 
     def _apply_display_updates(self, updates: list[tuple[str, dict[str, Any]]], current: int) -> None:
         audit = self.audit
-        touched = False
+        touched: set[int] = set()
         for display_id, out in updates:
             for cell_index, out_index in self._display_cells.get(display_id, []):
                 if cell_index == current:
                     continue
                 target = audit.cells[cell_index]["outputs"][out_index]
                 target["data"], target["metadata"] = out["data"], out["metadata"]
-                touched = True
+                touched.add(cell_index)
         if touched:
-            audit.replace_cell(current, audit.cells[current])
+            audit.refresh(sorted(touched))
 
     def _mark(self, text: str, kind: str) -> None:
         if self._audit is not None:
