@@ -87,9 +87,9 @@ async def test_export_reexecutes_under_nbclient(manager: SessionManager, tmp_pat
                             resources={"metadata": {"path": str(s.workdir)}})
     await asyncio.to_thread(client.execute)
     original = read_valid(exported)
-    for mine, rerun in zip(original.cells, nb.cells):
+    for mine, rerun in zip(original.cells, nb.cells, strict=True):
         assert [o["output_type"] for o in mine.outputs] == [o["output_type"] for o in rerun.outputs]
-        for a, b in zip(mine.outputs, rerun.outputs):
+        for a, b in zip(mine.outputs, rerun.outputs, strict=True):
             if a["output_type"] == "stream":
                 assert a["text"] == b["text"]
             else:

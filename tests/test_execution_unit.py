@@ -19,7 +19,10 @@ def stream(text: str, name: str = "stdout") -> tuple[str, dict[str, Any]]:
     return "stream", {"name": name, "text": text}
 
 
-def display(data: str, display_id: str | None = None, kind: str = "display_data") -> tuple[str, dict[str, Any]]:
+Msg = tuple[str, dict[str, Any]]
+
+
+def display(data: str, display_id: str | None = None, kind: str = "display_data") -> Msg:
     content: dict[str, Any] = {"data": {"text/plain": data}, "metadata": {}}
     if display_id:
         content["transient"] = {"display_id": display_id}

@@ -77,5 +77,5 @@ async def test_notebook_reproduces_saved_outputs(manager: SessionManager, name: 
         return
     if name == "Interrupt.ipynb":
         assert statuses == ["timeout", "ok"] and results[0].state == "kept"
-    for index, (mine, theirs) in enumerate(zip(ours, code_cells(saved))):
+    for index, (mine, theirs) in enumerate(zip(ours, code_cells(saved), strict=True)):
         assert normalise(mine.outputs) == normalise(theirs.outputs), f"{name} cell {index}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import hashlib
 import logging
@@ -151,7 +152,7 @@ class SessionManager:
 
     async def _create(self, conversation_id: str) -> KernelSession:
         directory = self.root_dir / directory_name(conversation_id)
-        kernel = self._take_pooled(directory)
+        kernel = await self._take_pooled(directory)
         if directory.exists():
             _archive_notebook(directory)
         session = KernelSession(conversation_id, directory=directory, backend=self.backend,
@@ -200,18 +201,17 @@ class SessionManager:
 
     # -- warm pool -----------------------------------------------------------------------
 
-    def _take_pooled(self, directory: Path) -> RunningKernel | None:
+    async def _take_pooled(self, directory: Path) -> RunningKernel | None:
         """A live pool kernel whose directory is renamed to ``directory``, or None."""
+        if directory.exists():
+            return None  # a returning conversation keeps its directory: start a kernel in it
         while self._pool:
             kernel, pool_dir = self._pool.pop(0)
-            if not kernel.is_alive() or directory.exists():
-                if directory.exists():
-                    self._pool.insert(0, (kernel, pool_dir))
-                    return None
-                asyncio.ensure_future(kernel.shutdown(now=True))
-                continue
-            os.rename(pool_dir, directory)  # the kernel's cwd follows the inode
-            return kernel
+            if kernel.is_alive():
+                os.rename(pool_dir, directory)  # the kernel's cwd follows the inode
+                return kernel
+            await kernel.shutdown(now=True)
+            shutil.rmtree(pool_dir, ignore_errors=True)
         return None
 
     def _refill_pool(self) -> None:
@@ -261,7 +261,7 @@ class SessionManager:
             await asyncio.sleep(interval)
             await self.cull_idle()
 
-    async def cull_idle(self) -> list[str]:
+    async def cull_idle(self) -> builtins.list[str]:
         """Close sessions idle longer than ``idle_timeout_s``; return their ids."""
         if not self.idle_timeout_s:
             return []

@@ -1,26 +1,65 @@
 """How a local kernel process is launched under a given isolation level.
 
-``none``: the host's environment, no limits (trusted code).
+``none``: the host's environment, no limits (trusted code). Leftover child processes are
+still tracked with a cgroup where one can be made, so close and restart reap them.
 ``process``: a clean environment (no host variables, so no API keys), cwd = session dir,
-resource limits (address space, file size, core dumps; process count where it works).
-``sandbox``: ``process`` inside bubblewrap (see :func:`plan_launch`).
+resource limits: a cgroup (memory of the whole process tree, process count) where this
+machine offers one, and rlimits (address space, file size, no core dumps).
+``sandbox``: ``process`` inside bubblewrap (:func:`bwrap_argv`): user, PID, network,
+IPC, UTS and cgroup namespaces; a read-only view of the system with only the session's
+working dir writable (at :data:`SANDBOX_WORKDIR`); a private size-capped ``/tmp``; no
+capabilities. ``docs/security.md`` says what each level protects against and what not.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import logging
 import os
 import resource
+import shutil
+import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._cgroups import KernelCgroup
+from .exceptions import SandboxUnavailableError
 from .limits import Limits
+
+log = logging.getLogger(__name__)
 
 _MB = 1024 * 1024
 
+SANDBOX_WORKDIR = "/session"
+"""Where the session's working directory appears inside the sandbox (also ``HOME``).
+A fixed path: code and notebooks read the same everywhere, the host's layout stays
+hidden, and a pool kernel's directory can be renamed on the host without the kernel
+noticing (a bind mount follows the directory, not its name)."""
+
 # Variables a Python kernel needs to behave normally; nothing else from the host passes.
 _SAFE_VARS = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
+
+# The parts of /etc a Python data stack reads; never the whole of /etc, which holds
+# private keys (ssl/private, ssh), password hashes (shadow) and tool credentials
+# (pip.conf, gitconfig, npmrc). The sandbox's uid 0 owns root's files, so hiding them
+# is the only protection.
+_ETC_FILES = (
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "host.conf", "hosts",
+    "gai.conf", "services", "protocols", "networks", "localtime", "timezone",
+    "locale.alias", "mime.types", "magic", "magic.mime", "fonts", "alternatives",
+    "os-release", "debian_version", "ssl/certs", "ssl/openssl.cnf", "ca-certificates",
+    "ca-certificates.conf", "matplotlibrc",
+)
+_ETC_NETWORK_FILES = ("resolv.conf",)
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_SYSTEM_EXTRA = ("/var/cache/fontconfig",)
+_PASSWD = "root:x:0:0:root:{home}:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
+_GROUP = "root:x:0:\nnogroup:x:65534:\n"
+_SEALED_UID = 65534
+_CLONE_NEWNET = 0x40000000
 
 
 @dataclass
@@ -38,28 +77,105 @@ class LaunchPlan:
     interrupt_mode: str = "signal"
     """``signal`` (SIGINT to the process group) or ``message`` (interrupt_request)."""
     preexec: Callable[[], None] | None = None
-    """Run in the child before exec (resource limits)."""
+    """Run in the child before exec (cgroup, resource limits, network namespace)."""
     extra_paths: list[str] = field(default_factory=list)
-    """Host paths the kernel must be able to read (sandbox binds)."""
+    """Host paths the kernel can read (sandbox binds), for diagnostics."""
+    cgroup: KernelCgroup | None = None
+    """The cgroup holding the kernel's whole process tree, if one could be made."""
+    enforced: dict[str, str] = field(default_factory=dict)
+    """Which mechanism enforces each limit (for logs), e.g. ``{"memory": "cgroup v1"}``."""
+    runtime_dir: Path | None = None
+    """The kernel's runtime dir (sockets), sealed against writes once it is ready."""
+
+    def on_ready(self) -> None:
+        """Call once the kernel answered: under ``sandbox`` the runtime dir (a host
+        directory the kernel needed to create its sockets in) stops being writable for
+        the kernel, so it cannot be used to store data outside the disk quota."""
+        if self.isolation != "sandbox" or self.runtime_dir is None or os.geteuid() != 0:
+            return
+        # The sandbox's uid 0 owns what root owns: hand everything to another uid. The
+        # sockets keep working (they are bound; this process may connect as root).
+        paths = [self.runtime_dir, *self.runtime_dir.rglob("*")]
+        for path in paths:
+            with contextlib.suppress(OSError):
+                os.chown(path, _SEALED_UID, _SEALED_UID, follow_symlinks=False)
+        with contextlib.suppress(OSError):
+            os.chmod(self.runtime_dir, 0o755)
+
+    def release(self) -> None:
+        """Call after the kernel process ended: kill what is left of its process tree
+        (background and ``setsid`` children) and remove its cgroup. Safe to call twice."""
+        if self.cgroup is not None:
+            self.cgroup.kill_all()
+            self.cgroup.remove()
+            self.cgroup = None
 
 
-def available_isolation() -> str:
-    """The strongest isolation level this machine can provide."""
-    return "process"
+# -- isolation levels ----------------------------------------------------------------
+
+_probe: tuple[str, str] | None = None  # (level, reason) once probed
+
+
+def bwrap_path() -> str | None:
+    """The bubblewrap executable on ``PATH`` (or its usual place), or None."""
+    return shutil.which("bwrap") or next(
+        (p for p in ("/usr/bin/bwrap", "/bin/bwrap") if os.access(p, os.X_OK)), None)
+
+
+def available_isolation(*, refresh: bool = False) -> str:
+    """The strongest isolation level this machine can provide: ``sandbox`` only after a
+    trial run of bubblewrap with the namespaces the kernel gets succeeded (once per
+    process; ``refresh=True`` probes again)."""
+    global _probe
+    if _probe is None or refresh:
+        _probe = _probe_bwrap()
+        log.info("isolation available: %s (%s)", *_probe)
+    return _probe[0]
+
+
+def _probe_bwrap() -> tuple[str, str]:
+    bwrap = bwrap_path()
+    true = shutil.which("true") or "/bin/true"
+    if bwrap is None:
+        return "process", "bubblewrap (bwrap) is not installed"
+    argv = [bwrap, *_namespace_flags(network=False), "--ro-bind", "/", "/", "--proc", "/proc",
+            "--dev", "/dev", "--tmpfs", "/tmp", "--", true]
+    try:
+        done = subprocess.run(argv, env={"PATH": os.defpath}, capture_output=True, timeout=10,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return "process", f"bubblewrap trial run failed: {exc}"
+    if done.returncode != 0:
+        err = done.stderr.decode(errors="replace").strip()
+        return "process", f"bubblewrap trial run failed (exit {done.returncode}): {err}"
+    return "sandbox", f"bubblewrap works ({bwrap})"
 
 
 def resolve_isolation(limits: Limits) -> str:
     """Resolve ``auto`` to a concrete level; refuse levels this machine cannot provide."""
-    from .exceptions import SandboxUnavailableError
-
     if limits.isolation == "auto":
-        return available_isolation()
+        level = available_isolation()
+        _check_network(network_enabled(limits, level), level)
+        return level
     if limits.isolation == "sandbox" and available_isolation() != "sandbox":
+        assert _probe is not None
         raise SandboxUnavailableError(
-            "isolation='sandbox' needs bubblewrap, which is not usable here; install it "
-            "(Debian/Ubuntu: apt-get install bubblewrap) or choose isolation='process'"
+            f"isolation='sandbox' needs bubblewrap, which is not usable here: {_probe[1]}. "
+            "Install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install "
+            "bubblewrap); if it is installed, allow unprivileged user namespaces "
+            "(sysctl kernel.unprivileged_userns_clone=1) or run as root; or choose "
+            "isolation='process'"
         )
+    _check_network(network_enabled(limits, limits.isolation), limits.isolation)
     return limits.isolation
+
+
+def network_enabled(limits: Limits, isolation: str) -> bool:
+    """Whether the kernel may use the network: ``Limits.network``, else off under sandbox."""
+    return limits.network if limits.network is not None else isolation != "sandbox"
+
+
+# -- environment ---------------------------------------------------------------------
 
 
 def kernel_environment(isolation: str, workdir: Path, extra: dict[str, str]) -> dict[str, str]:
@@ -71,35 +187,236 @@ def kernel_environment(isolation: str, workdir: Path, extra: dict[str, str]) -> 
         env.setdefault("PATH", os.defpath)
         env["HOME"] = str(workdir)
     env.update(extra)
+    if isolation == "sandbox":
+        env["HOME"] = SANDBOX_WORKDIR
+        # ipykernel's parent poller would see ppid 1 inside the PID namespace and exit at
+        # once; --die-with-parent ties the kernel to this process instead.
+        env.pop("JPY_PARENT_PID", None)
     return env
 
 
-def rlimit_preexec(limits: Limits) -> Callable[[], None]:
-    """A function for the child process that applies ``limits`` with setrlimit."""
+def _sandbox_path(python: str | None) -> str:
+    """PATH inside the sandbox: the kernel's interpreter first, then the system's."""
+    dirs = [str(Path(python).parent)] if python and os.path.isabs(python) else []
+    return os.pathsep.join([*dirs, "/usr/local/bin", "/usr/bin", "/bin"])
+
+
+# -- resource limits -----------------------------------------------------------------
+
+
+def address_space_limit(limits: Limits, *, memory_cgroup: bool) -> int | None:
+    """RLIMIT_AS in bytes. With a memory cgroup, the cgroup limits real memory and the
+    address space is only a guard against single huge allocations (a kernel reserves
+    ~1 GB of address space it never touches: thread stacks, malloc arenas); without one,
+    it is the only memory limit there is."""
+    if not limits.memory_mb:
+        return None
+    mb = limits.memory_mb + max(limits.memory_mb, 2048) if memory_cgroup else limits.memory_mb
+    return mb * _MB
+
+
+def rlimit_preexec(limits: Limits, *, cgroup: KernelCgroup | None = None,
+                   unshare_net: bool = False) -> Callable[[], None]:
+    """A function for the child process: join ``cgroup``, apply ``limits`` with
+    setrlimit, and leave the network namespace if asked."""
     pairs: list[tuple[int, int]] = [(resource.RLIMIT_CORE, 0)]
-    if limits.memory_mb:
-        pairs.append((resource.RLIMIT_AS, limits.memory_mb * _MB))
+    address_space = address_space_limit(limits, memory_cgroup=bool(cgroup and cgroup.limits_memory))
+    if address_space:
+        pairs.append((resource.RLIMIT_AS, address_space))
     if limits.max_file_size_mb:
         pairs.append((resource.RLIMIT_FSIZE, limits.max_file_size_mb * _MB))
     if limits.max_processes and os.geteuid() != 0:
         # RLIMIT_NPROC counts every process of the uid and does nothing for root.
         pairs.append((resource.RLIMIT_NPROC, limits.max_processes))
+    libc = ctypes.CDLL(None, use_errno=True) if unshare_net else None  # load before fork
 
     def apply() -> None:
+        if cgroup is not None:
+            cgroup.join()
         for which, value in pairs:
             resource.setrlimit(which, (value, value))
+        if libc is not None and libc.unshare(_CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
 
     return apply
 
 
+# -- bubblewrap ----------------------------------------------------------------------
+
+
+def _namespace_flags(*, network: bool) -> list[str]:
+    flags = ["--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
+             "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent"]
+    if not network:
+        flags.append("--unshare-net")
+    if os.geteuid() == 0:
+        flags += ["--cap-drop", "ALL"]  # unprivileged bwrap keeps none anyway
+    return flags
+
+
+def _system_binds(network: bool) -> list[str]:
+    args: list[str] = []
+    for path in _SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in _SYSTEM_EXTRA:
+        args += ["--ro-bind-try", path, path]
+    etc = _ETC_FILES + (_ETC_NETWORK_FILES if network else ())
+    for name in etc:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return [*args, "--symlink", "/proc/self/mounts", "/etc/mtab"]
+
+
+def python_prefixes(python: str) -> list[str]:
+    """Directories an interpreter needs to run: its venv, its base installation, and the
+    prefix of the binary its symlinks lead to (outside the system directories)."""
+    found: list[Path] = []
+    exe = Path(python)
+    venv = exe.parent.parent
+    cfg = venv / "pyvenv.cfg"
+    if cfg.is_file():
+        found.append(venv)
+        for line in cfg.read_text(errors="replace").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                found.append(Path(value.strip()).parent)
+    found.append(exe.resolve().parent.parent)
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        found += [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix)]
+    system = tuple(Path(p) for p in _SYSTEM_DIRS)
+    keep = {p for p in found if p.is_dir() and p != Path("/")
+            and not any(p == s or s in p.parents for s in system)}
+    return sorted(str(p) for p in keep)
+
+
+def _write_identity(runtime_dir: Path) -> tuple[Path, Path]:
+    """A passwd and group file that name only the sandbox's own users."""
+    etc = runtime_dir / "etc"
+    etc.mkdir(exist_ok=True)
+    passwd, group = etc / "passwd", etc / "group"
+    passwd.write_text(_PASSWD.format(home=SANDBOX_WORKDIR))
+    group.write_text(_GROUP)
+    return passwd, group
+
+
+def bwrap_argv(argv: list[str], *, workdir: Path, runtime_dir: Path, readable: Sequence[str],
+               limits: Limits, network: bool) -> list[str]:
+    """``argv`` wrapped in bubblewrap: read-only system, writable working dir at
+    :data:`SANDBOX_WORKDIR`, private capped ``/tmp`` and ``/dev/shm``, the runtime dir
+    (ipc sockets, connection file) at its own path, every other host path invisible."""
+    bwrap = bwrap_path()
+    if bwrap is None:
+        raise SandboxUnavailableError("bubblewrap (bwrap) is not installed; apt-get install bubblewrap")
+    passwd, group = _write_identity(runtime_dir)
+    tmp_size = str(limits.tmp_size_mb * _MB)
+    args = [bwrap, *_namespace_flags(network=network), *_system_binds(network),
+            "--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group"]
+    for path in readable:
+        args += ["--ro-bind", path, path]
+    args += [
+        # bwrap leaves /proc/sys writable when its directory is not, and the sandbox's
+        # uid 0 may write sysctls that check only the uid (the hostname, for one).
+        "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
+        "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+        "--dev", "/dev", "--size", tmp_size, "--tmpfs", "/dev/shm",
+        "--size", tmp_size, "--tmpfs", "/tmp",
+        "--bind", str(runtime_dir), str(runtime_dir),
+        "--bind", str(workdir), SANDBOX_WORKDIR, "--chdir", SANDBOX_WORKDIR,
+        # Last: the tmpfs root and /dev would otherwise take unlimited writes.
+        "--remount-ro", "/dev", "--remount-ro", "/",
+        "--", *argv,
+    ]
+    return args
+
+
+def _interpreter(argv: list[str], path: str) -> str | None:
+    """The host path of the program ``argv`` runs (for its binds)."""
+    if not argv:
+        return None
+    return argv[0] if os.path.isabs(argv[0]) else shutil.which(argv[0], path=path)
+
+
+# -- the plan ------------------------------------------------------------------------
+
+
 def plan_launch(
-    argv: list[str], *, workdir: Path, limits: Limits, isolation: str, extra_env: dict[str, str]
+    argv: list[str], *, workdir: Path, limits: Limits, isolation: str, extra_env: dict[str, str],
+    runtime_dir: Path | None = None, readable: Sequence[str | os.PathLike[str]] = (),
 ) -> LaunchPlan:
-    """Build the launch of ``argv`` (a kernel command) under ``isolation``."""
+    """Build the launch of ``argv`` (a kernel command) under ``isolation``.
+
+    ``runtime_dir`` holds the connection file and ipc sockets; ``readable`` lists host
+    files the kernel must read (its startup file). Both are bound into the sandbox.
+    """
+    network = network_enabled(limits, isolation)
+    unshare_net = _check_network(network, isolation)
     env = kernel_environment(isolation, workdir, extra_env)
+    cgroup = _make_cgroup(limits, isolation)
+    plan = LaunchPlan(argv, env, str(workdir), isolation, cgroup=cgroup, runtime_dir=runtime_dir)
+    plan.enforced = _describe_enforcement(limits, isolation, cgroup, network)
     if isolation == "none":
-        return LaunchPlan(argv, env, str(workdir), "none")
-    return LaunchPlan(argv, env, str(workdir), isolation, preexec=rlimit_preexec(limits))
+        plan.preexec = cgroup.join if cgroup is not None else None
+    else:
+        plan.preexec = rlimit_preexec(limits, cgroup=cgroup, unshare_net=unshare_net)
+    if isolation == "sandbox":
+        try:
+            _wrap_in_bwrap(plan, runtime_dir, [os.fspath(p) for p in readable], limits, network)
+        except BaseException:
+            plan.release()
+            raise
+    log.info("kernel launch: isolation=%s %s", isolation,
+             " ".join(f"{k}={v}" for k, v in plan.enforced.items()))
+    return plan
+
+
+def _wrap_in_bwrap(plan: LaunchPlan, runtime_dir: Path | None, readable: list[str],
+                   limits: Limits, network: bool) -> None:
+    if runtime_dir is None:
+        raise ValueError("isolation='sandbox' needs the kernel's runtime_dir")
+    python = _interpreter(plan.argv, plan.env.get("PATH", os.defpath))
+    plan.env["PATH"] = _sandbox_path(python)
+    binds = [*(python_prefixes(python) if python else []), *readable]
+    plan.argv = bwrap_argv(plan.argv, workdir=Path(plan.cwd), runtime_dir=runtime_dir,
+                           readable=binds, limits=limits, network=network)
+    plan.extra_paths = binds
+    plan.interrupt_mode = "message"  # a SIGINT to bwrap would kill the sandbox
+
+
+def _check_network(network: bool, isolation: str) -> bool:
+    """Whether the launch must leave the network namespace itself (``process``)."""
+    if network or isolation == "sandbox":
+        return False
+    if isolation == "process" and os.geteuid() == 0:
+        return True
+    raise SandboxUnavailableError(
+        f"Limits(network=False) cannot be enforced under isolation={isolation!r} without "
+        "root; use isolation='sandbox' (bubblewrap) or allow the network"
+    )
+
+
+def _make_cgroup(limits: Limits, isolation: str) -> KernelCgroup | None:
+    if isolation == "none":  # no limits, but tracked, so leftovers can be reaped
+        return KernelCgroup.create(max_processes=None, memory_bytes=None)
+    memory = limits.memory_mb * _MB if limits.memory_mb else None
+    return KernelCgroup.create(max_processes=limits.max_processes, memory_bytes=memory)
+
+
+def _describe_enforcement(limits: Limits, isolation: str, cgroup: KernelCgroup | None,
+                          network: bool) -> dict[str, str]:
+    if isolation == "none":
+        return {"cleanup": f"cgroup v{cgroup.version}" if cgroup else "process group"}
+    cg = f"cgroup v{cgroup.version}" if cgroup else ""
+    memory = f"{cg} + RLIMIT_AS guard" if cgroup and cgroup.limits_memory else "RLIMIT_AS"
+    processes = cg or ("RLIMIT_NPROC" if os.geteuid() != 0 else "NOT LIMITED (root, no cgroup)")
+    return {
+        "memory": memory if limits.memory_mb else "unlimited",
+        "processes": processes if limits.max_processes else "unlimited",
+        "file_size": "RLIMIT_FSIZE" if limits.max_file_size_mb else "unlimited",
+        "network": "on" if network else "off (network namespace)",
+        "cleanup": cg or "process group",
+    }
 
 
 def current_python() -> str:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from . import files as _files
 from .audit import AuditTrail, code_cell
 from .backends.base import KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
-from .exceptions import KernelCrashLoopError, SessionClosedError, VariableFetchError
+from .exceptions import DiskQuotaError, KernelCrashLoopError, SessionClosedError, VariableFetchError
 from .execution import Execution, ExecutionError, OutputCollector, VariableChanges, VariableInfo
 from .files import FileInfo
 from .limits import Limits
@@ -247,7 +247,24 @@ class KernelSession:
         if reply is not None and reply["content"].get("status") != "ok" and ex.state == "kept":
             await self._diff_after_error(ex)
         self._record(ex, collector, queue)
+        await self._check_disk_quota()
         return ex
+
+    async def _check_disk_quota(self) -> None:
+        """After a cell or upload: if the working directory is over ``Limits.max_disk_mb``,
+        mark the audit trail and raise DiskQuotaError (the cell itself is recorded).
+        Checked afterwards because a bind mount cannot carry a size limit."""
+        kernel = self._kernel
+        if not self.limits.max_disk_mb or (kernel is not None and kernel.files is not None):
+            return  # no limit, or the files live with a remote kernel
+        used = await asyncio.to_thread(_files.disk_usage, self.workdir)
+        if used <= self.limits.max_disk_mb * 1024 * 1024:
+            return
+        text = (f"The working directory uses {used / 2**20:,.1f} MB; the limit is "
+                f"{self.limits.max_disk_mb:,} MB (Limits.max_disk_mb). Delete files "
+                "(os.remove in a cell) before going on.")
+        self._mark(text, "disk_quota")
+        raise DiskQuotaError(f"session {self.id!r}: {text}")
 
     async def _ensure_kernel(self, ex: Execution) -> bool:
         """Start a kernel if there is none alive; return True if state was lost unseen."""
@@ -276,7 +293,7 @@ class KernelSession:
         })
         self._pending[msg_id] = req
         try:
-            outcome = await self._wait(req.reply, kernel, timeout)
+            outcome: str = await self._wait(req.reply, kernel, timeout)
             if outcome == "timeout":
                 outcome = await self._stop_timed_out(ex, req, kernel, timeout)
             if outcome == "died":
@@ -503,20 +520,31 @@ class KernelSession:
         """
         self._check_open()
         max_bytes = self.limits.max_upload_mb * 1024 * 1024
-        info = await asyncio.to_thread(_files.store, self.workdir, source, name, max_bytes)
+        if self._kernel is not None and self._kernel.files is not None:
+            async with self._lock:  # remote files go through the kernel, between cells
+                info = await self._kernel.files.upload(source, name, max_bytes)
+        else:
+            info = await asyncio.to_thread(_files.store, self.workdir, source, name, max_bytes)
         audit = self.audit
         recorded = [f for f in audit.metadata["kernel_analyst"].get("files", []) if f["name"] != info.name]
         audit.update_metadata(files=[*recorded, {**info.to_dict(), "uploaded_at": utcnow()}])
+        await self._check_disk_quota()
         return info
 
     async def download(self, name: str) -> bytes:
         """The bytes of a file in the working directory (names checked as for upload)."""
         self._check_open()
+        if self._kernel is not None and self._kernel.files is not None:
+            async with self._lock:
+                return await self._kernel.files.download(name, self.limits.max_upload_mb * 1024 * 1024)
         return await asyncio.to_thread(_files.read, self.workdir, name,
                                        self.limits.max_upload_mb * 1024 * 1024)
 
     async def files(self) -> list[FileInfo]:
         """Files in the working directory (recursive, hidden files skipped)."""
+        if self._kernel is not None and self._kernel.files is not None:
+            async with self._lock:
+                return await self._kernel.files.listing()
         return await asyncio.to_thread(_files.listing, self.workdir)
 
     # -- audit trail -------------------------------------------------------------------

@@ -10,11 +10,13 @@ place to run kernels is one new backend.
 from __future__ import annotations
 
 import abc
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..files import FileInfo
 from ..limits import Limits
 
 Channel = Literal["shell", "control", "iopub", "stdin"]
@@ -65,11 +67,32 @@ class KernelRequest:
     """Modules to import at start (warm pool kernels preload pandas and pyplot)."""
 
 
+class KernelFiles(abc.ABC):
+    """File access through the kernel itself, for kernels whose filesystem is not this
+    host's (remote kernels). Names are checked with ``files.safe_name`` as on the host."""
+
+    @abc.abstractmethod
+    async def upload(self, source: str | os.PathLike[str] | bytes, name: str | None,
+                     max_bytes: int) -> FileInfo:
+        """Copy a host file (or bytes, with ``name``) into the kernel's working directory."""
+
+    @abc.abstractmethod
+    async def download(self, name: str, max_bytes: int) -> bytes:
+        """The bytes of a file in the kernel's working directory."""
+
+    @abc.abstractmethod
+    async def listing(self) -> list[FileInfo]:
+        """Files in the kernel's working directory (recursive, hidden files skipped)."""
+
+
 class RunningKernel(abc.ABC):
     """One started kernel and its message connection."""
 
     isolation: str = "none"
     """The isolation level actually in force for this kernel."""
+    files: KernelFiles | None = None
+    """File access through the kernel when its filesystem is not this host's; ``None``
+    means the session's working directory on this host is the kernel's."""
     kernel_info: dict[str, Any]
     """The kernel's ``kernel_info_reply`` content (language_info, implementation ...)."""
     kernelspec: dict[str, Any]
@@ -123,5 +146,5 @@ class KernelBackend(abc.ABC):
         """The isolation level ``start`` will use for ``limits`` (``auto`` resolved)."""
         return "none" if limits.isolation == "auto" else limits.isolation
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release backend-wide resources (connections, temp dirs)."""

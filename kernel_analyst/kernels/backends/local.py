@@ -126,6 +126,8 @@ class LocalKernel(RunningKernel):
             await self._wait(5.0)
         finally:
             await self.conn.close()
+            # Background and setsid children left the process group: reap them by cgroup.
+            await asyncio.to_thread(self.plan.release)
             shutil.rmtree(self.runtime_dir, ignore_errors=True)
 
     def log_tail(self, limit: int = 2000) -> str:
@@ -181,8 +183,8 @@ class LocalBackend(KernelBackend):
             "JPY_PARENT_PID": str(os.getpid()),
         }
         plan = sandbox.plan_launch(full, workdir=request.workdir, limits=request.limits,
-                                   isolation=isolation, extra_env=extra_env)
-        plan.extra_paths.append(str(runtime_dir))
+                                   isolation=isolation, extra_env=extra_env,
+                                   runtime_dir=runtime_dir, readable=[STARTUP_FILE])
         log_path = runtime_dir / "kernel.log"
         with open(log_path, "wb") as logf:
             try:
@@ -190,15 +192,17 @@ class LocalBackend(KernelBackend):
                     *plan.argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                     cwd=plan.cwd, env=plan.env, preexec_fn=plan.preexec, start_new_session=True,
                 )
-            except OSError as exc:
+            except (OSError, subprocess.SubprocessError) as exc:  # preexec failures too
+                plan.release()
                 raise KernelStartError(f"could not run {plan.argv[0]!r}: {exc}") from exc
         assert self._context is not None
-        kernel = LocalKernel(proc, plan, ZmqConnection(info, self._context), runtime_dir, log_path)
+        kernel = LocalKernel(proc, plan, ZmqConnection(dict(info), self._context), runtime_dir, log_path)
         try:
             await _wait_ready(kernel, request.limits.startup_timeout_s)
         except BaseException:
             await kernel.shutdown(now=True)
             raise
+        plan.on_ready()
         return kernel
 
     async def aclose(self) -> None:
@@ -238,10 +242,9 @@ async def _wait_ready(kernel: LocalKernel, timeout: float) -> None:
             )
         msg_id = kernel.send("shell", "kernel_info_request", {})
         replies[msg_id] = loop.create_future()
-        done, _ = await asyncio.wait(
-            [replies[msg_id], kernel._exited], timeout=min(_SHELL_PROBE_S, remaining),
-            return_when=asyncio.FIRST_COMPLETED,
-        )
+        waiters: list[asyncio.Future[Any]] = [replies[msg_id], kernel._exited]
+        done, _ = await asyncio.wait(waiters, timeout=min(_SHELL_PROBE_S, remaining),
+                                     return_when=asyncio.FIRST_COMPLETED)
         if replies[msg_id] not in done:
             continue
         kernel.kernel_info = replies[msg_id].result()["content"]

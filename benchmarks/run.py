@@ -1,0 +1,203 @@
+"""Kernel-session benchmarks, as ratios against raw jupyter_client run side by side.
+
+    python benchmarks/run.py [--quick] [--isolation none|process|sandbox]
+
+Each figure is measured for kernel-analyst and for a plain AsyncKernelManager /
+AsyncKernelClient loop with default kernel settings in the same process and run,
+interleaved, so machine load affects both alike. A ratio below 1 means faster than raw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.manager import AsyncKernelManager
+
+from kernel_analyst.kernels import Execution, Limits, SessionManager
+from kernel_analyst.kernels.audit import AuditTrail
+
+PLOT = "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.plot(range(100))\nplt.show()"
+FRAME = "import pandas as pd\npd.DataFrame({'a': range(200), 'b': range(200)}).describe()"
+
+
+class RawKernel:
+    """The baseline: jupyter_client as its documentation shows, default kernel settings."""
+
+    async def start(self) -> None:
+        self.km = AsyncKernelManager(kernel_name="python3")
+        await self.km.start_kernel()
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        await self.kc.wait_for_ready(timeout=60)
+
+    async def execute(self, code: str) -> dict[str, Any]:
+        msg_id = self.kc.execute(code)
+        reply = await self.kc._async_get_shell_msg(timeout=60)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = await self.kc._async_get_shell_msg(timeout=60)
+        while True:  # drain IOPub until idle, keeping outputs as a client must
+            msg = await self.kc._async_get_iopub_msg(timeout=60)
+            if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
+                    and msg["content"]["execution_state"] == "idle"):
+                return dict(reply)
+
+    async def stop(self) -> None:
+        self.kc.stop_channels()
+        await self.km.shutdown_kernel(now=True)
+
+
+def p50(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def line(name: str, ours: float, raw: float, unit: str = "ms", goal: str = "") -> dict[str, Any]:
+    ratio = ours / raw if raw else float("nan")
+    print(f"{name:<44} ours {ours:9.2f} {unit}   raw {raw:9.2f} {unit}   ratio {ratio:5.2f}x  {goal}")
+    return {"name": name, "ours": ours, "raw": raw, "unit": unit, "ratio": ratio, "goal": goal}
+
+
+async def bench_cells(manager: SessionManager, raw: RawKernel, code: str, n: int) -> tuple[float, float]:
+    s = await manager.session(f"cells-{abs(hash(code))}")
+    await s.execute(code)
+    await raw.execute(code)
+    ours: list[float] = []
+    base: list[float] = []
+    for _ in range(n):
+        t = time.perf_counter()
+        await s.execute(code)
+        ours.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        await raw.execute(code)
+        base.append(time.perf_counter() - t)
+    return p50(ours) * 1000, p50(base) * 1000
+
+
+async def bench_cold_start(root: Path, limits: Limits, n: int) -> tuple[float, float]:
+    ours: list[float] = []
+    base: list[float] = []
+    for i in range(n):
+        async with SessionManager(root / f"cold{i}", limits=limits) as m:
+            t = time.perf_counter()
+            s = await m.session("cold")
+            await s.execute("1")
+            ours.append(time.perf_counter() - t)
+        raw = RawKernel()
+        t = time.perf_counter()
+        await raw.start()
+        await raw.execute("1")
+        base.append(time.perf_counter() - t)
+        await raw.stop()
+    return p50(ours), p50(base)
+
+
+async def bench_warm_pool(root: Path, limits: Limits, n: int) -> tuple[float, float]:
+    times: list[float] = []
+    async with SessionManager(root / "warm", limits=limits, pool_size=2) as m:
+        for i in range(n):
+            await m.wait_pool_ready(120)
+            t = time.perf_counter()
+            s = await m.session(f"warm-{i}")
+            await s.execute("1")
+            times.append(time.perf_counter() - t)
+            await m.close(f"warm-{i}")
+    return p50(times) * 1000, max(times) * 1000
+
+
+async def bench_concurrent(root: Path, limits: Limits, sessions: int, cells: int) -> dict[str, float]:
+    async with SessionManager(root / "conc", limits=limits) as m:
+        ss = await asyncio.gather(*(m.session(f"c{i}") for i in range(sessions)))
+        await asyncio.gather(*(s.execute("0") for s in ss))
+        cpu, t = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(_run_many(s.execute, cells) for s in ss))
+        ours_wall, ours_cpu = time.perf_counter() - t, time.process_time() - cpu
+    raws = [RawKernel() for _ in range(sessions)]
+    await asyncio.gather(*(r.start() for r in raws))
+    await asyncio.gather(*(r.execute("0") for r in raws))
+    cpu, t = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(_run_many(r.execute, cells) for r in raws))
+    raw_wall, raw_cpu = time.perf_counter() - t, time.process_time() - cpu
+    await asyncio.gather(*(r.stop() for r in raws))
+    total = sessions * cells
+    return {"ours_tput": total / ours_wall, "raw_tput": total / raw_wall,
+            "ours_cpu_ms": ours_cpu / total * 1000, "raw_cpu_ms": raw_cpu / total * 1000}
+
+
+async def _run_many(execute: Any, cells: int) -> None:
+    for i in range(cells):
+        await execute(f"x = {i}\nx + 1")
+
+
+def bench_audit(root: Path, cells: int) -> dict[str, float]:
+    text = "y" * 2500  # ~3 MB for 1000 cells, as measured for real sessions
+    trail = AuditTrail(root / "audit.ipynb", {"kernel_analyst": {"session_id": "bench"}})
+    costs: list[float] = []
+    for i in range(cells):
+        ex = Execution(code=f"print({i})", execution_count=i + 1,
+                       outputs=[{"output_type": "stream", "name": "stdout", "text": text}])
+        t = time.perf_counter()
+        trail.append_execution(ex)
+        costs.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    trail.export(root / "export.ipynb")
+    export_ms = (time.perf_counter() - t) * 1000
+    early = p50(costs[5:15]) * 1000
+    late = p50(costs[-10:]) * 1000
+    return {"export_ms": export_ms, "append_ms_at_10": early, "append_ms_at_1000": late,
+            "size_mb": (root / "export.ipynb").stat().st_size / 1e6}
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--isolation", default="none", choices=["none", "process", "sandbox"])
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args()
+    n = 60 if args.quick else 300
+    limits = Limits(isolation=args.isolation)
+    results: list[dict[str, Any]] = []
+    print(f"kernel-analyst benchmarks (isolation={args.isolation}, python {sys.version.split()[0]})")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        raw = RawKernel()
+        await raw.start()
+        async with SessionManager(root / "cells", limits=limits) as manager:
+            ours, base = await bench_cells(manager, raw, "x = 1\nx + 1", n)
+            results.append(line("trivial cell round trip (p50)", ours, base, goal="goal <= 0.85x"))
+            ours, base = await bench_cells(manager, raw, PLOT, n // 5)
+            results.append(line("plot cell (p50)", ours, base, goal="goal <= 1.05x"))
+            ours, base = await bench_cells(manager, raw, FRAME, n // 5)
+            results.append(line("DataFrame cell (p50)", ours, base, goal="goal <= 1.05x"))
+        await raw.stop()
+        ours, base = await bench_cold_start(root, limits, 3 if args.quick else 7)
+        results.append(line("cold start to first result (p50)", ours, base, "s", "goal <= 0.65x"))
+        warm, worst = await bench_warm_pool(root, limits, 5 if args.quick else 15)
+        print(f"{'warm pool: session + first execute':<44} p50 {warm:7.1f} ms  max {worst:7.1f} ms"
+              "   goal p50 <= 30 ms")
+        results.append({"name": "warm pool p50", "ours": warm, "unit": "ms", "goal": "<= 30 ms"})
+        conc = await bench_concurrent(root, limits, 20, 20)
+        results.append(line("20 sessions x 20 cells: throughput", conc["ours_tput"], conc["raw_tput"],
+                            "cells/s", "goal >= 1.0x"))
+        results.append(line("20 sessions x 20 cells: client CPU per cell", conc["ours_cpu_ms"],
+                            conc["raw_cpu_ms"], "ms", "goal ours <= 1.7 ms"))
+        audit = bench_audit(root, 1000)
+        print(f"{'audit: export of a 1000-cell session':<44} {audit['export_ms']:7.1f} ms "
+              f"({audit['size_mb']:.1f} MB)   goal <= 250 ms")
+        print(f"{'audit: append cost at cell 10 / cell 1000':<44} {audit['append_ms_at_10']:.3f} ms / "
+              f"{audit['append_ms_at_1000']:.3f} ms   goal flat")
+        results.append({"name": "audit", **audit})
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))
