@@ -245,3 +245,18 @@ async def test_venv_environment_is_used_and_recorded(tmp_path: Path) -> None:
         assert mark == "venv-package" and Path(prefix).resolve() == env_dir.resolve()
         meta = s.audit.metadata["kernel_analyst"]["environment"]
         assert meta == {"kind": "venv", "path": str(env_dir)}
+
+
+async def test_no_kernel_left_when_program_exits_without_closing(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import asyncio
+        from kernel_analyst.kernels import SessionManager, Limits
+        async def main():
+            m = await SessionManager({str(tmp_path)!r}, limits=Limits(isolation="process")).start()
+            s = await m.session("forgotten")
+            print((await s.execute("import os; os.getpid()")).text.strip())
+        asyncio.run(main())  # never closes the manager
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    kernel = int(done.stdout.split()[0])
+    assert await wait_until(lambda: not pid_alive(kernel), timeout=10)

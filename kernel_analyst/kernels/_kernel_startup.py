@@ -71,6 +71,7 @@ def _kernel_analyst_setup(max_output_chars):
             self.cap = _OutputCap(max_output_chars)
             self.previous = {}
             self.pandas_configured = False
+            self.versions_found = None
 
         def _user_items(self):
             hidden = shell.user_ns_hidden
@@ -198,18 +199,19 @@ def _kernel_analyst_setup(max_output_chars):
             json.dumps(value, allow_nan=False)
             return value
 
-        @staticmethod
-        def versions():
-            import platform
-            from importlib import metadata
+        def versions(self):
+            if self.versions_found is None:
+                import platform
+                from importlib import metadata
 
-            found = {"python": platform.python_version()}
-            for dist in ("pandas", "numpy", "matplotlib", "ipykernel"):
-                try:
-                    found[dist] = metadata.version(dist)
-                except Exception:
-                    found[dist] = None
-            return _Json(found)
+                found = {"python": platform.python_version()}
+                for dist in ("pandas", "numpy", "matplotlib", "ipykernel"):
+                    try:
+                        found[dist] = metadata.version(dist)
+                    except Exception:
+                        found[dist] = None
+                self.versions_found = found
+            return _Json(self.versions_found)
 
         @staticmethod
         def adopt(path):
@@ -255,5 +257,7 @@ import os as _ka_os
 
 _kernel_analyst = _kernel_analyst_setup(int(_ka_os.environ.get("KERNEL_ANALYST_MAX_OUTPUT", "1000000")))
 _kernel_analyst_preload(_ka_os.environ.get("KERNEL_ANALYST_PRELOAD", ""))
+if _ka_os.environ.get("KERNEL_ANALYST_PRELOAD"):
+    _kernel_analyst.versions()  # a pool kernel has time now; its first cell should not wait
 _kernel_analyst.reset_diff()
 del _ka_os, _kernel_analyst_setup, _kernel_analyst_preload

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import os
@@ -12,6 +13,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,18 @@ from ._zmq import ZmqConnection
 from .base import Channel, KernelBackend, KernelEnvironment, KernelRequest, MessageHandler, RunningKernel
 
 log = logging.getLogger(__name__)
+
+# Kernels still running when this process exits normally (a manager never closed) are
+# killed here; if this process is killed instead, each kernel notices its parent is gone.
+_LIVE: weakref.WeakSet[LocalKernel] = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_leftover_kernels() -> None:
+    for kernel in list(_LIVE):
+        if kernel.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(kernel.proc.pid, signal.SIGKILL)
 
 STARTUP_FILE = Path(__file__).resolve().parent.parent / "_kernel_startup.py"
 _IOPUB_PROBE_S = 0.02
@@ -78,6 +92,7 @@ class LocalKernel(RunningKernel):
         self.kernel_info = {}
         self.kernelspec = {}
         self._exited = asyncio.ensure_future(proc.wait())
+        _LIVE.add(self)
         self._closed = False
 
     def set_handler(self, handler: MessageHandler) -> None:
