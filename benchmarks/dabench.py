@@ -1,0 +1,281 @@
+#!/usr/bin/env python
+"""Run the analyst on InfiAgent-DABench (dev split) and score it the way its authors do.
+
+Needs: a chat model that calls tools (``pip install "kernel-analyst[openai]"``, or another
+provider extra, and its API key or an OpenAI-compatible server), and the benchmark files
+(questions, labels, tables): ``../shared/datasets/dabench`` beside the repository by default,
+``--data DIR`` elsewhere. Examples::
+
+    python benchmarks/dabench.py --model openai:gpt-4o-mini --limit 20
+    python benchmarks/dabench.py --model openai:qwen2.5-coder --base-url http://127.0.0.1:8000/v1 \\
+        --level easy --out dabench-responses.jsonl
+
+Scoring follows the authors' ``eval_closed_form.py``: the answers are the ``@name[value]``
+items of the response (a repeated name keeps its last value); a sub-answer is correct when
+it equals the label exactly or both parse as floats within 1e-6. Reported: accuracy by
+question (every sub-answer right), by sub-question, and the proportional score. One
+difference: upstream silently leaves out questions whose response is empty; here they count
+as wrong, so a crashing agent cannot look better than a wrong one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from kernel_analyst import Analyst, Limits, SessionManager
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "dabench"
+ANSWER_RE = re.compile(r"@(\w+)\[(.*?)\]")
+
+PROMPT = """\
+{question}
+
+Constraints: {constraints}
+
+The data is in the file `{file_name}` in the working directory.
+Finish with the results in exactly this format: {format}
+Write each @name[value] as shown, with only the value inside the brackets, rounded as the \
+constraints say."""
+
+
+@dataclass(frozen=True)
+class Question:
+    """One benchmark question."""
+
+    id: int
+    """Question id (joins the labels)."""
+    question: str
+    """The question text."""
+    constraints: str
+    """How to compute and round."""
+    format: str
+    """The required ``@name[value]`` answer format."""
+    file_name: str
+    """The table, in ``da-dev-tables/``."""
+    level: str
+    """easy, medium or hard."""
+    concepts: list[str] = field(default_factory=list)
+    """Skills the question tests."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Question:
+        """Build from one line of ``da-dev-questions.jsonl``."""
+        return cls(int(data["id"]), str(data["question"]), str(data.get("constraints", "")),
+                   str(data.get("format", "")), str(data["file_name"]), str(data.get("level", "")),
+                   list(data.get("concepts", [])))
+
+    def prompt(self) -> str:
+        """The question as the analyst is asked it."""
+        return PROMPT.format(question=self.question, constraints=self.constraints,
+                             file_name=self.file_name, format=self.format)
+
+
+@dataclass
+class Record:
+    """The agent's run on one question."""
+
+    id: int
+    """Question id."""
+    response: str
+    """The answer text (scored)."""
+    stop_reason: str
+    """answered, max_steps or error."""
+    steps: int = 0
+    """Code runs."""
+    duration_s: float = 0.0
+    """Wall-clock seconds."""
+    usage: dict[str, Any] | None = None
+    """Token usage, when reported."""
+    error: str | None = None
+    """What failed, if anything."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSONL line (upstream reads ``id`` and ``response``)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Score:
+    """Accuracy the way the benchmark's authors compute it."""
+
+    by_question: float
+    """Share of questions with every sub-answer correct."""
+    by_sub_question: float
+    """Share of sub-answers correct."""
+    proportional: float
+    """Mean over questions of the share of their sub-answers correct."""
+    questions: int
+    """Questions scored."""
+    sub_questions: int
+    """Sub-answers scored."""
+    correct: dict[int, dict[str, bool]] = field(default_factory=dict)
+    """Per question id: sub-answer name -> correct."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return {**asdict(self), "correct": {str(k): v for k, v in self.correct.items()}}
+
+
+# -- data ----------------------------------------------------------------------------------
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def load_questions(data_dir: Path) -> list[Question]:
+    """All questions of the split, in file order."""
+    return [Question.from_dict(d) for d in _read_jsonl(data_dir / "da-dev-questions.jsonl")]
+
+
+def load_labels(data_dir: Path) -> dict[int, dict[str, str]]:
+    """Question id -> {answer name: label value}."""
+    return {int(d["id"]): {str(n): str(v) for n, v in d["common_answers"]}
+            for d in _read_jsonl(data_dir / "da-dev-labels.jsonl")}
+
+
+def select(questions: list[Question], *, ids: Sequence[int] | None = None, level: str | None = None,
+           limit: int | None = None) -> list[Question]:
+    """Questions filtered by id and level, then the first ``limit``."""
+    chosen = [q for q in questions if (not ids or q.id in ids) and (not level or q.level == level)]
+    return chosen[:limit] if limit else chosen
+
+
+# -- scoring (as upstream) -------------------------------------------------------------------
+
+
+def extract_answers(response: str) -> dict[str, str]:
+    """The ``@name[value]`` items of a response (a repeated name keeps its last value)."""
+    return dict(ANSWER_RE.findall(response))
+
+
+def is_equal(response: str | None, label: str) -> bool:
+    """Exact string match, else both floats within 1e-6."""
+    if response == label:
+        return True
+    if response is None:
+        return False
+    try:
+        return abs(float(response) - float(label)) < 1e-6
+    except ValueError:
+        return False
+
+
+def score(labels: dict[int, dict[str, str]], responses: dict[int, str]) -> Score:
+    """Score the responses of the questions in ``responses`` against their labels."""
+    correct: dict[int, dict[str, bool]] = {}
+    for qid in responses:
+        found = extract_answers(responses[qid])
+        correct[qid] = {name: is_equal(found.get(name), value) for name, value in labels[qid].items()}
+    total = len(correct)
+    subs = sum(len(c) for c in correct.values())
+    return Score(
+        by_question=_ratio(sum(all(c.values()) for c in correct.values()), total),
+        by_sub_question=_ratio(sum(sum(c.values()) for c in correct.values()), subs),
+        proportional=_ratio(sum(sum(c.values()) / len(c) for c in correct.values() if c), total),
+        questions=total, sub_questions=subs, correct=correct)
+
+
+def _ratio(part: float, whole: int) -> float:
+    return round(part / whole, 4) if whole else 0.0
+
+
+# -- running ---------------------------------------------------------------------------------
+
+
+async def run_questions(analyst: Analyst, questions: list[Question], data_dir: Path, *,
+                        concurrency: int = 1,
+                        on_record: Callable[[Record], None] | None = None) -> list[Record]:
+    """Ask each question in a conversation of its own (its kernel closed afterwards)."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(q: Question) -> Record:
+        async with gate:
+            record = await _ask(analyst, q, data_dir)
+        if on_record:
+            on_record(record)
+        return record
+
+    return list(await asyncio.gather(*(one(q) for q in questions)))
+
+
+async def _ask(analyst: Analyst, q: Question, data_dir: Path) -> Record:
+    conversation = f"dabench-{q.id}"
+    started = time.monotonic()
+    try:
+        answer = await analyst.ask(conversation, q.prompt(), files=[data_dir / "da-dev-tables" / q.file_name])
+    except Exception as exc:  # one broken question must not end the benchmark
+        return Record(q.id, "", "error", duration_s=time.monotonic() - started,
+                      error=f"{type(exc).__name__}: {exc}")
+    finally:
+        await analyst.manager.close(conversation)
+        analyst.forget(conversation)
+    return Record(q.id, answer.text, answer.stop_reason, len(answer.steps), answer.duration_s,
+                  answer.usage.to_dict() if answer.usage else None, answer.error)
+
+
+async def benchmark(args: argparse.Namespace, model: BaseChatModel, manager: SessionManager) -> Score:
+    """Run the selected questions with ``model``; write the records; return the score."""
+    data_dir = Path(args.data)
+    questions = select(load_questions(data_dir), ids=args.ids, level=args.level, limit=args.limit)
+    analyst = Analyst(model, manager, max_steps=args.max_steps)
+    records = await run_questions(analyst, questions, data_dir, concurrency=args.concurrency,
+                                  on_record=lambda r: print(f"  {r.id:>4} {r.stop_reason:<9} {r.steps:>2} "
+                                                            f"steps {r.duration_s:6.1f} s", file=sys.stderr))
+    result = score(load_labels(data_dir), {r.id: r.response for r in records})
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            for record in sorted(records, key=lambda r: r.id):
+                f.write(json.dumps(record.to_dict()) + "\n")
+    return result
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Command-line options."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--model", required=True, help='"provider:model", e.g. openai:gpt-4o-mini')
+    p.add_argument("--base-url", help="OpenAI-compatible server (default: $OPENAI_BASE_URL)")
+    p.add_argument("--data", default=str(DEFAULT_DATA), help="benchmark directory (default: %(default)s)")
+    p.add_argument("--ids", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated ids")
+    p.add_argument("--level", choices=["easy", "medium", "hard"])
+    p.add_argument("--limit", type=int, help="at most this many questions")
+    p.add_argument("--max-steps", type=int, default=10)
+    p.add_argument("--concurrency", type=int, default=1, help="questions at once (one kernel each)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per code run")
+    p.add_argument("--workdir", help="where sessions and notebooks go (default: a new temp dir)")
+    p.add_argument("--out", help="write one JSON line per question (upstream's response format)")
+    return p.parse_args(argv)
+
+
+async def _main(args: argparse.Namespace) -> Score:
+    from kernel_analyst.agent import load_chat_model
+
+    model = load_chat_model(args.model, base_url=args.base_url)
+    root = Path(args.workdir or tempfile.mkdtemp(prefix="dabench-"))
+    print(f"sessions and audit notebooks: {root}", file=sys.stderr)
+    async with SessionManager(root, limits=Limits(timeout_s=args.timeout), pool_size=args.concurrency) as m:
+        return await benchmark(args, model, m)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: run, print the scores as JSON, exit 0."""
+    result = asyncio.run(_main(parse_args(argv)))
+    summary = {k: v for k, v in result.to_dict().items() if k != "correct"}
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

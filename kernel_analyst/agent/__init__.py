@@ -1,0 +1,53 @@
+"""The LLM side: an analysis agent on any LangChain chat model, and the kernel as a tool.
+
+Talks to kernels only through the public API of ``kernel_analyst.kernels``.
+"""
+
+from .analyst import Analyst, AnalystSettings, EventCallback
+from .events import AgentEvent, FinalAnswer, ModelText, StepCode, StepFinished, StepOutput, StepStarted
+from .exceptions import (
+    AgentError,
+    KernelToolError,
+    MissingAPIKeyError,
+    ModelConfigError,
+    ProviderNotInstalledError,
+    ScriptError,
+    ToolCallingUnsupportedError,
+)
+from .models import ModelEnvironment, ModelSpec, load_chat_model
+from .observation import Observation, SavedOutput, observe
+from .results import Answer, Step, StopReason, Usage
+from .tool import TOOL_NAME, KernelTool, KernelToolInput
+
+__all__ = [
+    "TOOL_NAME",
+    "AgentError",
+    "AgentEvent",
+    "Analyst",
+    "AnalystSettings",
+    "Answer",
+    "EventCallback",
+    "FinalAnswer",
+    "KernelTool",
+    "KernelToolError",
+    "KernelToolInput",
+    "MissingAPIKeyError",
+    "ModelConfigError",
+    "ModelEnvironment",
+    "ModelSpec",
+    "ModelText",
+    "Observation",
+    "ProviderNotInstalledError",
+    "SavedOutput",
+    "ScriptError",
+    "Step",
+    "StepCode",
+    "StepFinished",
+    "StepOutput",
+    "StepStarted",
+    "StopReason",
+    "ToolCallingUnsupportedError",
+    "Usage",
+    "load_chat_model",
+    "observe",
+]

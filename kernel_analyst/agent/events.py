@@ -1,0 +1,114 @@
+"""Events of one answer, in the order :meth:`Analyst.stream` yields them.
+
+For each step: :class:`StepStarted`, :class:`StepCode`, any number of
+:class:`StepOutput` (as the kernel produces them), :class:`StepFinished`. Between model
+calls, :class:`ModelText` carries text the model wrote beside its tool calls. The last
+event is always :class:`FinalAnswer`. Every event has ``type`` and ``to_dict()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..kernels.execution import Execution
+from .results import Answer
+
+
+@dataclass(frozen=True)
+class StepStarted:
+    """The model asked to run code; the step is about to start."""
+
+    step: int
+    """1-based step number within the answer."""
+    tool_call_id: str = ""
+    """The id of the model's tool call."""
+    type: Literal["step_started"] = "step_started"
+    """Event type tag."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return {"type": self.type, "step": self.step, "tool_call_id": self.tool_call_id}
+
+
+@dataclass(frozen=True)
+class StepCode:
+    """The code of a step, sent to the kernel."""
+
+    step: int
+    """1-based step number within the answer."""
+    code: str
+    """The source being run."""
+    type: Literal["step_code"] = "step_code"
+    """Event type tag."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return {"type": self.type, "step": self.step, "code": self.code}
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    """One output (or stream chunk) of a running step, as it arrives."""
+
+    step: int
+    """1-based step number within the answer."""
+    output: dict[str, Any]
+    """An nbformat v4 output dict (streams arrive as chunks)."""
+    type: Literal["step_output"] = "step_output"
+    """Event type tag."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return {"type": self.type, "step": self.step, "output": self.output}
+
+
+@dataclass(frozen=True)
+class StepFinished:
+    """A step ended; what the model will be shown about it."""
+
+    step: int
+    """1-based step number within the answer."""
+    execution: Execution
+    """The kernel's result."""
+    observation: str
+    """The text the model is shown."""
+    type: Literal["step_finished"] = "step_finished"
+    """Event type tag."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return {"type": self.type, "step": self.step, "execution": self.execution.to_dict(),
+                "observation": self.observation}
+
+
+@dataclass(frozen=True)
+class ModelText:
+    """Text the model wrote beside its tool calls (its reasoning between steps)."""
+
+    text: str
+    """The text."""
+    type: Literal["model_text"] = "model_text"
+    """Event type tag."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return {"type": self.type, "text": self.text}
+
+
+@dataclass(frozen=True)
+class FinalAnswer:
+    """The answer is complete (always the last event)."""
+
+    answer: Answer
+    """The same object :meth:`Analyst.ask` returns."""
+    type: Literal["answer"] = "answer"
+    """Event type tag."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return {"type": self.type, "answer": self.answer.to_dict()}
+
+
+AgentEvent = StepStarted | StepCode | StepOutput | StepFinished | ModelText | FinalAnswer
+"""Any event of :meth:`Analyst.stream`."""

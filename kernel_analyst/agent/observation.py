@@ -1,0 +1,308 @@
+"""Execution -> what the model sees.
+
+An :class:`Observation` is the text of one step within a character budget, plus the
+figures to attach when the model takes images. The text is assembled in this order:
+
+1. notices: a timeout, a kernel death or restart and which variables were lost;
+2. the output in display order: streams, and of each rich output its ``text/plain`` form
+   (DataFrames as text, never HTML), figures as a short line naming them;
+3. the error: ``ename: evalue`` and a traceback trimmed to the user's frames and the frame
+   that raised, kept whole up to the budget;
+4. a one-line note of the variables the step created, changed or deleted.
+
+When the output is longer than the room left for it, its head and tail are kept and the
+middle is replaced by a count of the characters elided. If the caller names a file
+(``save_as``), the full output goes into :attr:`Observation.saved`, the caller stores it
+in the session's working directory, and the marker tells the model that file's name so it
+can read the rest in pieces. Rendering is pure: no I/O happens here.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..kernels.execution import Execution, ExecutionError, strip_ansi
+from .prompting import message
+
+DEFAULT_BUDGET = 4000
+"""Characters of observation per step, unless configured otherwise."""
+
+_MIN_OUTPUT_ROOM = 200
+_VARIABLES_NOTE_MAX = 400
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_RULE_RE = re.compile(r"^-{20,}$")
+_PACKAGES_RE = re.compile(r"(?:[A-Za-z]:)?(?:[/\\][^\s/\\:]+)+[/\\](?:site|dist)-packages[/\\]")
+_ARROW_RE = re.compile(r"^\s*-+>")
+_CHAIN_MARKERS = ("The above exception was the direct cause", "During handling of the above exception")
+
+
+@dataclass(frozen=True)
+class SavedOutput:
+    """The full output of a step whose observation was cut, to be stored for the model."""
+
+    name: str
+    """File name relative to the session's working directory."""
+    data: bytes
+    """The complete output text, UTF-8 encoded."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict (name and size; not the data)."""
+        return {"name": self.name, "size": len(self.data)}
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the model is shown about one execution."""
+
+    text: str
+    """The observation text, within the budget (plus short fixed notices)."""
+    images: list[bytes] = field(default_factory=list)
+    """PNG figures to attach (empty unless images were asked for)."""
+    saved: SavedOutput | None = None
+    """The full output to store under ``saved.name`` when the text was cut, else None."""
+    elided_chars: int = 0
+    """Characters of output left out of :attr:`text`."""
+
+    def image_blocks(self) -> list[dict[str, Any]]:
+        """LangChain standard image content blocks, one per attached figure."""
+        return [
+            {"type": "image", "base64": base64.b64encode(png).decode("ascii"), "mime_type": "image/png"}
+            for png in self.images
+        ]
+
+    def content(self) -> str | list[str | dict[str, Any]]:
+        """Message content: the text alone, or a text block followed by image blocks."""
+        if not self.images:
+            return self.text
+        return [{"type": "text", "text": self.text}, *self.image_blocks()]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict (images as their count)."""
+        return {"text": self.text, "images": len(self.images),
+                "saved": self.saved.to_dict() if self.saved else None, "elided_chars": self.elided_chars}
+
+
+def observe(
+    ex: Execution,
+    *,
+    budget: int = DEFAULT_BUDGET,
+    send_images: bool = False,
+    max_images: int = 4,
+    lost_variables: Iterable[str] | None = None,
+    save_as: str | None = None,
+) -> Observation:
+    """Turn ``ex`` into the observation the model reads.
+
+    ``budget`` is in characters. ``lost_variables`` names the variables that existed before
+    a step that lost the kernel's state (``None``: not known). ``save_as`` is the file name
+    under which the caller will store the full output when it does not fit.
+    """
+    figures = _Figures(attach=send_images, max_images=max_images)
+    output = _output_text(ex.outputs, figures)
+    head = _notices(ex, lost_variables)
+    tail = [note for note in (_variables_note(ex), _dropped_note(ex)) if note]
+    room = max(budget - sum(len(part) + 1 for part in head + tail), _MIN_OUTPUT_ROOM)
+    error = ""
+    if ex.error is not None:
+        error = format_error(ex.error, limit=max(room - min(len(output), room // 4), _MIN_OUTPUT_ROOM))
+    shown, elided = elide(output, max(room - len(error), _MIN_OUTPUT_ROOM), saved_as=save_as)
+    if not output.strip() and not error:
+        shown = message("no_output") if ex.status == "ok" else ""
+    text = "\n".join(part for part in (*head, shown.rstrip("\n"), error, *tail) if part)
+    saved = SavedOutput(save_as, output.encode("utf-8")) if elided and save_as else None
+    return Observation(text=text, images=figures.attached, saved=saved, elided_chars=elided)
+
+
+# -- output ---------------------------------------------------------------------------
+
+
+class _Figures:
+    """Numbers the figures of one step and decides which are attached."""
+
+    def __init__(self, *, attach: bool, max_images: int) -> None:
+        self.attach = attach
+        self.max_images = max_images
+        self.count = 0
+        self.attached: list[bytes] = []
+
+    def add(self, png: bytes) -> str:
+        self.count += 1
+        size = png_size(png)
+        described = f"{size[0]}x{size[1]}" if size else "a"
+        if self.attach and len(self.attached) < self.max_images:
+            self.attached.append(png)
+            return message("figure_attached", index=self.count, size=described)
+        return message("figure_hidden", index=self.count, size=described)
+
+
+def png_size(png: bytes) -> tuple[int, int] | None:
+    """Width and height from a PNG's header, or None if it is not a PNG."""
+    if len(png) < 24 or not png.startswith(_PNG_SIGNATURE):
+        return None
+    width, height = struct.unpack(">II", png[16:24])
+    return int(width), int(height)
+
+
+def _join(value: Any) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _output_text(outputs: list[dict[str, Any]], figures: _Figures) -> str:
+    parts: list[str] = []
+    for out in outputs:
+        kind = out.get("output_type")
+        if kind == "stream":
+            parts.append(strip_ansi(_join(out.get("text", ""))))
+        elif kind in ("execute_result", "display_data"):
+            parts.append(_rich_text(out.get("data", {}), figures).rstrip("\n") + "\n")
+    return "".join(parts)
+
+
+def _rich_text(data: dict[str, Any], figures: _Figures) -> str:
+    """One rich output as text: a figure line, or its plain-text form; never HTML."""
+    if "image/png" in data:
+        try:
+            png = base64.b64decode(_join(data["image/png"]))
+        except ValueError:
+            png = b""
+        return figures.add(png)
+    for mime in ("text/plain", "text/markdown", "text/latex"):
+        if mime in data:
+            return strip_ansi(_join(data[mime]))
+    return message("other_output", mime=next(iter(data), "empty"))
+
+
+def elide(text: str, limit: int, *, saved_as: str | None = None) -> tuple[str, int]:
+    """Keep the head and tail of ``text`` within ``limit`` characters; return the text
+    and how many characters were elided (cuts fall on line breaks where one is near)."""
+    if len(text) <= limit:
+        return text, 0
+    probe = _marker(len(text), saved_as)
+    keep = max(limit - len(probe) - 2, 0)
+    head = _cut_head(text, keep * 3 // 5)
+    tail = _cut_tail(text, keep - len(head))
+    count = len(text) - len(head) - len(tail)
+    return f"{head}\n{_marker(count, saved_as)}\n{tail}", count
+
+
+def _marker(count: int, saved_as: str | None) -> str:
+    if saved_as:
+        return message("elided_saved", count=f"{count:,}", file=saved_as)
+    return message("elided", count=f"{count:,}")
+
+
+def _cut_head(text: str, size: int) -> str:
+    head = text[:size]
+    newline = head.rfind("\n")
+    return head[: newline + 1] if newline >= size * 4 // 5 else head
+
+
+def _cut_tail(text: str, size: int) -> str:
+    if size <= 0:
+        return ""
+    tail = text[-size:]
+    newline = tail.find("\n")
+    return tail[newline + 1:] if 0 <= newline < size // 5 else tail
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+def trim_traceback(traceback: list[str]) -> tuple[list[str], int]:
+    """The frames worth showing and the number left out.
+
+    Of a chain of exceptions only the last is kept. Of its frames, those in the user's
+    cells are kept, and the last one (where the exception was raised); library frames in
+    between are dropped. The final ``ename: evalue`` line is kept. Paths into
+    site-packages are shortened to the package path.
+    """
+    entries = [strip_ansi(entry).rstrip("\n") for entry in traceback]
+    for i in range(len(entries) - 1, -1, -1):
+        if entries[i].lstrip().startswith(_CHAIN_MARKERS):
+            entries = entries[i + 1:]
+            break
+    body = [e for e in entries if e.strip() and not _RULE_RE.match(e.strip())
+            and "Traceback (most recent call last)" not in e]
+    final = body.pop() if body and not _is_frame(body[-1]) else ""
+    keep = {i for i, frame in enumerate(body) if _is_user_frame(frame)}
+    if body:
+        keep.add(len(body) - 1)
+    shown: list[str] = []
+    for i in sorted(keep):
+        if (shown and i - 1 not in keep) or (not shown and i > 0):
+            shown.append("   ...")
+        frame = body[i] if _is_user_frame(body[i]) else _compact_frame(body[i])
+        shown.append(_PACKAGES_RE.sub("", frame))
+    if final:
+        shown.append(final)
+    return shown, len(body) - len(keep)
+
+
+def _compact_frame(entry: str) -> str:
+    """A library frame as its location and the lines next to the arrow."""
+    lines = entry.split("\n")
+    arrow = next((i for i, line in enumerate(lines) if _ARROW_RE.match(line)), None)
+    if arrow is None:
+        return "\n".join(lines[:3])
+    return "\n".join([lines[0], *lines[max(1, arrow - 1): arrow + 1]])
+
+
+def _is_frame(entry: str) -> bool:
+    text = entry.lstrip()
+    return text.startswith(("File ", "Cell In[", "Input In [")) or "<ipython-input-" in text
+
+
+def _is_user_frame(entry: str) -> bool:
+    text = entry.lstrip()
+    return text.startswith(("Cell In[", "Input In [")) or "<ipython-input-" in text
+
+
+def format_error(error: ExecutionError, *, limit: int) -> str:
+    """The error as the model sees it: ``Error: ename: evalue`` and the trimmed traceback,
+    cut in the middle only if it exceeds ``limit`` characters."""
+    first = message("error", error=str(error))
+    frames, omitted = trim_traceback(error.traceback)
+    if not frames:
+        return first
+    header = message("traceback", omitted=omitted) if omitted else message("traceback_whole")
+    rest = "\n".join([header, *frames])
+    shown, _ = elide(rest, max(limit - len(first) - 1, _MIN_OUTPUT_ROOM))
+    return f"{first}\n{shown}"
+
+
+# -- notices ----------------------------------------------------------------------------
+
+
+def _notices(ex: Execution, lost_variables: Iterable[str] | None) -> list[str]:
+    seconds = f"{ex.duration_s:.1f}"
+    if ex.state != "lost":
+        return [message("timeout_kept", seconds=seconds)] if ex.status == "timeout" else []
+    if ex.status == "died":
+        what = message("died")
+    elif ex.status == "timeout":
+        what = message("timeout_restarted", seconds=seconds)
+    else:
+        what = message("died_before")
+    names = sorted(lost_variables) if lost_variables is not None else []
+    lost = message("lost_named", names=", ".join(names)) if names else message("lost_all")
+    return [what, lost]
+
+
+def _variables_note(ex: Execution) -> str:
+    changes = ex.variables.describe()
+    if not changes:
+        return ""
+    if len(changes) > _VARIABLES_NOTE_MAX:
+        changes = changes[: _VARIABLES_NOTE_MAX - 4].rstrip() + " ..."
+    elif ex.variables.truncated:
+        changes += " ..."
+    return message("variables", changes=changes)
+
+
+def _dropped_note(ex: Execution) -> str:
+    return message("output_dropped", count=f"{ex.truncated_bytes:,}") if ex.truncated_bytes else ""

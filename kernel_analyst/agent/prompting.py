@@ -1,0 +1,70 @@
+"""The one place where prompt text is read and rendered.
+
+Every sentence the model reads lives in ``agent/prompts/`` as package data: the system
+prompt (``system.md``), the tool description (``tool.txt``), the note on kernel state
+attached to each question (``context.md``) and the short messages of observations
+(``messages.txt``, one ``name = text`` per line). Templates use ``string.Template``
+(``$name``), so Python code with braces can appear in prompt text, and rendering is
+strict: a missing value raises ``KeyError`` instead of reaching the model as ``$name``.
+"""
+
+from __future__ import annotations
+
+import functools
+import string
+from importlib import resources
+from typing import Any
+
+_PACKAGE = "kernel_analyst"
+_DIRECTORY = "agent/prompts"
+
+
+@functools.cache
+def template(name: str, /) -> str:
+    """The text of the prompt file ``name`` (e.g. ``"system.md"``)."""
+    return resources.files(_PACKAGE).joinpath(f"{_DIRECTORY}/{name}").read_text(encoding="utf-8")
+
+
+def render(name: str, /, **values: Any) -> str:
+    """Render the prompt file ``name`` with ``values``; every placeholder must be given."""
+    return string.Template(template(name)).substitute(values)
+
+
+@functools.lru_cache(maxsize=1)
+def _messages() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for number, line in enumerate(template("messages.txt").splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, sep, text = line.partition(" = ")
+        if not sep:
+            raise ValueError(f"messages.txt line {number}: expected `name = text`")
+        found[key.strip()] = text
+    return found
+
+
+def message_names() -> list[str]:
+    """Names of the short messages in ``messages.txt``, in file order."""
+    return list(_messages())
+
+
+def message(key: str, /, **values: Any) -> str:
+    """Render the short message ``key`` from ``messages.txt``."""
+    return string.Template(_messages()[key]).substitute(values)
+
+
+def system_prompt(*, tool_name: str, max_steps: int, budget: int, send_images: bool) -> str:
+    """The analyst's system prompt."""
+    figures = message("figures_shown" if send_images else "figures_hidden")
+    return render("system.md", tool_name=tool_name, max_steps=max_steps, budget=f"{budget:,}",
+                  figures_note=figures).strip()
+
+
+def tool_description() -> str:
+    """The description of the Python tool, as the model sees it."""
+    return template("tool.txt").strip()
+
+
+def kernel_context(*, files: str, variables: str) -> str:
+    """The note on existing files and variables appended to a question."""
+    return render("context.md", files=files, variables=variables).rstrip()

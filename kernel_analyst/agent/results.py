@@ -1,0 +1,136 @@
+"""What an :class:`~kernel_analyst.agent.Analyst` returns: the answer, its steps, token usage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..kernels.execution import Execution
+
+StopReason = Literal["answered", "max_steps", "error"]
+
+
+@dataclass
+class Usage:
+    """Tokens the model reported for one answer, summed over its calls."""
+
+    input_tokens: int = 0
+    """Prompt tokens, summed over model calls."""
+    output_tokens: int = 0
+    """Completion tokens, summed over model calls."""
+    total_tokens: int = 0
+    """Total tokens as the provider counts them."""
+    model_calls: int = 0
+    """Model calls that reported usage."""
+
+    def add(self, usage: dict[str, Any] | None) -> None:
+        """Add one call's ``usage_metadata`` (ignored when the model reported none)."""
+        if not usage:
+            return
+        self.input_tokens += int(usage.get("input_tokens", 0) or 0)
+        self.output_tokens += int(usage.get("output_tokens", 0) or 0)
+        self.total_tokens += int(usage.get("total_tokens", 0) or 0)
+        self.model_calls += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "total_tokens": self.total_tokens, "model_calls": self.model_calls}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Usage:
+        """Rebuild from :meth:`to_dict` output."""
+        return cls(int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)),
+                   int(data.get("total_tokens", 0)), int(data.get("model_calls", 0)))
+
+
+@dataclass
+class Step:
+    """One piece of code the model ran, and what came of it."""
+
+    index: int
+    """1-based number of the step within its answer."""
+    code: str
+    """The code the model sent."""
+    execution: Execution
+    """The kernel's result."""
+    observation: str
+    """The text the model was shown."""
+    tool_call_id: str = ""
+    """The id of the model's tool call."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return {"index": self.index, "code": self.code, "execution": self.execution.to_dict(),
+                "observation": self.observation, "tool_call_id": self.tool_call_id}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Step:
+        """Rebuild from :meth:`to_dict` output."""
+        return cls(int(data["index"]), str(data["code"]), Execution.from_dict(data["execution"]),
+                   str(data.get("observation", "")), str(data.get("tool_call_id", "")))
+
+
+@dataclass
+class Answer:
+    """The outcome of :meth:`Analyst.ask`."""
+
+    text: str
+    """The model's final answer ("" if it stopped before answering)."""
+    steps: list[Step]
+    """The code runs of this answer, in order."""
+    notebook_path: Path
+    """The conversation's audit notebook (every step, the question and the answer)."""
+    stop_reason: StopReason
+    """``answered``; ``max_steps`` (the step limit was reached first); ``error`` (the model
+    call or the kernel failed; see :attr:`error`)."""
+    conversation_id: str = ""
+    """The conversation this answer belongs to."""
+    question: str = ""
+    """The question as asked."""
+    usage: Usage | None = None
+    """Token usage summed over the model calls, or None if the model reported none."""
+    error: str | None = None
+    """What went wrong when ``stop_reason == "error"``."""
+    duration_s: float = 0.0
+    """Wall-clock seconds the answer took."""
+    files: list[str] = field(default_factory=list)
+    """Names of the files uploaded with the question."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the model answered."""
+        return self.stop_reason == "answered"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return {
+            "text": self.text,
+            "steps": [s.to_dict() for s in self.steps],
+            "notebook_path": str(self.notebook_path),
+            "stop_reason": self.stop_reason,
+            "conversation_id": self.conversation_id,
+            "question": self.question,
+            "usage": self.usage.to_dict() if self.usage else None,
+            "error": self.error,
+            "duration_s": self.duration_s,
+            "files": list(self.files),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Answer:
+        """Rebuild from :meth:`to_dict` output."""
+        usage = data.get("usage")
+        return cls(
+            text=str(data["text"]),
+            steps=[Step.from_dict(s) for s in data.get("steps", [])],
+            notebook_path=Path(data["notebook_path"]),
+            stop_reason=data["stop_reason"],
+            conversation_id=str(data.get("conversation_id", "")),
+            question=str(data.get("question", "")),
+            usage=Usage.from_dict(usage) if usage else None,
+            error=data.get("error"),
+            duration_s=float(data.get("duration_s", 0.0)),
+            files=list(data.get("files", [])),
+        )

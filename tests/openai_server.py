@@ -1,0 +1,180 @@
+"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1, for end-to-end tests.
+
+It answers ``POST /v1/chat/completions`` with the next scripted reply, as one JSON
+completion or, when the request asks to stream, as server-sent events with the tool-call
+arguments split into fragments, the way OpenAI streams them. Every request body is kept
+in :attr:`OpenAIServer.requests`. It serves a bounded number of requests and shuts itself
+down after ``lifetime_s`` even if a test forgets to, so no thread outlives the test run::
+
+    with OpenAIServer([ScriptedReply(code="1 + 1"), ScriptedReply(text="2")]) as server:
+        model = ChatOpenAI(base_url=server.url, api_key="test", model="scripted")
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ScriptedReply:
+    """One assistant reply: text, and optionally a call of the ``python`` tool."""
+
+    text: str = ""
+    """The assistant's text (may be empty beside a tool call)."""
+    code: str | None = None
+    """Code for a ``python`` tool call, or None for a plain answer."""
+    prompt_tokens: int = 11
+    """Reported prompt tokens."""
+    completion_tokens: int = 7
+    """Reported completion tokens."""
+
+
+class OpenAIServer:
+    """Serves scripted replies on an ephemeral loopback port (use as a context manager)."""
+
+    def __init__(self, replies: Sequence[ScriptedReply], *, max_requests: int = 20,
+                 lifetime_s: float = 60.0) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict[str, Any]] = []
+        self.max_requests = max_requests
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.owner = self  # type: ignore[attr-defined]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="openai-test-server", daemon=True)
+        self._watchdog = threading.Timer(lifetime_s, self._httpd.shutdown)
+        self._watchdog.daemon = True
+
+    @property
+    def url(self) -> str:
+        """Base URL for OpenAI clients (``.../v1``)."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def __enter__(self) -> OpenAIServer:
+        self._thread.start()
+        self._watchdog.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._watchdog.cancel()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=10)
+
+    def take(self, body: dict[str, Any]) -> tuple[int, ScriptedReply | None]:
+        """Record a request; return its number and reply (None when the script is over)."""
+        with self._lock:
+            self.requests.append(body)
+            index = len(self.requests) - 1
+            if index >= min(len(self.replies), self.max_requests):
+                return index, None
+            return index, self.replies[index]
+
+    def call_id(self) -> str:
+        """A fresh tool-call id."""
+        return f"call_{next(self._ids):04d}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        owner: OpenAIServer = self.server.owner  # type: ignore[attr-defined]
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            return
+        index, reply = owner.take(body)
+        if reply is None:
+            self._send_json(500, {"error": {"message": f"script over at request {index + 1}",
+                                            "type": "server_error"}})
+            return
+        completion = _Completion(reply, body.get("model", "scripted"), f"chatcmpl-{index}",
+                                 owner.call_id() if reply.code is not None else "")
+        if body.get("stream"):
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            self._send_events(completion.chunks(with_usage=usage))
+        else:
+            self._send_json(200, completion.whole())
+
+    def _send_json(self, status: int, data: dict[str, Any]) -> None:
+        payload = json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _send_events(self, chunks: Iterator[dict[str, Any]]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")  # the body ends when the connection does
+        self.end_headers()
+        for chunk in chunks:
+            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.close_connection = True
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+        return
+
+
+@dataclass(frozen=True)
+class _Completion:
+    reply: ScriptedReply
+    model: str
+    id: str
+    call_id: str
+
+    def _usage(self) -> dict[str, int]:
+        r = self.reply
+        return {"prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
+                "total_tokens": r.prompt_tokens + r.completion_tokens}
+
+    def _arguments(self) -> str:
+        return json.dumps({"code": self.reply.code})
+
+    def _finish_reason(self) -> str:
+        return "tool_calls" if self.reply.code is not None else "stop"
+
+    def whole(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.reply.text or None}
+        if self.reply.code is not None:
+            message["tool_calls"] = [{"id": self.call_id, "type": "function",
+                                      "function": {"name": "python", "arguments": self._arguments()}}]
+        return {"id": self.id, "object": "chat.completion", "created": int(time.time()), "model": self.model,
+                "choices": [{"index": 0, "message": message, "finish_reason": self._finish_reason(),
+                             "logprobs": None}],
+                "usage": self._usage()}
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": self.id, "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": self.model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    def chunks(self, *, with_usage: bool) -> Iterator[dict[str, Any]]:
+        yield self._chunk({"role": "assistant", "content": ""})
+        words = self.reply.text.split(" ") if self.reply.text else []
+        for i, word in enumerate(words):
+            yield self._chunk({"content": word if i == len(words) - 1 else word + " "})
+        if self.reply.code is not None:
+            yield self._chunk({"tool_calls": [{"index": 0, "id": self.call_id, "type": "function",
+                                               "function": {"name": "python", "arguments": ""}}]})
+            arguments = self._arguments()
+            for start in range(0, len(arguments), 16):
+                yield self._chunk({"tool_calls": [{"index": 0,
+                                                   "function": {"arguments": arguments[start:start + 16]}}]})
+        yield self._chunk({}, self._finish_reason())
+        if with_usage:
+            yield {**self._chunk({}), "choices": [], "usage": self._usage()}

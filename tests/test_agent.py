@@ -1,0 +1,268 @@
+"""The Analyst loop with a scripted model and real kernels."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from kernel_analyst import Analyst, Answer, SessionManager
+from kernel_analyst.agent import ToolCallingUnsupportedError
+from kernel_analyst.agent.testing import ModelCall, ScriptedChatModel, tool_call, tool_calls
+from tests.conftest import SEABORN
+
+TITANIC = SEABORN / "titanic.csv"
+# Tests whose kernel state does not matter share this conversation (one kernel).
+SCRATCH = "agent-scratch"
+LOAD = "import pandas as pd\ndf = pd.read_csv('titanic.csv')"
+
+
+def notebook_cells(answer: Answer) -> list[dict[str, object]]:
+    cells: list[dict[str, object]] = json.loads(answer.notebook_path.read_text())["cells"]
+    return cells
+
+
+def cell_text(cell: dict[str, object]) -> str:
+    source = cell["source"]
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def assert_history_is_valid(messages: list[BaseMessage]) -> None:
+    """Every tool call is answered by a tool message before the model speaks again."""
+    pending: set[str] = set()
+    for msg in messages:
+        if isinstance(msg, AIMessage):
+            assert not pending, f"unanswered tool calls {pending}"
+            pending = {str(c["id"]) for c in msg.tool_calls} | {str(c["id"]) for c in msg.invalid_tool_calls}
+        elif isinstance(msg, ToolMessage):
+            pending.discard(msg.tool_call_id)
+    assert not pending
+
+
+async def test_titanic_multi_step_analysis(manager: SessionManager) -> None:
+    model = ScriptedChatModel(script=[
+        tool_call(LOAD + "\ndf.shape", text="Load the data first."),
+        tool_call("df.groupby('class')['survived'].mean().round(2)"),
+        lambda call: "First class survived most: " + re.findall(r"First +([\d.]+)", call.last_tool_output)[0],
+    ])
+    analyst = Analyst(model, manager)
+    answer = await analyst.ask("agent-titanic", "Which class survived most?", files=[TITANIC])
+
+    assert answer.stop_reason == "answered" and answer.ok
+    assert answer.text == "First class survived most: 0.63"
+    assert [s.execution.status for s in answer.steps] == ["ok", "ok"]
+    assert answer.steps[0].observation == "(891, 15)\nVariables: created df: pandas.DataFrame (891, 15)"
+    assert answer.files == ["titanic.csv"]
+    # What the model was sent: system prompt, then the question with the kernel's state.
+    first = model.calls[0]
+    assert isinstance(first.messages[0], SystemMessage) and "`python` tool" in first.messages[0].content
+    question = str(first.messages[1].content)
+    assert question.startswith("Which class survived most?\n")
+    assert "- Files in the working directory: titanic.csv (57.0 kB, new)" in question
+    assert "- Variables: none yet" in question
+    assert [t["function"]["name"] for t in first.tools] == ["python"]
+    assert model.calls[1].last_tool_output == answer.steps[0].observation
+    # Usage is summed over the three model calls.
+    assert answer.usage is not None and answer.usage.model_calls == 3 and answer.usage.input_tokens > 0
+    # The audit notebook: question, the model's text, both cells, the answer, in order.
+    cells = notebook_cells(answer)
+    kinds = [(c["cell_type"], c["metadata"].get("kernel_analyst", {}).get("role")) for c in cells]  # type: ignore[attr-defined]
+    assert kinds == [("markdown", "question"), ("markdown", "model"), ("code", None), ("code", None),
+                     ("markdown", "answer")]
+    assert cell_text(cells[0]) == "### Question\n\nWhich class survived most?\n\nFiles: `titanic.csv`"
+    assert cell_text(cells[1]) == "Load the data first."
+    assert cell_text(cells[4]) == "### Answer\n\nFirst class survived most: 0.63"
+    assert Answer.from_dict(json.loads(json.dumps(answer.to_dict()))).to_dict() == answer.to_dict()
+
+
+async def test_error_then_correction(manager: SessionManager) -> None:
+    def fix(call: ModelCall) -> AIMessage:
+        assert call.last_tool_output.startswith("Error: KeyError: 'Survived'")
+        return tool_call("print(round(df['survived'].mean(), 4))", text="The column is lower case.")
+
+    model = ScriptedChatModel(script=[
+        tool_call(LOAD + "\ndf['Survived'].mean()"),
+        fix,
+        lambda call: f"The survival rate is {call.last_tool_output.splitlines()[0]}.",
+    ])
+    answer = await Analyst(model, manager).ask(SCRATCH, "What share survived?", files=[TITANIC])
+
+    failed, fixed = answer.steps
+    assert failed.execution.status == "error" and failed.execution.state == "kept"
+    lines = failed.observation.splitlines()
+    assert lines[0] == "Error: KeyError: 'Survived'"
+    assert re.fullmatch(r"Traceback \(trimmed; \d+ library frames omitted\):", lines[1])
+    assert re.fullmatch(r"Cell In\[\d+\], line 3", lines[2])
+    assert "site-packages" not in failed.observation and "The above exception" not in failed.observation
+    assert lines[-1] == "Variables: created df: pandas.DataFrame (891, 15)"  # made before the error
+    assert fixed.execution.status == "ok" and fixed.observation.startswith("0.3838")
+    assert answer.text == "The survival rate is 0.3838." and answer.stop_reason == "answered"
+
+
+async def test_kernel_death_mid_question(manager: SessionManager) -> None:
+    def recover(call: ModelCall) -> AIMessage:
+        told = call.last_tool_output
+        assert told.startswith("The kernel died while running this code")
+        assert "All variables from earlier steps were lost: df, rows." in told
+        return tool_call("print('df' in globals())\n" + LOAD + "\nlen(df)")
+
+    model = ScriptedChatModel(script=[
+        tool_call(LOAD + "\nrows = len(df)"),
+        tool_call("import os; os._exit(1)"),
+        recover,
+        lambda call: f"{call.last_tool_output.splitlines()[1]} rows, after reloading.",
+    ])
+    answer = await Analyst(model, manager).ask("agent-death", "How many rows?", files=[TITANIC])
+
+    died = answer.steps[1].execution
+    assert (died.status, died.state) == ("died", "lost")
+    after = answer.steps[2].execution
+    assert (after.status, after.state) == ("ok", "kept") and after.text.startswith("False\n891")
+    assert answer.text == "891 rows, after reloading." and answer.stop_reason == "answered"
+    markers = [cell_text(c) for c in notebook_cells(answer) if "kernel-analyst:" in cell_text(c)]
+    assert markers and "Kernel died during the cell above" in markers[0]
+
+
+async def test_max_steps_stops_the_loop(manager: SessionManager) -> None:
+    model = ScriptedChatModel(function=lambda call: tool_call("n = 1 + 1"))
+    answer = await Analyst(model, manager, max_steps=2).ask(SCRATCH, "Loop forever")
+
+    assert answer.stop_reason == "max_steps" and answer.text == ""
+    assert len(answer.steps) == 2 and len(model.calls) == 3  # one more call to let it answer
+    assert answer.steps[-1].observation.endswith(
+        "This was the last code run allowed for this question (2). Answer now with what you have found.")
+    assert cell_text(notebook_cells(answer)[-1]).startswith("### Stopped\n\nThe limit of 2 steps")
+
+
+async def test_step_limit_inside_one_reply_then_an_answer(manager: SessionManager) -> None:
+    model = ScriptedChatModel(script=[tool_calls("a = 1", "b = 2", "c = 3"), "Done with a and b."])
+    analyst = Analyst(model, manager, max_steps=2)
+    answer = await analyst.ask(SCRATCH, "Set three variables")
+
+    assert answer.stop_reason == "answered" and [s.code for s in answer.steps] == ["a = 1", "b = 2"]
+    refused = model.calls[1].tool_outputs[2]
+    assert refused == "Not run: the limit of 2 code runs for this question was reached."
+    assert_history_is_valid(analyst.history(SCRATCH))
+
+
+async def test_multi_turn_keeps_kernel_state_and_history(manager: SessionManager) -> None:
+    def second_question(call: ModelCall) -> AIMessage:
+        note = str(call.last_message.content)
+        assert "- Files in the working directory: titanic.csv (57.0 kB)\n" in note
+        assert "- Variables: df: pandas.DataFrame (891, 15) columns: survived, pclass, sex, age," in note
+        return tool_call("print(round(df['age'].mean(), 2))")
+
+    model = ScriptedChatModel(script=[
+        tool_call(LOAD),
+        "Loaded 891 rows.",
+        second_question,
+        lambda call: f"The mean age is {call.last_tool_output}.",
+    ])
+    analyst = Analyst(model, manager)
+    first = await analyst.ask("agent-multiturn", "Load the titanic data.", files=[TITANIC])
+    second = await analyst.ask("agent-multiturn", "What is the mean age?")
+
+    assert (first.text, second.text) == ("Loaded 891 rows.", "The mean age is 29.7.")
+    sent = model.calls[2].messages
+    assert [type(m).__name__ for m in sent] == ["SystemMessage", "HumanMessage", "AIMessage", "ToolMessage",
+                                                "AIMessage", "HumanMessage"]
+    assert str(sent[1].content).startswith("Load the titanic data.")
+    history = analyst.history("agent-multiturn")
+    assert len(history) == 8 and history[-1].content == second.text
+    assert_history_is_valid(history)
+    roles = [c["metadata"].get("kernel_analyst", {}).get("role") for c in notebook_cells(second)]  # type: ignore[attr-defined]
+    assert roles.count("question") == 2 and roles.count("answer") == 2
+
+
+async def test_large_output_is_saved_for_the_model_to_read(manager: SessionManager) -> None:
+    def read_back(call: ModelCall) -> AIMessage:
+        name = re.search(r"the full output is in the file (\S+)\]", call.last_tool_output)
+        assert name is not None
+        return tool_call(f"print(open({name.group(1)!r}).read().count('row '))")
+
+    model = ScriptedChatModel(script=[
+        tool_call("for i in range(3000):\n    print(f'row {i}')"),
+        read_back,
+        lambda call: call.last_tool_output,
+    ])
+    answer = await Analyst(model, manager, observation_budget=1000).ask(SCRATCH, "Print many rows")
+
+    shown = answer.steps[0].observation
+    assert len(shown) <= 1000 and shown.startswith("row 0\n")
+    assert shown.endswith("row 2999\nVariables: created i: int = 2999")
+    assert answer.text == "3000"
+
+
+async def test_figures_go_to_models_that_take_images(manager: SessionManager) -> None:
+    plot = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 4]); plt.show()"
+
+    def look(call: ModelCall) -> str:
+        figures = call.last_message
+        assert isinstance(figures, HumanMessage) and isinstance(figures.content, list)
+        assert figures.content[0] == {"type": "text", "text": "Figures from step 1:"}
+        assert figures.content[1]["type"] == "image" and figures.content[1]["mime_type"] == "image/png"  # type: ignore[index]
+        return "A rising line."
+
+    model = ScriptedChatModel(script=[tool_call(plot), look])
+    analyst = Analyst(model, manager, send_images=True)
+    answer = await analyst.ask(SCRATCH, "Plot it")
+    assert re.fullmatch(r"\[figure 1: \d+x\d+ PNG; attached as an image\]", answer.steps[0].observation)
+    figures_note = analyst.history(SCRATCH)[-2]  # images are not carried into later questions
+    assert figures_note.content[1] == {"type": "text",
+                                       "text": "[figure from an earlier step; no longer attached]"}
+
+    blind = ScriptedChatModel(script=[tool_call(plot), "ok"], profile={"image_inputs": False})
+    answer = await Analyst(blind, manager, send_images=True).ask(SCRATCH, "Plot it")
+    assert "not shown to you, kept in the notebook" in answer.steps[0].observation
+    assert isinstance(blind.calls[1].last_message, ToolMessage)
+    assert "You cannot see figures" in str(blind.calls[0].messages[0].content)
+
+
+async def test_bad_tool_calls_are_explained_to_the_model(manager: SessionManager) -> None:
+    bad = AIMessage(content="", tool_calls=[
+        {"name": "sql", "args": {"query": "select 1"}, "id": "t1", "type": "tool_call"},
+        {"name": "python", "args": {}, "id": "t2", "type": "tool_call"},
+    ], invalid_tool_calls=[{"name": "python", "args": "{not json", "id": "t3", "error": "bad JSON",
+                            "type": "invalid_tool_call"}])
+    model = ScriptedChatModel(script=[bad, "I will stop."])
+    analyst = Analyst(model, manager)
+    answer = await analyst.ask(SCRATCH, "Anything")
+
+    assert answer.steps == [] and answer.stop_reason == "answered"
+    told = model.calls[1].tool_outputs
+    assert told[0] == "There is no tool named `sql`. The only tool is `python`."
+    assert told[1].startswith("The python tool needs one argument, `code`")
+    assert told[2].endswith("valid JSON arguments. (bad JSON)")
+    assert_history_is_valid(analyst.history(SCRATCH))
+
+
+async def test_model_failure_ends_the_answer_with_error(manager: SessionManager) -> None:
+    def fail(call: ModelCall) -> str:
+        raise ConnectionError("provider unreachable")
+
+    model = ScriptedChatModel(script=[tool_call("x = 41 + 1"), fail])
+    answer = await Analyst(model, manager).ask(SCRATCH, "Try")
+    assert answer.stop_reason == "error" and len(answer.steps) == 1
+    assert answer.error == "the model call failed: ConnectionError: provider unreachable"
+    assert cell_text(notebook_cells(answer)[-1]).endswith("provider unreachable")
+
+
+def test_models_without_tool_calling_are_refused(manager: SessionManager) -> None:
+    with pytest.raises(ToolCallingUnsupportedError, match="tool calling"):
+        Analyst(GenericFakeChatModel(messages=iter(())), manager)
+
+
+def test_settings_are_checked(manager: SessionManager) -> None:
+    model = ScriptedChatModel()
+    with pytest.raises(ValueError, match="max_steps"):
+        Analyst(model, manager, max_steps=0)
+    assert Analyst(model, manager, max_steps=3).settings.to_dict()["max_steps"] == 3
+
+
+async def test_uploading_a_missing_file_raises(manager: SessionManager, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        await Analyst(ScriptedChatModel(), manager).ask(SCRATCH, "?", files=[tmp_path / "absent.csv"])

@@ -1,0 +1,65 @@
+"""Prompt text is package data, rendered in one place; a snapshot shows every change.
+
+After an intended change to a prompt, refresh the snapshot with
+``KA_UPDATE_SNAPSHOTS=1 pytest tests/test_prompts.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+from pathlib import Path
+
+import pytest
+
+from kernel_analyst.agent import prompting
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "prompts.txt"
+
+# Sample values for every placeholder a message takes.
+SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 1, "size": "640x480",
+           "mime": "text/html", "error": "KeyError: 'x'", "omitted": 3, "changes": "created df: DataFrame",
+           "seconds": "30.0", "names": "df, x", "step": 2, "tool_name": "python", "detail": "",
+           "name": "sql", "max_steps": 15}
+
+
+def render_all() -> str:
+    parts = []
+    for images in (False, True):
+        parts.append(f"=== system prompt (send_images={images})\n"
+                     + prompting.system_prompt(tool_name="python", max_steps=15, budget=4000,
+                                               send_images=images))
+    parts.append("=== tool description\n" + prompting.tool_description())
+    parts.append("=== kernel context\n" + prompting.kernel_context(
+        files="titanic.csv (57.0 kB, new)", variables="df: pandas.DataFrame (891, 15)"))
+    for name in prompting.message_names():
+        parts.append(f"=== message {name}\n" + prompting.message(name, **SAMPLES))
+    return "\n\n".join(parts) + "\n"
+
+
+def test_prompts_match_the_snapshot() -> None:
+    rendered = render_all()
+    if os.environ.get("KA_UPDATE_SNAPSHOTS"):
+        SNAPSHOT.parent.mkdir(exist_ok=True)
+        SNAPSHOT.write_text(rendered, encoding="utf-8")
+    assert rendered == SNAPSHOT.read_text(encoding="utf-8"), "prompt changed: see this module's docstring"
+
+
+def test_nothing_is_left_unrendered() -> None:
+    # A `$name` left in rendered text would reach the model verbatim.
+    assert not re.search(r"\$\{?[A-Za-z_]", render_all())
+
+
+def test_rendering_is_strict() -> None:
+    with pytest.raises(KeyError):
+        prompting.message("error")
+    with pytest.raises(KeyError):
+        prompting.render("system.md", tool_name="python")
+
+
+def test_every_placeholder_in_the_package_data_has_a_sample() -> None:
+    texts = [prompting.template(n) for n in ("system.md", "tool.txt", "context.md", "messages.txt")]
+    used = {m.group("named") or m.group("braced") for t in texts
+            for m in string.Template.pattern.finditer(t) if m.group("named") or m.group("braced")}
+    assert used - {"budget", "figures_note", "files", "variables"} <= set(SAMPLES)
