@@ -137,7 +137,9 @@ class KernelChannels:
 
     async def _reconnect(self) -> bool:
         """Re-open the socket while the kernel exists; False once it is gone."""
-        self._ws = None
+        if self._ws is not None:
+            self._ws.close()  # already dropped; releases it
+            self._ws = None
         log.warning("websocket to a gateway kernel dropped; reconnecting")
         deadline = time.monotonic() + self.reconnect_window_s
         delay = 0.1

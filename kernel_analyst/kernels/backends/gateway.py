@@ -124,6 +124,9 @@ class GatewayKernel(RunningKernel):
             return
         own = self._own.get(parent)
         if own is None:
+            if channel == "iopub" and msg.get("header", {}).get("msg_type") == "shutdown_reply":
+                # Not ours: the gateway (culling, a DELETE, another client's restart) stopped it.
+                self._mark_exited("the gateway shut the kernel down (culled, deleted or restarted)")
             self._handler(channel, msg)
         elif channel in ("shell", "control") and not own.done():
             own.set_result(msg)
@@ -181,7 +184,7 @@ class GatewayKernel(RunningKernel):
     def _mark_exited(self, reason: str, *, expected: bool = False) -> None:
         if not self._exited.done():
             self.exit_reason = reason
-            if not expected:
+            if not (expected or self._closed):
                 log.warning("gateway kernel %s: %s", self.kernel_id, reason)
             self._exited.set_result(None)
 
@@ -279,16 +282,29 @@ class GatewayKernel(RunningKernel):
                 info = await self.request("kernel_info_request", {}, timeout=_INFO_PROBE_S)
         self.kernel_info = info["content"]
         reply = await self.request("execute_request", {
-            "code": code, "silent": True, "store_history": False, "user_expressions": {},
+            "code": code, "silent": True, "store_history": False, "user_expressions": {"cap": _REINSTALL_CAP},
             "allow_stdin": False, "stop_on_error": True}, timeout=None)
         content = reply["content"]
         if content.get("status") != "ok":
             raise KernelStartError(
                 f"the kernel's startup code failed on the gateway ({content.get('ename')}: "
                 f"{content.get('evalue')}); the kernel needs Python 3 with IPython/ipykernel")
+        cap = content.get("user_expressions", {}).get("cap", {})
+        if cap.get("status") != "ok":
+            raise KernelStartError(f"could not install the output cap in the remote kernel "
+                                   f"({cap.get('ename')}: {cap.get('evalue')})")
 
 
 _FILES_VAR = "_kernel_analyst_files"
+# The output cap patches sys.stdout/stderr.write. Local kernels install it through
+# exec_files, before any cell; here the startup code runs as a cell, and IPython 9 puts
+# back the write methods it saw at the start of every cell (its output "tee"), undoing
+# the patch. user_expressions are evaluated after that restore, so install it again
+# there (unless it survived, as with older IPython).
+_REINSTALL_CAP = (
+    "[_kernel_analyst.cap.install(s) for s in (__import__('sys').stdout, __import__('sys').stderr)"
+    " if 'install.<locals>' not in getattr(s.write, '__qualname__', '')]"
+)
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,150 @@
+"""Connection failures between the host and a real Kernel Gateway: a dropped websocket
+(a proxy in between restarts), and the gateway itself killed and started again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from kernel_analyst.kernels import SessionManager
+from kernel_analyst.kernels.backends import GatewayBackend, GatewayKernel
+
+from .conftest import test_limits
+from .gateway_fixtures import GatewayProcess
+
+
+async def wait_until(predicate: object, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        await asyncio.sleep(0.02)
+    return bool(predicate())  # type: ignore[operator]
+
+
+class TcpProxy:
+    """A loopback TCP proxy that can drop every connection and stop listening, as a
+    restarting reverse proxy or load balancer in front of a gateway does."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.close()
+            return
+        self._writers |= {writer, up_writer}
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (OSError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+            self._writers.discard(writer)
+
+    async def stop(self) -> None:
+        """Stop listening and cut every connection."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for writer in list(self._writers):
+            writer.close()
+        self._writers.clear()
+
+
+@pytest.fixture
+async def proxied(gateway: GatewayProcess, tmp_path: Path) -> AsyncIterator[tuple[SessionManager, TcpProxy]]:
+    proxy = TcpProxy(gateway.port)
+    await proxy.start()
+    backend = GatewayBackend(proxy.url, token=gateway.token)
+    try:
+        async with SessionManager(tmp_path / "s", limits=test_limits(), backend=backend) as m:
+            yield m, proxy
+    finally:
+        await proxy.stop()
+
+
+async def test_dropped_websocket_reconnects_and_keeps_state(
+        proxied: tuple[SessionManager, TcpProxy]) -> None:
+    manager, proxy = proxied
+    s = await manager.session("blip")
+    await s.execute("x = 41")
+    kernel = s.kernel
+    assert isinstance(kernel, GatewayKernel)
+    await proxy.stop()
+    assert await wait_until(lambda: not kernel.channels.connected)
+    await proxy.start()  # the proxy is back on the same port
+    ex = await s.execute("x + 1")
+    assert ex.status == "ok" and ex.state == "kept" and ex.text == "42\n"
+    assert kernel.channels.reconnects == 1 and kernel.is_alive()
+
+
+async def test_output_while_disconnected_is_replayed(proxied: tuple[SessionManager, TcpProxy]) -> None:
+    manager, proxy = proxied
+    s = await manager.session("blip-mid-cell")
+    # The gateway runs on this machine, so its kernel sees these host paths.
+    go, finished = s.directory / "go", s.directory / "finished"
+    printed = asyncio.Event()
+    task = asyncio.ensure_future(s.execute(
+        f"import os, time\nprint('a', flush=True)\nwhile not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+        f"print('b', flush=True)\nopen({str(finished)!r}, 'w').close()\n'done'",
+        on_output=lambda out: printed.set(), timeout=60))
+    await asyncio.wait_for(printed.wait(), 30)
+    kernel = s.kernel
+    assert isinstance(kernel, GatewayKernel)
+    await proxy.stop()
+    assert await wait_until(lambda: not kernel.channels.connected)
+    go.touch()  # the cell prints while nobody is connected; the server buffers
+    assert await wait_until(finished.exists)
+    await proxy.start()
+    ex = await asyncio.wait_for(task, 30)
+    assert ex.status == "ok" and ex.state == "kept"
+    assert ex.text == "a\nb\n'done'\n"
+
+
+async def test_gateway_killed_and_restarted(tmp_path: Path) -> None:
+    gateway = await GatewayProcess(tmp_path).start()
+    try:
+        backend = gateway.backend(reconnect_window_s=60.0)
+        async with SessionManager(tmp_path / "s", limits=test_limits(), backend=backend) as m:
+            s = await m.session("gateway-restart")
+            await s.execute("x = 1")
+            running = asyncio.Event()
+            task = asyncio.ensure_future(s.execute(
+                "import time\nprint('running', flush=True)\ntime.sleep(60)",
+                on_output=lambda out: running.set(), timeout=None))
+            await asyncio.wait_for(running.wait(), 30)
+            gateway.kill()  # its kernels are orphaned: the new gateway does not know them
+            await gateway.start()
+            ex = await asyncio.wait_for(task, 60)
+            assert ex.status == "died" and ex.state == "lost" and "running" in ex.text
+            after = await s.execute("x")
+            assert after.status == "error" and after.error is not None and after.error.ename == "NameError"
+            assert (await s.execute("'fresh'")).text == "'fresh'\n"
+    finally:
+        with contextlib.suppress(Exception):
+            await gateway.stop()

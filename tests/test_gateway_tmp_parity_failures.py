@@ -1,0 +1,262 @@
+"""Failures told honestly: timeouts, deaths, start failures, crash loops, leftovers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from kernel_analyst.kernels import (
+    KernelCrashLoopError,
+    KernelEnvironment,
+    KernelStartError,
+    SessionManager,
+)
+
+from .conftest import test_limits
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it is gone for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+async def wait_until(predicate: object, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        await asyncio.sleep(0.02)
+    return bool(predicate())  # type: ignore[operator]
+
+
+async def kernel_pid(session: object) -> int:
+    ex = await session.execute("import os; os.getpid()")  # type: ignore[attr-defined]
+    return int(ex.text)
+
+
+def audit_cells(path: Path) -> list[nbformat.NotebookNode]:
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    return list(nb.cells)
+
+
+async def test_timeout_interrupts_and_keeps_state(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("timeout-kept")
+    await s.execute("x = 5")
+    ex = await s.execute("import time\nprint('before', flush=True)\ntime.sleep(100)", timeout=1)
+    assert ex.status == "timeout" and ex.state == "kept"
+    assert "before" in ex.text, "partial output is kept"
+    assert ex.error is not None and ex.error.ename == "KeyboardInterrupt"
+    assert (await s.execute("x")).text == "5\n"
+    spin = await s.execute("while True: pass", timeout=1)
+    assert spin.status == "timeout" and spin.state == "kept"
+
+
+async def test_timeout_that_ignores_interrupt_restarts(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("timeout-lost")
+    await s.execute("x = 5")
+    code = textwrap.dedent("""
+        import time
+        while True:
+            try:
+                time.sleep(0.05)
+            except KeyboardInterrupt:
+                pass
+    """)
+    ex = await s.execute(code, timeout=1)
+    assert ex.status == "timeout" and ex.state == "lost"
+    assert any("restarted" in e for e in ex.events)
+    after = await s.execute("x")
+    assert after.status == "error" and after.error is not None and after.error.ename == "NameError"
+    ok = await s.execute("1 + 1")
+    assert ok.status == "ok" and ok.state == "kept"
+    cells = audit_cells(s.notebook_path)
+    assert any(c.cell_type == "markdown" and "restarted" in c.source for c in cells)
+
+
+async def test_sigint_ignored_in_c_level_wait_restarts(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("sigint-ignored")
+    ex = await s.execute("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)",
+                         timeout=1)
+    assert ex.status == "timeout" and ex.state == "lost"
+    assert (await s.execute("'alive'")).text == "'alive'\n"
+
+
+async def test_death_mid_cell_is_detected_without_timeout(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("exit")
+    await s.execute("x = 1")
+    ex = await s.execute("import os\nprint('bye', flush=True)\nos._exit(3)", timeout=None)
+    assert ex.status == "died" and ex.state == "lost"
+    assert ex.duration_s < 5, "liveness is watched beside the wait"
+    nxt = await s.execute("'fresh'")
+    assert nxt.status == "ok" and nxt.text == "'fresh'\n"
+    assert (await s.execute("x")).error is not None
+    cells = audit_cells(s.notebook_path)
+    assert [c.metadata.get("kernel_analyst", {}).get("status") for c in cells if c.cell_type == "code"][:2] \
+        == ["ok", "died"]
+    assert any(c.cell_type == "markdown" and "died" in c.source for c in cells)
+
+
+async def test_sigkill_from_outside_mid_cell(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("sigkill")
+    pid = await kernel_pid(s)
+    started = asyncio.Event()
+    task = asyncio.ensure_future(s.execute(
+        "import time\nprint('running', flush=True)\ntime.sleep(60)",
+        on_output=lambda out: started.set(), timeout=None))
+    await asyncio.wait_for(started.wait(), 30)
+    os.kill(pid, signal.SIGKILL)
+    ex = await asyncio.wait_for(task, 10)
+    assert ex.status == "died" and ex.state == "lost" and "running" in ex.text
+    assert (await s.execute("2")).text == "2\n"
+
+
+async def test_idle_death_is_reported_on_next_execute(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("idle-death")
+    await s.execute("x = 1")
+    pid = await kernel_pid(s)
+    os.kill(pid, signal.SIGKILL)
+    assert await wait_until(lambda: s.kernel is not None and not s.kernel.is_alive())
+    ex = await s.execute("'after'")
+    assert ex.status == "ok" and ex.state == "lost" and ex.text == "'after'\n"
+    assert any("idle" in e for e in ex.events)
+    later = await s.execute("1")
+    assert later.state == "kept"
+
+
+async def test_autokill_notebook_cell(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("autokill")
+    ex = await s.execute("import os\nimport signal\n\npid = os.getpid()\nos.kill(pid, signal.SIGTERM)")
+    assert ex.status == "died" and ex.state == "lost"
+
+
+async def test_start_failure_is_clear_and_leaves_nothing(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    fake = tmp_path / "python"
+    # A "python" that records its pid and then never answers: startup must time out.
+    fake.write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 1000\n")
+    fake.chmod(0o755)
+    limits = test_limits(startup_timeout_s=2.0)
+    async with SessionManager(tmp_path / "s", limits=limits,
+                              environment=KernelEnvironment(python=str(fake))) as m:
+        with pytest.raises(KernelStartError, match="did not become ready"):
+            await m.session("never-ready")
+    pid = int(pidfile.read_text())
+    assert await wait_until(lambda: not pid_alive(pid))
+
+
+async def test_kernel_that_exits_at_start(tmp_path: Path) -> None:
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'kernel blew up on purpose' >&2\nexit 7\n")
+    fake.chmod(0o755)
+    async with SessionManager(tmp_path / "s", limits=test_limits(),
+                              environment=KernelEnvironment(python=str(fake))) as m:
+        with pytest.raises(KernelStartError, match="blew up on purpose"):
+            await m.session("exits")
+    with pytest.raises(KernelStartError, match="no Python interpreter"):
+        async with SessionManager(tmp_path / "t", limits=test_limits(),
+                                  environment=KernelEnvironment(python=str(tmp_path / "nope"))) as m:
+            await m.session("missing")
+
+
+async def test_crash_loop_is_bounded(tmp_path: Path) -> None:
+    async with SessionManager(tmp_path, limits=test_limits(max_restarts=2)) as m:
+        s = await m.session("loop")
+        for _ in range(2):
+            assert (await s.execute("import os; os._exit(1)")).status == "died"
+        await s.execute("import os; os._exit(1)")  # third death: the restart budget is spent
+        with pytest.raises(KernelCrashLoopError, match="giving up"):
+            await s.execute("1")
+
+
+async def test_no_kernel_left_after_close_all(tmp_path: Path) -> None:
+    async with SessionManager(tmp_path, limits=test_limits(), pool_size=1) as m:
+        a = await m.session("a")
+        b = await m.session("b")
+        pids = [await kernel_pid(a), await kernel_pid(b)]
+        await a.execute("import subprocess; p = subprocess.Popen(['sleep', '1000']); p.pid")
+        child = int((await a.execute("p.pid")).text)
+        await m.wait_pool_ready(30)
+        await m.close_all()
+        assert m.list() == []
+    for pid in [*pids, child]:
+        assert await wait_until(lambda pid=pid: not pid_alive(pid)), f"process {pid} left behind"
+
+
+async def test_kernel_exits_when_host_process_is_killed(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import asyncio, sys
+        from kernel_analyst.kernels import SessionManager, Limits
+        async def main():
+            async with SessionManager({str(tmp_path)!r}, limits=Limits(isolation="process")) as m:
+                s = await m.session("orphan")
+                ex = await s.execute("import os; os.getpid()")
+                print(ex.text.strip(), flush=True)
+                await asyncio.sleep(1000)
+        asyncio.run(main())
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)
+        kernel = int(line)
+        assert pid_alive(kernel)
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert await wait_until(lambda: not pid_alive(kernel), timeout=15), "orphaned kernel kept running"
+
+
+async def test_venv_environment_is_used_and_recorded(tmp_path: Path) -> None:
+    import site
+    import venv
+
+    env_dir = tmp_path / "env"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    site_dir = next(env_dir.glob("lib/python*/site-packages"))
+    # The venv sees this project's packages through a .pth, plus one module of its own.
+    (site_dir / "host.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    (site_dir / "only_in_this_env.py").write_text("MARK = 'venv-package'\n")
+    async with SessionManager(tmp_path / "s", limits=test_limits(),
+                              environment=KernelEnvironment(venv=str(env_dir))) as m:
+        s = await m.session("venv")
+        ex = await s.execute("import only_in_this_env, sys\nprint(only_in_this_env.MARK, sys.prefix)")
+        assert ex.status == "ok", ex.text
+        mark, prefix = ex.text.split()
+        assert mark == "venv-package" and Path(prefix).resolve() == env_dir.resolve()
+        meta = s.audit.metadata["kernel_analyst"]["environment"]
+        assert meta == {"kind": "venv", "path": str(env_dir)}
+
+
+async def test_no_kernel_left_when_program_exits_without_closing(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import asyncio
+        from kernel_analyst.kernels import SessionManager, Limits
+        async def main():
+            m = await SessionManager({str(tmp_path)!r}, limits=Limits(isolation="process")).start()
+            s = await m.session("forgotten")
+            print((await s.execute("import os; os.getpid()")).text.strip())
+        asyncio.run(main())  # never closes the manager
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    kernel = int(done.stdout.split()[0])
+    assert await wait_until(lambda: not pid_alive(kernel), timeout=10)
