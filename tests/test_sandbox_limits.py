@@ -1,0 +1,276 @@
+"""Limits under every isolation level: cases 1-6 and 13 of the sandbox issue (timeouts,
+uninterruptible cells, memory, fork bombs, leftover children, file/disk/tmp limits,
+neighbours unaffected). Real kernels; each test ends with the audit check (case 15).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from kernel_analyst.kernels import DiskQuotaError
+
+from .test_sandbox_support import (
+    ALL_LEVELS,
+    LIMITED_LEVELS,
+    ManagerFactory,
+    kernel_pids,
+    local_kernel,
+    manager_factory,
+    pid_alive,
+    processes_with,
+    tracked,
+    wait_until,
+)
+
+
+@pytest.fixture
+async def open_manager(tmp_path: Path) -> AsyncIterator[ManagerFactory]:
+    async with manager_factory(tmp_path) as factory:
+        yield factory
+
+
+# -- case 1: timeouts that the interrupt stops ------------------------------------------
+
+
+@pytest.mark.parametrize("level", ALL_LEVELS)
+async def test_timeout_interrupts_and_keeps_state(level: str, open_manager: ManagerFactory) -> None:
+    s = await tracked(await open_manager(level), "timeout")
+    await s.run("x = 41")
+    for code in ("while True: pass", "import time\ntime.sleep(10**9)"):
+        t0 = time.monotonic()
+        ex = await s.run(code, timeout=1.0)
+        assert ex.status == "timeout" and ex.state == "kept", (code, ex.events)
+        assert time.monotonic() - t0 < 1.0 + 1.0, "interrupted within timeout + 1 s"
+        assert ex.error is not None and ex.error.ename == "KeyboardInterrupt"
+    assert (await s.run("x + 1")).text.strip() == "42", "variables kept"
+    s.check_audit()
+
+
+# -- case 2: cells that ignore the interrupt ---------------------------------------------
+
+IGNORES_SIGINT_IN_C = """
+import ctypes, signal
+# SIGINT stays blocked in this thread, so the C-level sleep never sees the interrupt.
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+ctypes.CDLL(None).sleep(10**6)
+"""
+SWALLOWS_INTERRUPT = """
+import time
+while True:
+    try:
+        time.sleep(0.05)
+    except KeyboardInterrupt:
+        pass
+"""
+
+
+@pytest.mark.parametrize("level", LIMITED_LEVELS)
+async def test_uninterruptible_cells_restart_the_kernel(level: str, open_manager: ManagerFactory) -> None:
+    s = await tracked(await open_manager(level, interrupt_grace_s=0.5), "stubborn")
+    for code in (IGNORES_SIGINT_IN_C, SWALLOWS_INTERRUPT):
+        await s.run("x = 1")
+        t0 = time.monotonic()
+        ex = await s.run(code, timeout=1.0)
+        assert ex.status == "timeout" and ex.state == "lost", ex.events
+        assert time.monotonic() - t0 < 1.0 + 0.5 + 15, "restart after the grace period"
+        after = await s.run("'x' in dir()")
+        assert after.status == "ok" and after.text.strip() == "False", "a fresh kernel"
+    s.check_audit(markers=["restarted", "restarted"])
+
+
+# -- case 3: memory ----------------------------------------------------------------------
+
+GROW = """
+chunks = []
+while True:
+    chunks.append(b"x" * (32 * 2**20))
+"""
+
+
+@pytest.mark.parametrize("level", LIMITED_LEVELS)
+async def test_memory_limit(level: str, open_manager: ManagerFactory) -> None:
+    s = await tracked(await open_manager(level), "memory")
+    await s.run("import numpy as np\nkept = 7")
+    huge = await s.run("a = np.ones(50 * 10**9, dtype='u1')")
+    assert huge.status == "error" and huge.error is not None and huge.error.ename == "MemoryError"
+    assert huge.state == "kept"
+    t0 = time.monotonic()
+    grow = await s.run(GROW)
+    elapsed = time.monotonic() - t0
+    # Past the cgroup's 1 GB the kernel is OOM-killed (reported as a death); where only
+    # the address space is limited, the allocation fails with MemoryError instead.
+    if grow.status == "died":
+        assert grow.state == "lost"
+        markers = ["died"]
+    else:
+        assert grow.status == "error" and grow.error is not None and grow.error.ename == "MemoryError"
+        markers = []
+    assert elapsed < 2.0 + 2.0, "growing to 1 GB takes well under 2 s; the death is seen within 2 s"
+    assert (await s.run("1 + 1")).text.strip() == "2"
+    s.check_audit(markers=markers)
+
+
+# -- case 4: fork bomb -------------------------------------------------------------------
+
+FORK_BOMB = "import os\nwhile True:\n    os.fork()"
+
+
+@pytest.mark.parametrize("level", LIMITED_LEVELS)
+async def test_fork_bomb_is_bounded(level: str, open_manager: ManagerFactory) -> None:
+    m = await open_manager(level, memory_mb=2048)
+    s = await tracked(m, "bomb")
+    ex = await s.run(FORK_BOMB, timeout=30)
+    assert ex.status == "error" and ex.error is not None and ex.error.ename == "BlockingIOError"
+    pids = kernel_pids(s.session)
+    assert len(pids) <= 64, "the pids limit holds the whole tree"
+    assert (await s.run("6 * 7")).text.strip() == "42", "the kernel is still usable"
+    s.check_audit()
+    await m.close("bomb")
+    assert await wait_until(lambda: not any(pid_alive(p) for p in pids), 5)
+    assert local_kernel(s.session).plan.cgroup is None, "cgroup removed"
+
+
+# -- case 5: background and setsid children ----------------------------------------------
+
+CHILDREN = """
+import subprocess
+subprocess.Popen(["sleep", "{mark}"])
+subprocess.Popen(["sleep", "{mark}"], start_new_session=True)
+subprocess.Popen(["sh", "-c", "setsid sleep {mark} & sleep {mark} &"])
+"""
+
+
+@pytest.mark.parametrize("level", ALL_LEVELS)
+async def test_background_children_are_reaped(level: str, open_manager: ManagerFactory) -> None:
+    m = await open_manager(level)
+    s = await tracked(m, "children")
+    mark = f"{7000 + os.getpid() % 1000}.{ALL_LEVELS.index(level)}1"
+    await s.run(CHILDREN.format(mark=mark))
+    assert await wait_until(lambda: len(processes_with(mark)) == 4), processes_with(mark)
+    await s.session.restart()
+    assert processes_with(mark) == [], "gone after restart"
+    mark2 = mark[:-1] + "2"
+    await s.run(CHILDREN.format(mark=mark2))
+    assert await wait_until(lambda: len(processes_with(mark2)) == 4)
+    s.check_audit(markers=["restarted"])
+    await m.close("children")
+    assert processes_with(mark2) == [], "gone after close"
+
+
+HOST_SCRIPT = """
+import asyncio, sys
+from kernel_analyst.kernels import Limits, SessionManager
+async def main():
+    async with SessionManager(sys.argv[1], limits=Limits(isolation="sandbox")) as m:
+        s = await m.session("orphans")
+        await s.execute('import subprocess\\nsubprocess.Popen(["setsid", "sleep", sys.argv[2]])'
+                        .replace("sys.argv[2]", repr(sys.argv[2])))
+        print("ready", flush=True)
+        await asyncio.sleep(3600)
+asyncio.run(main())
+"""
+
+
+async def test_sandbox_children_die_with_a_killed_host(tmp_path: Path) -> None:
+    mark = f"{8000 + os.getpid() % 1000}.5"
+    host = subprocess.Popen([sys.executable, "-c", HOST_SCRIPT, str(tmp_path / "root"), mark],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert host.stdout is not None
+        assert host.stdout.readline().strip() == "ready"
+        assert await wait_until(lambda: len(processes_with(mark)) == 1)
+        host.send_signal(signal.SIGKILL)
+        host.wait(10)
+        assert await wait_until(lambda: processes_with(mark) == [], 5), "--die-with-parent"
+    finally:
+        host.kill()
+        host.wait(10)
+
+
+# -- case 6: file size, disk quota, /tmp ---------------------------------------------------
+
+
+@pytest.mark.parametrize("level", LIMITED_LEVELS)
+async def test_file_size_limit(level: str, open_manager: ManagerFactory) -> None:
+    s = await tracked(await open_manager(level), "fsize")
+    ex = await s.run("with open('big.bin', 'wb') as f:\n    f.write(b'x' * (20 * 2**20))")
+    assert ex.status == "error" and ex.error is not None
+    assert ex.error.ename == "OSError" and "File too large" in ex.error.evalue
+    assert (s.session.workdir / "big.bin").stat().st_size <= 16 * 2**20
+    assert (await s.run("import os; os.remove('big.bin'); 'ok'")).text.strip() == "'ok'"
+    s.check_audit()
+
+
+WRITE_MB = "with open({name!r}, 'wb') as f:\n    f.write(b'x' * ({mb} * 2**20))"
+
+
+@pytest.mark.parametrize("level", ALL_LEVELS)
+async def test_disk_quota(level: str, open_manager: ManagerFactory) -> None:
+    s = await tracked(await open_manager(level), "disk")
+    for i in range(3):
+        await s.run(WRITE_MB.format(name=f"part{i}.bin", mb=15))
+    with pytest.raises(DiskQuotaError, match="Limits.max_disk_mb"):
+        await s.run(WRITE_MB.format(name="part3.bin", mb=15))
+    with pytest.raises(DiskQuotaError):
+        await s.session.upload(b"more", name="more.txt")
+    freed = await s.run("import os\nfor n in os.listdir('.'):\n    if n.startswith('part'): os.remove(n)")
+    assert freed.status == "ok", "the session survives; deleting files brings it back"
+    assert (await s.run("'fine'")).text.strip() == "'fine'"
+    s.check_audit(markers=["disk_quota", "disk_quota"])
+
+
+async def test_filling_tmp_fails_in_the_cell(open_manager: ManagerFactory) -> None:
+    s = await tracked(await open_manager("sandbox"), "tmp")
+    ex = await s.run("with open('/tmp/fill', 'wb') as f:\n"
+                     "    for _ in range(64):\n        f.write(b'x' * 2**20)")
+    assert ex.status == "error" and ex.error is not None and "No space left" in ex.error.evalue
+    assert (await s.run("import os; os.remove('/tmp/fill'); 'ok'")).text.strip() == "'ok'"
+    s.check_audit()
+
+
+# -- case 13: neighbours are unaffected ------------------------------------------------------
+
+NEIGHBOUR = textwrap.dedent("""
+    import hashlib
+    h = hashlib.sha256()
+    for i in range(200_000):
+        h.update(str(i).encode())
+    h.hexdigest()
+""")
+
+
+def expected_digest() -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for i in range(200_000):
+        h.update(str(i).encode())
+    return repr(h.hexdigest())
+
+
+@pytest.mark.parametrize("level", LIMITED_LEVELS)
+async def test_neighbour_unaffected(level: str, open_manager: ManagerFactory) -> None:
+    m = await open_manager(level, memory_mb=2048)
+    a, b = await tracked(m, "a"), await tracked(m, "b")
+    expected = expected_digest()
+    attacks = [(GROW, {"died", "error"}), (FORK_BOMB, {"error"}),
+               ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", {"died"})]
+    markers = []
+    for attack, outcomes in attacks:
+        ex_a, ex_b = await asyncio.gather(a.run(attack, timeout=30), b.run(NEIGHBOUR))
+        assert ex_a.status in outcomes, (attack, ex_a.status, ex_a.text[-500:])
+        if ex_a.status == "died":
+            markers.append("died")
+        assert ex_b.status == "ok" and ex_b.text.strip() == expected
+    a.check_audit(markers=markers)
+    b.check_audit()
