@@ -1,0 +1,222 @@
+"""The agent side of the service: ``ask`` (the Analyst) and ``eda`` (the playbook) as SSE.
+
+Both stream the same event vocabulary, which the web page renders:
+
+- ``markdown`` ``{text, html?}``: a narrative cell (question, reasoning, headings, summary)
+- ``cell`` ``{source, step?}``: a code cell starts
+- ``output`` ``{output, html?}``: one nbformat output of that cell
+- ``result`` ``{execution}``: the cell finished (``Execution.to_dict()``)
+- ``answer`` ``{text, html?, stop_reason, ...}``: the agent's answer (ask only)
+- ``done`` ``{summary, ...}``: the run is over
+- ``error`` ``{detail}``: it failed
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+
+from ..kernels import Execution, KernelSession
+from ..kernels import files as _files
+from .auth import Tenant
+from .config import ServerConfig
+from .exceptions import NoModelError
+from .render import render_markdown
+from .routes import output_event, service_of, sse_response
+from .schemas import AskRequest, EdaRequest, Problem
+from .service import SessionRecord, SessionService
+from .streaming import Emit, EventStream, cancel_and_interrupt
+
+
+class AuditFollower:
+    """Emits the cells appended to a session's audit trail since the last flush."""
+
+    def __init__(self, session: KernelSession, emit: Emit, *, html: bool) -> None:
+        self._session = session
+        self._emit = emit
+        self._html = html
+        self._seen = len(session.audit.cells)
+
+    def flush(self) -> None:
+        """Emit every new cell: markdown as ``markdown``, code as ``cell``/``output``/``result``."""
+        cells = self._session.audit.cells
+        for cell in cells[self._seen:]:
+            self._emit_cell(cell)
+        self._seen = len(cells)
+
+    def _emit_cell(self, cell: dict[str, Any]) -> None:
+        source = cell.get("source", "")
+        text = "".join(source) if isinstance(source, list) else str(source)
+        if cell.get("cell_type") != "code":
+            self._emit("markdown", markdown_event(text, self._html))
+            return
+        self._emit("cell", {"source": text})
+        for out in cell.get("outputs", []):
+            self._emit("output", output_event(out, self._html))
+        meta = cell.get("metadata", {}).get("kernel_analyst", {})
+        summary = {"status": meta.get("status", "ok"), "state": meta.get("state", "kept"),
+                   "execution_count": cell.get("execution_count")}
+        self._emit("result", {"execution": summary})
+
+
+def markdown_event(text: str, with_html: bool) -> dict[str, Any]:
+    """The data of a ``markdown`` event."""
+    event: dict[str, Any] = {"text": text}
+    if with_html:
+        event["html"] = render_markdown(text)
+    return event
+
+
+class AgentBridge:
+    """Holds the chat model (if any) and runs agent work for the routes and MCP tools."""
+
+    def __init__(self, config: ServerConfig, *, model: Any = None) -> None:
+        self.config = config
+        self._model = model
+        self._analyst: Any = None
+
+    async def start(self, service: SessionService) -> None:
+        """Resolve the configured model now (a clear error at start, not at the first ask)."""
+        if self._model is None and self.config.model:
+            from ..agent.models import load_chat_model
+
+            self._model = load_chat_model(self.config.model, base_url=self.config.base_url)
+        if self._model is not None:
+            from ..agent.analyst import Analyst
+
+            self._analyst = Analyst(self._model, service.manager, max_steps=self.config.max_steps)
+
+    @property
+    def ask_configured(self) -> bool:
+        """True when a model was given or named (known before :meth:`start`)."""
+        return self._model is not None or bool(self.config.model)
+
+    @property
+    def ask_available(self) -> bool:
+        """True when the agent is ready to answer."""
+        return self._analyst is not None
+
+    def require_model(self) -> Any:
+        """The analyst; 409 (NoModelError) when no model is configured."""
+        if self._analyst is None:
+            raise NoModelError(
+                "no model is configured on this server, so it cannot answer questions; start it with "
+                "`kernel-analyst serve --model PROVIDER:MODEL`, or use /eda and /execute, which need none")
+        return self._analyst
+
+    async def ask(self, service: SessionService, record: SessionRecord, question: str,
+                  files: list[str], emit: Emit, *, html: bool = False) -> None:
+        """Run the agent on ``question`` in the record's session, emitting its events."""
+        analyst = self.require_model()
+        for name in files:
+            _files.resolve_inside(record.workdir, name)
+        async with service.use(record):
+            emit("markdown", markdown_event(f"**Question:** {question}", html))
+            async with contextlib.aclosing(analyst.stream(record.id, question)) as events:
+                async for event in events:
+                    _emit_agent_event(event, emit, html)
+        emit("done", {"summary": "Answered."})
+
+    async def eda(self, service: SessionService, record: SessionRecord, file: str, emit: Emit, *,
+                  html: bool = False) -> None:
+        """Run the EDA playbook on an uploaded file, emitting each cell as it lands."""
+        from ..agent.playbook import run_playbook
+
+        source = _files.resolve_inside(record.workdir, file)
+        async with service.use(record) as session:
+            follower = AuditFollower(session, emit, html=html)
+            report = await run_playbook(session, source, name=file,
+                                        on_progress=lambda _progress: follower.flush())
+            follower.flush()
+        failed = [s.title for s in report.steps if not s.ok]
+        summary = (f"EDA of {report.file}: {len(report.steps)} cells"
+                   + (f", failed: {', '.join(failed)}" if failed else ", all ran without error")
+                   + (f". {report.error}" if report.error else "."))
+        emit("done", {"summary": summary, "ok": report.ok, "file": report.file,
+                      "findings": report.findings, "error": report.error})
+
+
+def _emit_agent_event(event: Any, emit: Emit, html: bool) -> None:
+    kind = getattr(event, "type", "")
+    if kind == "step_code":
+        emit("cell", {"source": event.code, "step": event.step})
+    elif kind == "step_output":
+        emit("output", {**output_event(event.output, html), "step": event.step})
+    elif kind == "step_finished":
+        ex: Execution = event.execution
+        emit("result", {"execution": ex.to_dict(), "step": event.step})
+    elif kind == "model_text" and event.text.strip():
+        emit("markdown", markdown_event(event.text, html))
+    elif kind == "answer":
+        answer = event.answer
+        data = {**markdown_event(answer.text, html), "stop_reason": answer.stop_reason,
+                "error": answer.error, "steps": len(answer.steps),
+                "usage": answer.usage.to_dict() if answer.usage else None}
+        emit("answer", data)
+
+
+def _bridge(request: Request) -> AgentBridge:
+    bridge: AgentBridge = request.app.state.bridge
+    return bridge
+
+
+def _stream(service: SessionService, record: SessionRecord, work: Any) -> StreamingResponse:
+    service.live(record)
+
+    async def abandon(task: asyncio.Task[None]) -> None:
+        await cancel_and_interrupt(task, record.session)
+
+    return sse_response(EventStream(work, on_abandon=abandon, spawn=service.spawn))
+
+
+agent_router = APIRouter()
+
+_SSE_DOC: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/event-stream": {}}, "description": "Server-sent events; see the docs."},
+    401: {"model": Problem, "description": "Missing or invalid bearer token."},
+    404: {"model": Problem, "description": "No such session (or file) for this token."},
+    410: {"model": Problem, "description": "The session was closed."},
+}
+
+
+@agent_router.post("/sessions/{sid}/ask", tags=["agent"],
+                   responses={**_SSE_DOC, 409: {"model": Problem, "description": "No model configured."}})
+async def ask(request: Request, sid: str, body: AskRequest, tenant: Tenant,
+              html: bool = False) -> StreamingResponse:
+    """Ask the agent a question about the session's data; streams its steps as events."""
+    bridge = _bridge(request)
+    service = service_of(request)
+    record = service.get(tenant, sid)
+    bridge.require_model()
+    for name in body.files:
+        _check_file(record, name)
+
+    async def work(emit: Emit) -> None:
+        await bridge.ask(service, record, body.question, body.files, emit, html=html)
+
+    return _stream(service, record, work)
+
+
+@agent_router.post("/sessions/{sid}/eda", tags=["agent"],
+                   responses={**_SSE_DOC, 400: {"model": Problem, "description": "Unsafe file name."}})
+async def eda(request: Request, sid: str, body: EdaRequest, tenant: Tenant,
+              html: bool = False) -> StreamingResponse:
+    """Run the built-in EDA playbook (no model needed) on an uploaded file; streams each cell."""
+    bridge = _bridge(request)
+    service = service_of(request)
+    record = service.get(tenant, sid)
+    _check_file(record, body.file)
+
+    async def work(emit: Emit) -> None:
+        await bridge.eda(service, record, body.file, emit, html=html)
+
+    return _stream(service, record, work)
+
+
+def _check_file(record: SessionRecord, name: str) -> None:
+    if not _files.resolve_inside(record.workdir, name).is_file():
+        raise FileNotFoundError(f"no file named {name!r} in the session; upload it first")

@@ -1,0 +1,149 @@
+"""Configuration of the HTTP service and the MCP server: typed, with one place that reads
+the environment (:func:`environment_overrides`)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..kernels import Limits
+
+DEFAULT_TENANT = "default"
+TOKEN_ENV = "KERNEL_ANALYST_TOKEN"
+TOKENS_FILE_ENV = "KERNEL_ANALYST_TOKENS_FILE"
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
+class TokenTable:
+    """Bearer tokens and the tenant each one belongs to.
+
+    Only sha256 digests are kept, and ``repr`` shows counts, so a token can never end up
+    in a log line or a traceback through this object.
+    """
+
+    def __init__(self, tokens: Mapping[str, str] | None = None) -> None:
+        self._tenants: dict[bytes, str] = {}
+        for token, tenant in (tokens or {}).items():
+            self.add(token, tenant)
+
+    def add(self, token: str, tenant: str) -> None:
+        """Accept ``token`` for ``tenant`` (tokens must be at least 16 characters)."""
+        if len(token) < 16:
+            raise ValueError(f"tokens must be at least 16 characters (tenant {tenant!r})")
+        if not tenant or not tenant.isprintable():
+            raise ValueError("a tenant name must be non-empty printable text")
+        self._tenants[_digest(token)] = tenant
+
+    def tenant(self, token: str) -> str | None:
+        """The tenant of ``token``, or None. The lookup is by sha256 digest, so its timing
+        says nothing useful about the token."""
+        return self._tenants.get(_digest(token))
+
+    def __len__(self) -> int:
+        return len(self._tenants)
+
+    def __bool__(self) -> bool:
+        return bool(self._tenants)
+
+    def __repr__(self) -> str:
+        return f"TokenTable({len(self._tenants)} tokens, {len(set(self._tenants.values()))} tenants)"
+
+    @classmethod
+    def generated(cls, tenant: str = DEFAULT_TENANT) -> tuple[TokenTable, str]:
+        """A table with one fresh random token; returns the table and the token (to print once)."""
+        token = secrets.token_urlsafe(32)
+        return cls({token: tenant}), token
+
+
+def read_tokens_file(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Parse a tokens file: one ``TENANT TOKEN`` pair per line; ``#`` starts a comment."""
+    tokens: dict[str, str] = {}
+    for number, raw in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise ValueError(f"{path}:{number}: expected 'TENANT TOKEN'")
+        tenant, token = parts
+        tokens[token] = tenant
+    return tokens
+
+
+@dataclass
+class ServerConfig:
+    """Everything the service needs; every field has a sensible default."""
+
+    root_dir: Path = field(default_factory=lambda: Path("kernel-analyst-sessions"))
+    """Where session directories (working files and audit notebooks) live."""
+    host: str = "127.0.0.1"
+    """Interface to listen on."""
+    port: int = 8000
+    """TCP port to listen on (0 picks a free one)."""
+    tokens: TokenTable = field(default_factory=TokenTable)
+    """Accepted bearer tokens and their tenants; empty means generate one at start."""
+    auth: bool = True
+    """Require a bearer token (turn off only on a trusted single-user machine)."""
+    limits: Limits = field(default_factory=Limits)
+    """Kernel limits (isolation, memory ...) for every session."""
+    max_sessions: int = 20
+    """Open sessions allowed in total; more get 429 with Retry-After."""
+    max_sessions_per_tenant: int = 5
+    """Open sessions allowed per tenant."""
+    max_body_bytes: int = 2 * 1024 * 1024
+    """Largest request body, uploads excepted."""
+    max_upload_bytes: int = 100 * 1024 * 1024
+    """Largest uploaded file."""
+    default_timeout_s: float = 60.0
+    """Execution timeout when a request gives none."""
+    max_timeout_s: float = 300.0
+    """The ceiling a request's timeout may not exceed."""
+    idle_timeout_s: float | None = 1800.0
+    """Sessions idle this long are shut down (their notebook stays downloadable)."""
+    pool_size: int = 1
+    """Kernels kept started in advance, so a new session answers at once."""
+    retry_after_s: int = 30
+    """Retry-After sent with a 429 when no better estimate exists."""
+    closed_kept: int = 1000
+    """How many closed sessions' records (and so notebook downloads) are remembered."""
+    model: str | None = None
+    """``provider:model`` for ``ask``; None disables it (409)."""
+    base_url: str | None = None
+    """OpenAI-compatible base URL for the model."""
+    max_steps: int = 12
+    """Agent step limit per question."""
+
+    def with_(self, **changes: Any) -> ServerConfig:
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+    def __post_init__(self) -> None:
+        if self.max_timeout_s <= 0 or self.default_timeout_s <= 0:
+            raise ValueError("timeouts must be positive")
+        if self.default_timeout_s > self.max_timeout_s:
+            self.default_timeout_s = self.max_timeout_s
+        if self.max_sessions < 1 or self.max_sessions_per_tenant < 1:
+            raise ValueError("session limits must be at least 1")
+
+
+def environment_overrides(environ: Mapping[str, str] | None = None) -> TokenTable:
+    """Tokens from the environment: ``KERNEL_ANALYST_TOKEN`` (tenant ``default``) and
+    ``KERNEL_ANALYST_TOKENS_FILE`` (a tokens file). The only place that reads it."""
+    env = os.environ if environ is None else environ
+    table = TokenTable()
+    single = env.get(TOKEN_ENV, "").strip()
+    if single:
+        table.add(single, DEFAULT_TENANT)
+    tokens_file = env.get(TOKENS_FILE_ENV, "").strip()
+    if tokens_file:
+        for token, tenant in read_tokens_file(tokens_file).items():
+            table.add(token, tenant)
+    return table

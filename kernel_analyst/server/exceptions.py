@@ -1,0 +1,68 @@
+"""Exceptions of ``kernel_analyst.server``; each carries the HTTP status it maps to::
+
+    KernelAnalystError
+    └── ServiceError              a request the service refuses (status on the class)
+        ├── SessionNotFoundError  404: no such session for this tenant
+        ├── SessionGoneError      410: the session was closed (idle or deleted)
+        ├── TooManySessionsError  429: a session limit is reached (retry_after set)
+        ├── NoModelError          409: ``ask`` without a configured model
+        ├── BadRequestError       422: a value outside what the service accepts
+        └── PayloadTooLargeError  413: a body or upload over its limit
+
+Errors from the kernel layer are mapped in ``app.py`` (unsafe file name 400, file too
+large 413, kernel start failures 503, ...).
+"""
+
+from __future__ import annotations
+
+from ..kernels import KernelAnalystError
+
+
+class ServiceError(KernelAnalystError):
+    """A request the service refuses; ``status`` is the HTTP status code."""
+
+    status = 400
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class SessionNotFoundError(ServiceError):
+    """No session with that id belongs to the caller (another tenant's id included)."""
+
+    status = 404
+
+
+class SessionGoneError(ServiceError):
+    """The session was closed; its notebook can still be downloaded."""
+
+    status = 410
+
+
+class TooManySessionsError(ServiceError):
+    """A session limit is reached; retry after ``retry_after`` seconds or close one."""
+
+    status = 429
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class NoModelError(ServiceError):
+    """``ask`` needs a model and none is configured."""
+
+    status = 409
+
+
+class BadRequestError(ServiceError):
+    """A value outside what the service accepts (a timeout over the ceiling ...)."""
+
+    status = 422
+
+
+class PayloadTooLargeError(ServiceError):
+    """A request body or an uploaded file is over its limit."""
+
+    status = 413

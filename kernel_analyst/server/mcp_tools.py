@@ -1,0 +1,259 @@
+"""The MCP server: the same sessions as the HTTP API, as tools (official ``mcp`` SDK).
+
+Over streamable HTTP the bearer token names the tenant, exactly as for the HTTP API;
+over stdio the caller is the local user (tenant ``default``). A tool call without a
+``session_id`` uses the tenant's default MCP session, started on first use. Images a
+cell produces come back as MCP image content.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from ..kernels import Execution, KernelAnalystError
+from .config import DEFAULT_TENANT, ServerConfig
+from .service import SessionRecord, SessionService
+
+TENANT_SCOPE_KEY = "kernel_analyst_tenant"
+DEFAULT_LABEL = "mcp"
+_INSTRUCTIONS = (
+    "Stateful Python kernels for data analysis. Each session keeps its variables between calls; "
+    "pandas and matplotlib are available; figures come back as images. Upload data with upload_file, "
+    "run code with execute, inspect with list_variables, and get the audit notebook with export_notebook."
+)
+
+
+class ServiceTools:
+    """The tool implementations, independent of the transport."""
+
+    def __init__(self, get_service: Callable[[], SessionService], bridge: Any = None) -> None:
+        self._get_service = get_service
+        self._bridge = bridge
+
+    async def record(self, tenant: str, session_id: str | None) -> SessionRecord:
+        """The named session, or the tenant's default MCP session (created on first use)."""
+        service = self._get_service()
+        if session_id:
+            return service.get(tenant, session_id)
+        for record in service.sessions_of(tenant):
+            if record.open and record.label == DEFAULT_LABEL:
+                return record
+        return await service.create(tenant, label=DEFAULT_LABEL)
+
+    async def create_session(self, tenant: str, label: str) -> dict[str, Any]:
+        """Start a new session."""
+        record = await self._get_service().create(tenant, label=label)
+        return record.to_dict()
+
+    async def execute(self, tenant: str, code: str, session_id: str | None,
+                      timeout: float | None) -> CallToolResult:
+        """Run code; text, images and a structured summary."""
+        service = self._get_service()
+        record = await self.record(tenant, session_id)
+        limit = service.timeout_for(timeout)
+        async with service.use(record) as session:
+            ex = await session.execute(code, timeout=limit)
+        return execution_result(ex, record.id)
+
+    async def upload_file(self, tenant: str, name: str, content_base64: str | None, text: str | None,
+                          session_id: str | None) -> dict[str, Any]:
+        """Store a file in the session's working directory."""
+        if (content_base64 is None) == (text is None):
+            raise ValueError("give exactly one of content_base64 or text")
+        data = text.encode("utf-8") if text is not None else _b64(content_base64 or "")
+        service = self._get_service()
+        if len(data) > service.config.max_upload_bytes:
+            limit = service.config.max_upload_bytes
+            raise ValueError(f"{name!r} is {len(data):,} bytes; the limit is {limit:,}")
+        record = await self.record(tenant, session_id)
+        info = await service.live(record).upload(data, name=name)
+        return {"session_id": record.id, **info.to_dict()}
+
+    async def list_variables(self, tenant: str, session_id: str | None) -> dict[str, Any]:
+        """Summaries of the session's variables."""
+        service = self._get_service()
+        record = await self.record(tenant, session_id)
+        async with service.use(record) as session:
+            infos = await session.variables()
+        return {"session_id": record.id, "variables": [i.to_dict() for i in infos]}
+
+    async def list_files(self, tenant: str, session_id: str | None) -> dict[str, Any]:
+        """Files in the session's working directory."""
+        record = await self.record(tenant, session_id)
+        infos = await self._get_service().live(record).files()
+        return {"session_id": record.id, "files": [i.to_dict() for i in infos]}
+
+    async def export_notebook(self, tenant: str, session_id: str | None) -> str:
+        """The audit notebook as .ipynb JSON text."""
+        record = await self.record(tenant, session_id)
+        return json.dumps(self._get_service().notebook(record), ensure_ascii=False, indent=1)
+
+    async def ask(self, tenant: str, question: str, session_id: str | None) -> CallToolResult:
+        """Let the agent answer a question in the session."""
+        assert self._bridge is not None
+        self._bridge.require_model()
+        record = await self.record(tenant, session_id)
+        answer: dict[str, Any] = {}
+
+        def collect(event: str, data: Any) -> None:
+            if event == "answer":
+                answer.update(data if isinstance(data, dict) else {"text": str(data)})
+
+        await self._bridge.ask(self._get_service(), record, question, [], collect)
+        text = str(answer.get("text", "")) or "(the agent stopped without an answer)"
+        return CallToolResult(content=[TextContent(text=text)],
+                              structured_content={"session_id": record.id, **answer})
+
+
+def _b64(data: str) -> bytes:
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError("content_base64 is not valid base64") from exc
+
+
+def execution_result(ex: Execution, session_id: str) -> CallToolResult:
+    """An Execution as MCP content: a status line and the text, then every figure as an image."""
+    header = f"[status: {ex.status}; state: {ex.state}; execution_count: {ex.execution_count}]"
+    content: list[ContentBlock] = [TextContent(text=f"{header}\n{ex.text}".rstrip() + "\n")]
+    for out in ex.outputs:
+        data = out.get("data") if isinstance(out, dict) else None
+        if not isinstance(data, dict):
+            continue
+        for mime in ("image/png", "image/jpeg"):
+            value = data.get(mime)
+            if value:
+                encoded = "".join(value) if isinstance(value, list) else str(value)
+                content.append(ImageContent(data="".join(encoded.split()), mime_type=mime))
+                break
+    summary = {"session_id": session_id, "status": ex.status, "state": ex.state,
+               "execution_count": ex.execution_count, "error": ex.error.to_dict() if ex.error else None,
+               "variables": ex.variables.to_dict(), "events": list(ex.events)}
+    return CallToolResult(content=content, structured_content=summary, is_error=ex.status != "ok")
+
+
+def tenant_of(ctx: Context[Any, Any] | None) -> str:
+    """The tenant of the current MCP request (set by the HTTP gate; stdio is local)."""
+    request = ctx.request_context.request if ctx is not None else None
+    scope = getattr(request, "scope", None)
+    state = scope.get("state") if isinstance(scope, dict) else None
+    tenant = state.get(TENANT_SCOPE_KEY) if isinstance(state, dict) else None
+    return tenant if isinstance(tenant, str) else DEFAULT_TENANT
+
+
+def build_mcp_server(tools: ServiceTools, *, with_ask: bool) -> MCPServer[Any]:
+    """An MCPServer exposing ``tools``; ``ask`` only when a model is configured."""
+    server: MCPServer[Any] = MCPServer("kernel-analyst", instructions=_INSTRUCTIONS, log_level="WARNING")
+
+    async def create_session(ctx: Context[Any, Any], label: str = "") -> dict[str, Any]:
+        """Start a new Python session (a fresh kernel and working directory); returns its id."""
+        return await tools.create_session(tenant_of(ctx), label)
+
+    async def execute(code: str, ctx: Context[Any, Any], session_id: str | None = None,
+                      timeout: float | None = None) -> CallToolResult:
+        """Run Python code in the session's kernel (state persists between calls). Returns the
+        printed text, results and errors, and figures as images."""
+        return await tools.execute(tenant_of(ctx), code, session_id, timeout)
+
+    async def upload_file(name: str, ctx: Context[Any, Any], content_base64: str | None = None,
+                          text: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+        """Put a file (base64 bytes or plain text) into the session's working directory,
+        where code can open it by name. Returns its size and sha256."""
+        return await tools.upload_file(tenant_of(ctx), name, content_base64, text, session_id)
+
+    async def list_variables(ctx: Context[Any, Any], session_id: str | None = None) -> dict[str, Any]:
+        """Names, types and shapes of the variables in the session (runs no cell)."""
+        return await tools.list_variables(tenant_of(ctx), session_id)
+
+    async def list_files(ctx: Context[Any, Any], session_id: str | None = None) -> dict[str, Any]:
+        """Files in the session's working directory."""
+        return await tools.list_files(tenant_of(ctx), session_id)
+
+    async def export_notebook(ctx: Context[Any, Any], session_id: str | None = None) -> str:
+        """The session's audit trail: every cell run, with outputs, as .ipynb JSON."""
+        return await tools.export_notebook(tenant_of(ctx), session_id)
+
+    for fn in (create_session, execute, upload_file, list_variables, list_files, export_notebook):
+        server.add_tool(fn)
+    if with_ask:
+        async def ask(question: str, ctx: Context[Any, Any], session_id: str | None = None) -> CallToolResult:
+            """Ask the analysis agent a question about the session's data; it writes and runs
+            code in the session and answers in prose."""
+            return await tools.ask(tenant_of(ctx), question, session_id)
+
+        server.add_tool(ask)
+    return server
+
+
+class BearerGate:
+    """ASGI wrapper: checks the bearer token and records the tenant for the tools."""
+
+    def __init__(self, app: Any, config: ServerConfig) -> None:
+        self.app = app
+        self.config = config
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        tenant = self._tenant(Headers(scope=scope).get("authorization", ""))
+        if tenant is None:
+            detail = "authentication required: send 'Authorization: Bearer <token>'"
+            response = JSONResponse({"detail": detail}, status_code=401,
+                                    headers={"WWW-Authenticate": "Bearer"})
+            await response(scope, receive, send)
+            return
+        scope.setdefault("state", {})[TENANT_SCOPE_KEY] = tenant
+        await self.app(scope, receive, send)
+
+    def _tenant(self, header: str) -> str | None:
+        if not self.config.auth:
+            return DEFAULT_TENANT
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        return self.config.tokens.tenant(token.strip())
+
+
+class McpMount:
+    """The MCP endpoint for an HTTP app: an ASGI handler plus what must run beside it."""
+
+    def __init__(self, config: ServerConfig, bridge: Any = None) -> None:
+        self._service: SessionService | None = None
+        self.tools = ServiceTools(self._require_service, bridge)
+        with_ask = bridge is not None and bridge.ask_configured
+        self.server = build_mcp_server(self.tools, with_ask=with_ask)
+        # Auth is the bearer gate's job; the Host check would refuse proxies and 0.0.0.0.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=not config.auth,
+                                             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+                                             allowed_origins=["http://127.0.0.1:*", "http://localhost:*",
+                                                              "http://[::1]:*"])
+        self.server.streamable_http_app(streamable_http_path="/mcp", transport_security=security,
+                                        host=config.host, max_request_body_size=config.max_upload_bytes * 2)
+        self.asgi = BearerGate(StreamableHTTPASGIApp(self.server.session_manager), config)
+
+    def _require_service(self) -> SessionService:
+        if self._service is None:
+            raise KernelAnalystError("the MCP endpoint is not running yet")
+        return self._service
+
+    @contextlib.asynccontextmanager
+    async def running(self, service: SessionService) -> AsyncIterator[None]:
+        """Serve MCP requests with ``service`` while the context is open."""
+        self._service = service
+        async with self.server.session_manager.run():
+            yield
+        self._service = None

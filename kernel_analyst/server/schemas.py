@@ -1,0 +1,142 @@
+"""Request and response bodies of the HTTP API (they make the OpenAPI schema)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_MAX_CODE = 1_000_000
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SessionCreate(_Strict):
+    """Body of ``POST /sessions`` (optional)."""
+
+    label: str = Field("", max_length=200, description="Free text to recognise the session by.")
+
+
+class SessionOut(BaseModel):
+    """A session as the API shows it."""
+
+    id: str
+    label: str
+    created_at: str
+    state: Literal["open", "closed"]
+    closed_at: str | None = None
+    closed_reason: str | None = None
+    busy: bool = False
+    idle_s: float = 0.0
+
+
+class SessionList(BaseModel):
+    """``GET /sessions``."""
+
+    sessions: list[SessionOut]
+
+
+class ExecuteRequest(_Strict):
+    """Body of the execute endpoints."""
+
+    code: str = Field(..., max_length=_MAX_CODE, description="Python source to run in the session's kernel.")
+    timeout: float | None = Field(
+        None, gt=0, le=86_400,
+        description="Seconds before the cell is interrupted; at most the server's ceiling.")
+
+
+class VariableChangesOut(BaseModel):
+    """What one execution created, changed or deleted."""
+
+    created: list[dict[str, Any]]
+    changed: list[dict[str, Any]]
+    deleted: list[str]
+    truncated: bool
+
+
+class ErrorOut(BaseModel):
+    """The exception a cell raised."""
+
+    ename: str
+    evalue: str
+    traceback: list[str]
+
+
+class ExecutionOut(BaseModel):
+    """``Execution.to_dict()``: the outcome of one cell."""
+
+    code: str
+    status: Literal["ok", "error", "timeout", "died"]
+    state: Literal["kept", "lost"]
+    outputs: list[dict[str, Any]]
+    execution_count: int | None
+    started_at: str
+    duration_s: float
+    error: ErrorOut | None
+    variables: VariableChangesOut
+    truncated_bytes: int
+    events: list[str]
+    text: str
+
+
+class FileOut(BaseModel):
+    """A file in a session's working directory."""
+
+    name: str
+    size: int
+    sha256: str = ""
+
+
+class FileList(BaseModel):
+    """``GET /sessions/{id}/files``."""
+
+    files: list[FileOut]
+
+
+class VariableOut(BaseModel):
+    """A summary of one variable (never its full value)."""
+
+    name: str
+    type: str
+    shape: list[int] | None = None
+    columns: list[str] | None = None
+    dtypes: dict[str, str] | None = None
+    summary: str = ""
+
+
+class VariableList(BaseModel):
+    """``GET /sessions/{id}/variables``."""
+
+    variables: list[VariableOut]
+
+
+class AskRequest(_Strict):
+    """Body of ``POST /sessions/{id}/ask``."""
+
+    question: str = Field(..., min_length=1, max_length=20_000)
+    files: list[str] = Field(default_factory=list, max_length=50,
+                             description="Names of files already uploaded to the session.")
+
+
+class EdaRequest(_Strict):
+    """Body of ``POST /sessions/{id}/eda``."""
+
+    file: str = Field(..., min_length=1, max_length=500, description="An uploaded file's name.")
+
+
+class ServerInfo(BaseModel):
+    """``GET /api/info``: what this server offers."""
+
+    version: str
+    ask_available: bool
+    max_upload_bytes: int
+    max_timeout_s: float
+    default_timeout_s: float
+
+
+class Problem(BaseModel):
+    """An error response."""
+
+    detail: str

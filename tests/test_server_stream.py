@@ -1,0 +1,136 @@
+"""Streaming execution over SSE, kernel death and client disconnects mid-stream; session
+limits (429) and idle culling with the audit trail kept."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from .server_fixtures import RunningServer, create_session, parse_sse, server, start_server  # noqa: F401
+
+
+@pytest.fixture(scope="module")
+async def sid(server: RunningServer) -> AsyncIterator[str]:  # noqa: F811
+    async with server.client("alice") as client:
+        session_id = await create_session(client, "stream-test")
+        yield session_id
+        await client.delete(f"/sessions/{session_id}")
+
+
+async def _events(response: httpx.Response) -> AsyncIterator[tuple[str, Any, float]]:
+    """(event, data, arrival time) as frames arrive."""
+    buffer = ""
+    async for chunk in response.aiter_text():
+        buffer += chunk
+        while "\n\n" in buffer:
+            frame, buffer = buffer.split("\n\n", 1)
+            for name, data in parse_sse(frame + "\n\n"):
+                yield name, data, time.monotonic()
+
+
+async def test_outputs_stream_as_they_arrive(server: RunningServer, sid: str) -> None:  # noqa: F811
+    code = "import time\nprint('first', flush=True)\ntime.sleep(1.0)\nprint('second')\n'done'"
+    seen: list[tuple[str, Any, float]] = []
+    async with server.client() as client, client.stream(
+            "POST", f"/sessions/{sid}/execute/stream", params={"html": "true"}, json={"code": code}) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for event in _events(response):
+            seen.append(event)
+    names = [name for name, _, _ in seen]
+    assert names == ["output", "output", "output", "result"], names
+    assert seen[0][1]["output"] == {"output_type": "stream", "name": "stdout", "text": "first\n"}
+    assert seen[0][1]["html"] == '<pre class="output-stream stdout">first\n</pre>'
+    assert seen[3][2] - seen[0][2] > 0.5, "the first output arrived only at the end"
+    result = seen[-1][1]
+    assert result["status"] == "ok" and result["text"] == "first\nsecond\n'done'\n"
+
+
+async def test_kernel_death_during_a_stream(server: RunningServer, sid: str) -> None:  # noqa: F811
+    async with server.client() as client:
+        await client.post(f"/sessions/{sid}/execute", json={"code": "before_death = 1"})
+        response = await client.post(f"/sessions/{sid}/execute/stream", json={
+            "code": "print('going', flush=True)\nimport os, time\ntime.sleep(0.2)\nos._exit(1)"})
+        assert response.status_code == 200
+        events = parse_sse(response.text)
+        assert [name for name, _ in events] == ["output", "result"], events
+        result = events[-1][1]
+        assert result["status"] == "died" and result["state"] == "lost"
+        after = (await client.post(f"/sessions/{sid}/execute",
+                                   json={"code": "'before_death' in globals()"})).json()
+        assert after["status"] == "ok" and after["text"] == "False\n"
+        assert (await client.get(f"/sessions/{sid}")).json()["state"] == "open"
+
+
+async def test_client_disconnect_interrupts_the_cell(server: RunningServer, sid: str) -> None:  # noqa: F811
+    async with server.client() as client:
+        await client.post(f"/sessions/{sid}/execute", json={"code": "kept = 'still here'"})
+        started = time.monotonic()
+        async with client.stream("POST", f"/sessions/{sid}/execute/stream", json={
+                "code": "import time\nprint('sleeping', flush=True)\ntime.sleep(60)\nprint('never')"}) as response:
+            async for name, _data, _ in _events(response):
+                assert name == "output"
+                break  # leave while the cell runs: closing the response disconnects
+        deadline = time.monotonic() + 20
+        while (await client.get(f"/sessions/{sid}")).json()["busy"]:
+            assert time.monotonic() < deadline, "the abandoned cell was not interrupted"
+            await asyncio.sleep(0.05)
+        after = (await client.post(f"/sessions/{sid}/execute", json={"code": "print(kept)"})).json()
+        assert after["status"] == "ok" and after["text"] == "still here\n"
+        assert time.monotonic() - started < 30
+        cells = json.loads((await client.get(f"/sessions/{sid}/notebook")).text)["cells"]
+        interrupted = [c for c in cells if "time.sleep(60)" in "".join(c["source"])]
+        assert interrupted and interrupted[-1]["metadata"]["kernel_analyst"]["status"] == "error"
+        assert any(o.get("ename") == "KeyboardInterrupt" for o in interrupted[-1]["outputs"])
+
+
+async def test_streaming_errors_before_start_are_plain_http(server: RunningServer) -> None:  # noqa: F811
+    async with server.client() as client:
+        missing = await client.post("/sessions/0000000000000000/execute/stream", json={"code": "1"})
+        assert missing.status_code == 404 and missing.json()["detail"].startswith("no session")
+        bad = await client.post("/sessions/0000000000000000/execute/stream", json={"nope": 1})
+        assert bad.status_code == 422
+
+
+@pytest.fixture(scope="module")
+def small_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningServer]:
+    running = start_server(tmp_path_factory.mktemp("small"), max_sessions=2, max_sessions_per_tenant=1,
+                           idle_timeout_s=2.0, pool_size=0)
+    yield running  # type: ignore[misc]
+    running.stop()
+
+
+async def test_limits_then_idle_culling_keeps_the_notebook(small_server: RunningServer) -> None:
+    async with small_server.client("alice") as alice, small_server.client("bob") as bob, \
+            small_server.client("carol") as carol:
+        first = await create_session(alice)
+        await create_session(bob)
+        # The execute makes alice's session fresh again, so it is not culled before the checks.
+        await alice.post(f"/sessions/{first}/execute", json={"code": "answer = 42\nanswer"})
+        refused = await alice.post("/sessions", json={})
+        assert refused.status_code == 429 and "limit 1" in refused.json()["detail"]
+        assert 1 <= int(refused.headers["retry-after"]) <= 30
+        full = await carol.post("/sessions", json={})
+        assert full.status_code == 429 and "server is at its limit" in full.json()["detail"]
+        assert int(full.headers["retry-after"]) >= 1
+
+        deadline = time.monotonic() + 20
+        while (state := (await alice.get(f"/sessions/{first}")).json())["state"] == "open":
+            assert time.monotonic() < deadline, "the idle session was not culled"
+            await asyncio.sleep(0.1)
+        assert state["closed_reason"] == "idle"
+        gone = await alice.post(f"/sessions/{first}/execute", json={"code": "answer"})
+        assert gone.status_code == 410 and f"/sessions/{first}/notebook" in gone.json()["detail"]
+        nb = json.loads((await alice.get(f"/sessions/{first}/notebook")).text)
+        assert any("answer = 42" in "".join(c["source"]) for c in nb["cells"])
+        assert "answer = 42" in (await alice.get(f"/sessions/{first}/notebook.html")).text
+        second = await create_session(alice)
+        assert second != first
+        assert Path(small_server.config.root_dir / first / "audit.ipynb").is_file()
