@@ -36,6 +36,11 @@ class ScriptedReply:
     """Reported completion tokens."""
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: OpenAIServer
+
+
 class OpenAIServer:
     """Serves scripted replies on an ephemeral loopback port (use as a context manager)."""
 
@@ -46,9 +51,8 @@ class OpenAIServer:
         self.max_requests = max_requests
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._httpd.daemon_threads = True
-        self._httpd.owner = self  # type: ignore[attr-defined]
+        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.owner = self
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="openai-test-server", daemon=True)
         self._watchdog = threading.Timer(lifetime_s, self._httpd.shutdown)
@@ -87,9 +91,10 @@ class OpenAIServer:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    server: _HTTPServer
 
     def do_POST(self) -> None:
-        owner: OpenAIServer = self.server.owner  # type: ignore[attr-defined]
+        owner = self.server.owner
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -13,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from kernel_analyst import Analyst, Answer, SessionManager
 from kernel_analyst.agent import ToolCallingUnsupportedError
 from kernel_analyst.agent.testing import ModelCall, ScriptedChatModel, tool_call, tool_calls
-from tests.conftest import SEABORN
+from tests.conftest import SEABORN, test_limits
 
 TITANIC = SEABORN / "titanic.csv"
 # Tests whose kernel state does not matter share this conversation (one kernel).
@@ -21,12 +22,17 @@ SCRATCH = "agent-scratch"
 LOAD = "import pandas as pd\ndf = pd.read_csv('titanic.csv')"
 
 
-def notebook_cells(answer: Answer) -> list[dict[str, object]]:
-    cells: list[dict[str, object]] = json.loads(answer.notebook_path.read_text())["cells"]
+def notebook_cells(answer: Answer) -> list[dict[str, Any]]:
+    cells: list[dict[str, Any]] = json.loads(answer.notebook_path.read_text())["cells"]
     return cells
 
 
-def cell_text(cell: dict[str, object]) -> str:
+def role(cell: dict[str, Any]) -> str | None:
+    """The role the analyst gave a markdown cell (question, model, answer)."""
+    return cell["metadata"].get("kernel_analyst", {}).get("role")
+
+
+def cell_text(cell: dict[str, Any]) -> str:
     source = cell["source"]
     return "".join(source) if isinstance(source, list) else str(source)
 
@@ -70,7 +76,7 @@ async def test_titanic_multi_step_analysis(manager: SessionManager) -> None:
     assert answer.usage is not None and answer.usage.model_calls == 3 and answer.usage.input_tokens > 0
     # The audit notebook: question, the model's text, both cells, the answer, in order.
     cells = notebook_cells(answer)
-    kinds = [(c["cell_type"], c["metadata"].get("kernel_analyst", {}).get("role")) for c in cells]  # type: ignore[attr-defined]
+    kinds = [(c["cell_type"], role(c)) for c in cells]
     assert kinds == [("markdown", "question"), ("markdown", "model"), ("code", None), ("code", None),
                      ("markdown", "answer")]
     assert cell_text(cells[0]) == "### Question\n\nWhich class survived most?\n\nFiles: `titanic.csv`"
@@ -115,8 +121,10 @@ async def test_kernel_death_mid_question(manager: SessionManager) -> None:
         tool_call("import os; os._exit(1)"),
         recover,
         lambda call: f"{call.last_tool_output.splitlines()[1]} rows, after reloading.",
+        lambda call: str(call.last_message.content).splitlines()[-1],
     ])
-    answer = await Analyst(model, manager).ask("agent-death", "How many rows?", files=[TITANIC])
+    analyst = Analyst(model, manager)
+    answer = await analyst.ask("agent-death", "How many rows?", files=[TITANIC])
 
     died = answer.steps[1].execution
     assert (died.status, died.state) == ("died", "lost")
@@ -125,6 +133,14 @@ async def test_kernel_death_mid_question(manager: SessionManager) -> None:
     assert answer.text == "891 rows, after reloading." and answer.stop_reason == "answered"
     markers = [cell_text(c) for c in notebook_cells(answer) if "kernel-analyst:" in cell_text(c)]
     assert markers and "Kernel died during the cell above" in markers[0]
+
+    # A restart between questions: the next question says which variables are gone.
+    session = manager.get("agent-death")
+    assert session is not None
+    await session.restart()
+    later = await analyst.ask("agent-death", "Still there?")
+    assert later.text == ("These variables from earlier questions are gone (the kernel was restarted or "
+                          "they were deleted): df. Re-create the ones you need.")
 
 
 async def test_max_steps_stops_the_loop(manager: SessionManager) -> None:
@@ -174,7 +190,7 @@ async def test_multi_turn_keeps_kernel_state_and_history(manager: SessionManager
     history = analyst.history("agent-multiturn")
     assert len(history) == 8 and history[-1].content == second.text
     assert_history_is_valid(history)
-    roles = [c["metadata"].get("kernel_analyst", {}).get("role") for c in notebook_cells(second)]  # type: ignore[attr-defined]
+    roles = [role(c) for c in notebook_cells(second)]
     assert roles.count("question") == 2 and roles.count("answer") == 2
 
 
@@ -204,7 +220,8 @@ async def test_figures_go_to_models_that_take_images(manager: SessionManager) ->
         figures = call.last_message
         assert isinstance(figures, HumanMessage) and isinstance(figures.content, list)
         assert figures.content[0] == {"type": "text", "text": "Figures from step 1:"}
-        assert figures.content[1]["type"] == "image" and figures.content[1]["mime_type"] == "image/png"  # type: ignore[index]
+        image: Any = figures.content[1]
+        assert image["type"] == "image" and image["mime_type"] == "image/png"
         return "A rising line."
 
     model = ScriptedChatModel(script=[tool_call(plot), look])
@@ -249,6 +266,20 @@ async def test_model_failure_ends_the_answer_with_error(manager: SessionManager)
     assert answer.stop_reason == "error" and len(answer.steps) == 1
     assert answer.error == "the model call failed: ConnectionError: provider unreachable"
     assert cell_text(notebook_cells(answer)[-1]).endswith("provider unreachable")
+
+
+async def test_kernel_that_cannot_restart_ends_with_error(tmp_path: Path) -> None:
+    model = ScriptedChatModel(script=[tool_calls("import os; os._exit(1)", "print(1)", "print(2)")])
+    async with SessionManager(tmp_path, limits=test_limits(max_restarts=0)) as private:
+        analyst = Analyst(model, private)
+        answer = await analyst.ask("agent-crash", "Crash")
+        assert answer.stop_reason == "error" and answer.error is not None
+        assert answer.error.startswith("the kernel failed: session 'agent-crash': kernel restarted 0 times")
+        assert [s.execution.status for s in answer.steps] == ["died"]
+        history = analyst.history("agent-crash")
+        assert [str(m.content)[:30] for m in history[-2:]] == [
+            "The kernel could not run this ", "Not run: the kernel failed on "]
+        assert_history_is_valid(history)
 
 
 def test_models_without_tool_calling_are_refused(manager: SessionManager) -> None:

@@ -35,6 +35,8 @@ SAMPLE_BYTES = 2 << 20
 SAMPLE_ROWS = 5000
 SNIFF_CHARS = 64_000
 MAX_PREAMBLE = 30
+MAX_DISTINCT = 500
+DENSITY_ROWS = 200
 MAX_SCAN_ROWS = 2_000_000
 DELIMITERS = ",;\t|"
 _EXAMPLES = 10
@@ -334,7 +336,7 @@ def _filled(row: list[str]) -> int:
 
 
 def _header_index(rows: list[list[str]], width: int) -> int:
-    dense = [_filled(r) for r in rows if len(r) == width and _filled(r)]
+    dense = [_filled(r) for r in rows[:DENSITY_ROWS] if len(r) == width and _filled(r)]
     typical = statistics.median(dense) if dense else 1
     threshold = max(1, int(typical + 1) // 2)
     first_filled = None
@@ -457,7 +459,10 @@ def _with_values(plan: LoadPlan, source: Path) -> LoadPlan:
         raise UnreadableFileError(
             f"{source.name}: pandas cannot read it as a table (encoding={plan.encoding}, "
             f"sep={plan.sep!r}): {_first_line(exc)}") from exc
-    columns = {str(c): [str(v) for v in raw[c].tolist()] for c in raw.columns}
+    # Distinct values decide the rules; a cap keeps wide and long files quick.
+    distinct = {str(c): raw[c].unique() for c in raw.columns}
+    columns = {c: [str(v) for v in values[:MAX_DISTINCT]] for c, values in distinct.items()}
+    markers = {c: set(map(str, values)) & set(_values.EXTRA_NA) for c, values in distinct.items()}
     style = _values.number_style(v for cells in columns.values() for v in cells)
     notes = list(plan.notes)
     if style.evidence:
@@ -465,13 +470,13 @@ def _with_values(plan: LoadPlan, source: Path) -> LoadPlan:
                      + (f", thousands `{style.thousands}`" if style.thousands else "")
                      + f" (e.g. {style.evidence}).")
     candidate = replace(plan, decimal=style.decimal, thousands=style.thousands,
-                        **_column_options(columns, style, plan, notes))
+                        **_column_options(columns, markers, style, plan, notes))
     candidate = replace(candidate, notes=tuple(notes))
     return _validated(candidate, plan, source)
 
 
-def _column_options(columns: dict[str, list[str]], style: _values.NumberStyle, plan: LoadPlan,
-                    notes: list[str]) -> dict[str, Any]:
+def _column_options(columns: dict[str, list[str]], markers: dict[str, set[str]], style: _values.NumberStyle,
+                    plan: LoadPlan, notes: list[str]) -> dict[str, Any]:
     names = list(columns)
     index_col = 0 if (plan.names is None and names and names[0].startswith("Unnamed: 0")
                       and _values.is_row_index(columns[names[0]])) else None
@@ -481,8 +486,8 @@ def _column_options(columns: dict[str, list[str]], style: _values.NumberStyle, p
     utc: dict[str, str] = {}
     for name in names[1:] if index_col == 0 else names:
         cells = columns[name]
-        if markers := _values.missing_markers(cells, style):
-            na_values[name] = tuple(markers)
+        if found := _values.missing_markers(cells, style, markers[name]):
+            na_values[name] = tuple(found)
         if _values.is_code_column(cells):
             text_cols.append(name)
         elif (guess := _values.date_format(cells)) is not None:

@@ -95,13 +95,17 @@ def is_number(cell: str, style: NumberStyle) -> bool:
     return bool(_PLAIN.match(text))
 
 
-def missing_markers(cells: Sequence[str], style: NumberStyle) -> list[str]:
-    """Extra missing-value spellings of an otherwise numeric column ([] if none)."""
-    present = [c.strip() for c in cells if c.strip() not in PANDAS_NA]
-    if not present:
+def missing_markers(cells: Sequence[str], style: NumberStyle, markers: Iterable[str] = ()) -> list[str]:
+    """Extra missing-value spellings of an otherwise numeric column ([] if none).
+
+    ``cells`` may be a sample of the column; ``markers`` are the :data:`EXTRA_NA`
+    spellings found anywhere in it.
+    """
+    found = set(markers) | {c.strip() for c in cells if c.strip() in EXTRA_NA}
+    present = [c.strip() for c in cells if c.strip() not in PANDAS_NA and c.strip() not in found]
+    if not found or not all(is_number(c, style) for c in present):
         return []
-    odd = {c for c in present if not is_number(c, style)}
-    return sorted(odd) if odd and odd <= set(EXTRA_NA) else []
+    return sorted(found)
 
 
 def is_code_column(cells: Sequence[str]) -> bool:

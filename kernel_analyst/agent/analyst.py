@@ -53,6 +53,7 @@ EventCallback = Callable[[AgentEvent], None]
 _MAX_LISTED_FILES = 30
 _MAX_LISTED_COLUMNS = 25
 _MAX_CONTEXT_VARIABLES = 40
+_KERNEL_LISTING_CAP = 200  # the kernel lists at most this many variables (kernels/_kernel_startup.py)
 
 
 @dataclass(frozen=True)
@@ -205,11 +206,15 @@ class Analyst:
 
     async def _start(self, conversation_id: str, question: str, files: Sequence[str | os.PathLike[str]],
                      conversation: _Conversation, emit: EventCallback) -> _Turn:
+        if isinstance(files, (str, os.PathLike)):
+            files = [files]  # one path given where a list was meant
         session = await self.manager.session(conversation_id)
         uploaded = [(await session.upload(Path(path))).name for path in files]
-        conversation.variables = {v.name: v for v in await session.variables()}
+        gone = await _refresh_variables(session, conversation)
         note = kernel_context(files=describe_files(await session.files(), new=uploaded),
                               variables=describe_variables(list(conversation.variables.values())))
+        if gone:
+            note += "\n" + message("variables_gone", names=", ".join(gone))
         await session.add_markdown(_question_markdown(question, uploaded), role="question",
                                    turn=conversation.turns + 1, at=_now())
         messages = [self._system, *conversation.history, HumanMessage(f"{question}\n{note}")]
@@ -268,7 +273,9 @@ class Analyst:
     async def _tool_call(self, turn: _Turn, name: str, args: Any,
                          call_id: str) -> tuple[str, Observation | None]:
         """Run one tool call; return the tool message text and the observation, if any."""
-        if turn.error is not None or turn.attempts >= self.settings.max_steps:
+        if turn.error is not None:
+            return message("not_run_after_failure"), None
+        if turn.attempts >= self.settings.max_steps:
             return message("step_limit", max_steps=self.settings.max_steps), None
         turn.attempts += 1
         if name != TOOL_NAME:
@@ -358,6 +365,16 @@ def _bind_tool(model: BaseChatModel, tool: KernelTool) -> Runnable[LanguageModel
         raise ToolCallingUnsupportedError(
             f"{type(model).__name__} does not support tool calling (bind_tools); "
             "choose a model that does, e.g. openai:gpt-4o-mini or ollama:qwen2.5-coder") from exc
+
+
+async def _refresh_variables(session: KernelSession, conversation: _Conversation) -> list[str]:
+    """Re-read the kernel's variables; return the known ones that vanished since the last
+    answer (a restart, a culled session, code run by someone else)."""
+    current = {v.name: v for v in await session.variables()}
+    listing_complete = len(current) < _KERNEL_LISTING_CAP
+    gone = sorted(set(conversation.variables) - set(current)) if listing_complete else []
+    conversation.variables = current
+    return gone
 
 
 def _track_variables(conversation: _Conversation, ex: Execution) -> list[str] | None:

@@ -78,6 +78,12 @@ class SessionManager:
         self._closed = False
         self.isolation = ""
         """The isolation level in force (``auto`` resolved), set by :meth:`start`."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the manager was started on (its kernels' sockets belong to it)."""
+        return self._loop
 
     @property
     def backend(self) -> KernelBackend:
@@ -94,6 +100,7 @@ class SessionManager:
         """Create the root directory, check the isolation level, start pool and culler."""
         if self._started:
             return self
+        self._loop = asyncio.get_running_loop()
         self.root_dir.mkdir(parents=True, exist_ok=True)
         self.isolation = self.backend.resolved_isolation(self.limits)
         log.info("session manager at %s (backend=%s, isolation=%s)",
