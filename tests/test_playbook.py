@@ -12,14 +12,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kernel_analyst.agent.playbook import STEPS, PlaybookOptions, Progress, run_playbook
+from kernel_analyst.agent._loader import detect
+from kernel_analyst.agent.playbook import STEPS, PlaybookOptions, Progress, plan_cells, run_playbook
 from kernel_analyst.kernels import KernelSession, SessionManager
 
-from .conftest import MESSY, SEABORN, SHARED
+from .conftest import MESSY, ROOT, SEABORN, SHARED
 
 DABENCH = SHARED / "datasets" / "dabench" / "da-dev-tables"
 ALL_TABLES = sorted([*SEABORN.glob("*.csv"), *MESSY.glob("*.csv"), *DABENCH.glob("*.csv")])
 LOAD_ONLY = PlaybookOptions(steps=())
+NOTEBOOKS = ROOT / "notebooks"
+EXAMPLE_DATA = ROOT / "examples" / "data"
 
 
 def _cid(prefix: str) -> str:
@@ -51,31 +54,36 @@ async def test_every_table_loads_without_an_error_cell(shared_session: KernelSes
     assert report.plan is not None and report.plan.file == path.name
 
 
-async def test_full_playbook_on_penguins(manager: SessionManager) -> None:
-    session = await manager.session(_cid("eda-penguins"))
-    seen: list[Progress] = []
-    report = await run_playbook(session, SEABORN / "penguins.csv", on_progress=seen.append)
-    assert report.ok, report.steps
-    assert [s.name for s in report.steps] == ["setup", "load", *STEPS]
-    assert len(seen) == 2 * len(report.steps) and seen[-1].result is not None and seen[0].result is None
-    cells = _cells(session)
+@pytest.mark.parametrize("name", ["penguins", "tips"])
+def test_bundled_notebooks_are_current(name: str) -> None:
+    """notebooks/*.ipynb hold exactly the cells today's playbook runs (else: make notebooks);
+    test_cli checks that they reproduce, so together they cover a full run."""
+    notebook = json.loads((NOTEBOOKS / f"{name}-eda.ipynb").read_text())
+    recorded = [c["source"] for c in notebook["cells"] if c["cell_type"] == "code"]
+    planned = [c.code for c in plan_cells(detect(EXAMPLE_DATA / f"{name}.csv"))]
+    assert recorded == planned, "the playbook changed: run `make notebooks`"
+
+
+def test_penguins_notebook_content() -> None:
+    cells = json.loads((NOTEBOOKS / "penguins-eda.ipynb").read_text())["cells"]
     code = [c for c in cells if c["cell_type"] == "code"]
-    assert len(code) == len(report.steps)
+    assert len(code) == len(STEPS) + 2
     assert all(c["metadata"]["kernel_analyst"]["status"] == "ok" for c in code)
+    assert not [o for c in code for o in c["outputs"] if o.get("name") == "stderr"]
     images = [o for c in code for o in c["outputs"] if "image/png" in o.get("data", {})]
     assert len(images) == 3  # histograms, top values, correlation heatmap
     headings = [c["source"].splitlines()[0] for c in cells if c["cell_type"] == "markdown"]
     assert headings[0].startswith("# Exploratory analysis of `penguins.csv`")
     assert "## Missing values" in headings and "## Correlations" in headings
-    assert report.findings["shape"] == [344, 7] and report.findings["missing_cells"] == 19
     summary = cells[-1]["source"]
-    assert summary == report.summary_markdown
-    assert "344 rows x 7 columns" in summary and "`flipper_length_mm` ~ `body_mass_g` r = +0.87" in summary
+    assert "344 rows x 7 columns" in summary and "19 cells in 5 column(s)" in summary
+    assert "`flipper_length_mm` ~ `body_mass_g` r = +0.87" in summary
 
 
 async def test_messy_files_reduced_playbook(manager: SessionManager) -> None:
     session = await manager.session(_cid("eda-messy"))
-    ragged = await run_playbook(session, MESSY / "csvkit_bad.csv", options=PlaybookOptions(steps=("missing",)))
+    missing_only = PlaybookOptions(steps=("missing",))
+    ragged = await run_playbook(session, MESSY / "csvkit_bad.csv", options=missing_only)
     assert ragged.ok and "ragged row(s) kept" in ragged.summary_markdown
     loading = next(c for c in _cells(session) if c["source"].startswith("## Loading"))
     assert "line 2 (4 fields)" in loading["source"] and "line 3 (2 fields)" in loading["source"]
@@ -83,7 +91,8 @@ async def test_messy_files_reduced_playbook(manager: SessionManager) -> None:
         session, MESSY / "frictionless_table-with-accents_latin1_semicolon_decimalcomma.csv",
         options=PlaybookOptions(steps=("numeric", "dates")))
     assert european.ok
-    assert "decimal comma" in european.summary_markdown and "`Date` from 2013-01-01" in european.summary_markdown
+    assert "decimal comma" in european.summary_markdown
+    assert "`Date` from 2013-01-01" in european.summary_markdown
 
 
 async def test_wide_and_long_tables_are_capped_and_say_so(manager: SessionManager, tmp_path: Path) -> None:
@@ -95,8 +104,13 @@ async def test_wide_and_long_tables_are_capped_and_say_so(manager: SessionManage
     caps = PlaybookOptions(sample_rows=1000, max_hist_columns=4, max_corr_columns=5, max_table_rows=5,
                            steps=("numeric", "histograms", "categories", "correlations"))
     session = await manager.session(_cid("eda-caps"))
-    report = await run_playbook(session, tmp_path / "wide.csv", options=caps)
+    seen: list[Progress] = []
+    report = await run_playbook(session, tmp_path / "wide.csv", options=caps, on_progress=seen.append)
     assert report.ok, report.steps
+    assert [s.name for s in report.steps] == ["setup", "load", "shape", "numeric", "histograms",
+                                              "categories", "correlations"]
+    assert len(seen) == 2 * len(report.steps) and seen[0].result is None and seen[-1].result is not None
+    assert report.findings["shape"] == [3000, 42] and report.summary_markdown.startswith("## Summary")
     text = "\n".join(str(o.get("text", "")) for c in _cells(session) if c["cell_type"] == "code"
                      for o in c["outputs"])
     assert "random sample of 1,000 rows" in text
@@ -106,7 +120,8 @@ async def test_wide_and_long_tables_are_capped_and_say_so(manager: SessionManage
     assert "more than 50 distinct values" in text and "user" in text
 
 
-async def test_unreadable_file_is_a_message_not_an_error_cell(manager: SessionManager, tmp_path: Path) -> None:
+async def test_unreadable_file_is_a_message_not_an_error_cell(manager: SessionManager,
+                                                             tmp_path: Path) -> None:
     (tmp_path / "sheet.csv").write_bytes(b"PK\x03\x04" + bytes(300))
     session = await manager.session(_cid("eda-bad"))
     report = await run_playbook(session, tmp_path / "sheet.csv")

@@ -89,7 +89,7 @@ def test_mixed_utc_offsets_convert_to_utc() -> None:
     assert "utc=True" in plan.code()
     namespace: dict[str, Any] = {"pd": pd}
     exec(plan.code(path=str(path)), namespace)
-    assert str(namespace["df"]["timestamp"].dtype) == "datetime64[us, UTC]"
+    assert str(namespace["df"]["timestamp"].dtype).endswith(", UTC]")
 
 
 def test_hash_in_header_is_not_a_comment() -> None:

@@ -16,6 +16,7 @@ from .exceptions import (
 )
 from .models import ModelEnvironment, ModelSpec, load_chat_model
 from .observation import Observation, SavedOutput, observe
+from .playbook import EdaReport, PlaybookOptions, run_playbook
 from .results import Answer, Step, StopReason, Usage
 from .tool import TOOL_NAME, KernelTool, KernelToolInput
 
@@ -26,6 +27,7 @@ __all__ = [
     "Analyst",
     "AnalystSettings",
     "Answer",
+    "EdaReport",
     "EventCallback",
     "FinalAnswer",
     "KernelTool",
@@ -37,6 +39,7 @@ __all__ = [
     "ModelSpec",
     "ModelText",
     "Observation",
+    "PlaybookOptions",
     "ProviderNotInstalledError",
     "SavedOutput",
     "ScriptError",
@@ -50,4 +53,5 @@ __all__ = [
     "Usage",
     "load_chat_model",
     "observe",
+    "run_playbook",
 ]

@@ -149,8 +149,9 @@ class LoadPlan:
         lines = [f"{var} = pd.read_csv(", f"    {path or self.file!r},"]
         comments = dict(_OPTION_COMMENTS)
         if self.names is not None and self.header is not None:
-            comments["skiprows"] = f"{self.skiprows} line(s) above the header, and the header itself"
-            comments["names"] = "the header's names plus extra_N for values of longer rows"
+            above = f"{self.skiprows} line(s) above the header, then " if self.skiprows else ""
+            comments["skiprows"] = f"{above}the header line, which `names` replaces"
+            comments["names"] = "the header's names, plus extra_N for the values of longer rows"
         for key, value in self.read_csv_kwargs().items():
             comment = comments.get(key, "")
             lines.append(f"    {key}={value!r},{'  # ' + comment if comment else ''}")

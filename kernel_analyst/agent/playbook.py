@@ -25,8 +25,8 @@ from . import _eda_cells as cells
 from ._eda_cells import PlaybookOptions
 from ._loader import LoadPlan, UnreadableFileError, detect
 
-__all__ = ["STEPS", "EdaReport", "PlaybookOptions", "Progress", "StepResult", "UnreadableFileError",
-           "run_playbook"]
+__all__ = ["STEPS", "EdaReport", "PlannedCell", "PlaybookOptions", "Progress", "StepResult",
+           "UnreadableFileError", "plan_cells", "run_playbook"]
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ async def run_playbook(
     that cannot restart, unsafe name, missing source file).
     """
     opts = options or PlaybookOptions()
-    steps = _selected(opts)
+    _selected(opts)  # refuse unknown steps before anything runs
     path = Path(source)
     info = await session.upload(path, name=name)
     report = EdaReport(file=info.name, notebook_path=session.notebook_path)
@@ -159,7 +159,7 @@ async def run_playbook(
         await session.add_markdown(f"**Could not read `{info.name}` as a table.** {exc}", playbook="eda")
         return report
     report.plan = plan
-    await _run_steps(session, report, plan, steps, opts, on_progress)
+    await _run_steps(session, report, plan, opts, on_progress)
     await _summarise(session, report)
     return report
 
@@ -174,25 +174,44 @@ def _selected(opts: PlaybookOptions) -> list[_Step]:
     return [s for s in _STEPS if s.name in wanted]
 
 
-async def _run_steps(session: KernelSession, report: EdaReport, plan: LoadPlan, steps: list[_Step],
-                     opts: PlaybookOptions, on_progress: ProgressCallback | None) -> None:
-    total = len(steps) + 2
-    planned: list[tuple[str, str, str, str]] = [
-        ("setup", "Setup", "", cells.SETUP),
-        ("load", "Loading", _loading_markdown(plan), plan.code()),
-        *((s.name, s.title, s.intro, s.code(opts, plan)) for s in steps),
+@dataclass(frozen=True)
+class PlannedCell:
+    """One step of a run, before it runs: its heading and its code."""
+
+    step: str
+    """Step name (``setup``, ``load``, then names from ``STEPS``)."""
+    title: str
+    """Heading (no heading cell for ``setup``)."""
+    intro: str
+    """Markdown under the heading."""
+    code: str
+    """The code cell's source."""
+
+
+def plan_cells(plan: LoadPlan, options: PlaybookOptions | None = None) -> list[PlannedCell]:
+    """The cells a run with ``options`` executes for a file read by ``plan``, in order."""
+    opts = options or PlaybookOptions()
+    return [
+        PlannedCell("setup", "Setup", "", cells.SETUP),
+        PlannedCell("load", "Loading", _loading_markdown(plan), plan.code()),
+        *(PlannedCell(s.name, s.title, s.intro, s.code(opts, plan)) for s in _selected(opts)),
     ]
-    for index, (step, title, intro, code) in enumerate(planned, start=1):
-        await _notify(on_progress, Progress(index, total, title))
-        if step != "setup":
-            heading = f"## {title}" + (f"\n\n{intro}" if intro else "")
-            await session.add_markdown(heading, playbook="eda", step=step)
-        ex = await session.execute(code, timeout=opts.cell_timeout_s)
-        result = _result(step, title, ex)
+
+
+async def _run_steps(session: KernelSession, report: EdaReport, plan: LoadPlan,
+                     opts: PlaybookOptions, on_progress: ProgressCallback | None) -> None:
+    planned = plan_cells(plan, opts)
+    for index, cell in enumerate(planned, start=1):
+        await _notify(on_progress, Progress(index, len(planned), cell.title))
+        if cell.step != "setup":
+            heading = f"## {cell.title}" + (f"\n\n{cell.intro}" if cell.intro else "")
+            await session.add_markdown(heading, playbook="eda", step=cell.step)
+        ex = await session.execute(cell.code, timeout=opts.cell_timeout_s)
+        result = _result(cell.step, cell.title, ex)
         report.steps.append(result)
-        await _notify(on_progress, Progress(index, total, title, result))
-        if not result.ok and step in ("setup", "load", "shape"):
-            report.error = f"step {title!r} failed: {result.error}"
+        await _notify(on_progress, Progress(index, len(planned), cell.title, result))
+        if not result.ok and cell.step in ("setup", "load", "shape"):
+            report.error = f"step {cell.title!r} failed: {result.error}"
             return
 
 

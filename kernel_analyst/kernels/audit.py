@@ -22,6 +22,8 @@ from typing import Any
 from .execution import Execution
 
 NBFORMAT = 4
+_UMASK = os.umask(0)
+os.umask(_UMASK)  # read once: mkstemp creates 0600 files, notebooks are ordinary files
 NBFORMAT_MINOR = 5
 
 
@@ -70,6 +72,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -12,6 +12,7 @@ These are infrastructure failures, each with a message that says what to do::
     ├── SandboxUnavailableError   the requested isolation level cannot be provided here
     ├── DiskQuotaError            the session directory is over its disk limit
     ├── VariableFetchError        a variable could not be returned to the host
+    ├── NotebookFormatError       verify was given a file that is not a readable notebook
     └── GatewayError              a remote kernel gateway refused or did not answer
 """
 
@@ -52,6 +53,10 @@ class DiskQuotaError(KernelAnalystError):
 
 class VariableFetchError(KernelAnalystError, LookupError):
     """A variable does not exist or cannot be converted to plain data within the size limit."""
+
+
+class NotebookFormatError(KernelAnalystError, ValueError):
+    """A file given to verify is not a readable notebook."""
 
 
 class GatewayError(KernelAnalystError):

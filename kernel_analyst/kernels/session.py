@@ -481,7 +481,7 @@ class KernelSession:
         async with self._lock:
             self._loss_reported = True
             await self._replace_kernel("restart requested")
-            self._mark("Kernel restarted on request. All variables were lost.", "restarted")
+            self._mark("Kernel restarted on request. All variables were lost.", "restart_requested")
 
     async def variables(self) -> list[VariableInfo]:
         """Summaries of the user's variables, without adding a cell to the audit trail."""

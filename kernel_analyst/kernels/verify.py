@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .exceptions import KernelAnalystError
+from .exceptions import NotebookFormatError
 from .files import sha256_file
 from .manager import SessionManager, directory_name
 from .session import KernelSession
@@ -49,10 +49,6 @@ PIXEL_FRACTION = 0.001
 _RICH_TEXT = ("text/html", "text/markdown", "text/latex", "application/json", "image/svg+xml")
 _RASTER = ("image/png", "image/jpeg", "image/gif")
 _MAX_DIFF_LINES = 12
-
-
-class NotebookFormatError(KernelAnalystError, ValueError):
-    """The file is not a readable notebook."""
 
 
 @dataclass(frozen=True)
@@ -230,19 +226,20 @@ def compare_images(expected: bytes, actual: bytes) -> str | None:
     if expected == actual:
         return None
     try:
-        from PIL import Image, ImageChops
+        import numpy as np
+        from PIL import Image
     except ImportError:  # Pillow comes with matplotlib; without it only equal bytes pass
         return "image bytes differ"
     with Image.open(io.BytesIO(expected)) as a, Image.open(io.BytesIO(actual)) as b:
         if a.size != b.size:
             return f"image size {b.size[0]}x{b.size[1]}, expected {a.size[0]}x{a.size[1]}"
-        diff = ImageChops.difference(a.convert("RGBA"), b.convert("RGBA"))
-    worst = diff.split()
-    mask = [max(px) for px in zip(*(band.getdata() for band in worst), strict=True)]
-    bad = sum(1 for m in mask if m > PIXEL_TOLERANCE)
-    if bad <= PIXEL_FRACTION * len(mask):
+        pixels_a = np.asarray(a.convert("RGBA"), dtype=np.int16)
+        pixels_b = np.asarray(b.convert("RGBA"), dtype=np.int16)
+    worst = np.abs(pixels_a - pixels_b).max(axis=2)
+    bad, total = int((worst > PIXEL_TOLERANCE).sum()), int(worst.size)
+    if bad <= PIXEL_FRACTION * total:
         return None
-    return f"image differs: {bad:,} of {len(mask):,} pixels ({bad / len(mask):.2%}) beyond tolerance"
+    return f"image differs: {bad:,} of {total:,} pixels ({bad / total:.2%}) beyond tolerance"
 
 
 def compare_outputs(expected: list[dict[str, Any]], actual: list[dict[str, Any]],
@@ -414,8 +411,7 @@ def _recorded_workdirs(meta: dict[str, Any]) -> list[str | re.Pattern[str]]:
 
 def _is_restart_marker(cell: dict[str, Any]) -> bool:
     meta = cell.get("metadata", {}).get("kernel_analyst", {})
-    return (cell.get("cell_type") == "markdown" and meta.get("marker") == "restarted"
-            and "on request" in cell.get("source", ""))
+    return cell.get("cell_type") == "markdown" and meta.get("marker") == "restart_requested"
 
 
 def _cell_timeout(cell: dict[str, Any], default: float | None) -> float | None:
