@@ -19,6 +19,10 @@ sysdeps:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq bubblewrap >/dev/null; \
 	} || echo "note: bubblewrap could not be installed; sandbox tests will report it"
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	} || echo "note: chromium could not be installed; the web page tests will be skipped"
 
 lint: $(STAMP)
 	$(BIN)/ruff check kernel_analyst tests benchmarks examples

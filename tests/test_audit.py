@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -85,7 +84,7 @@ async def test_export_reexecutes_under_nbclient(manager: SessionManager, tmp_pat
     nb = nbformat.read(exported, as_version=4)
     client = NotebookClient(nb, timeout=60, kernel_name="python3",
                             resources={"metadata": {"path": str(s.workdir)}})
-    await asyncio.to_thread(client.execute)
+    await client.async_execute()
     original = read_valid(exported)
     for mine, rerun in zip(original.cells, nb.cells, strict=True):
         assert [o["output_type"] for o in mine.outputs] == [o["output_type"] for o in rerun.outputs]

@@ -219,3 +219,20 @@ async def test_close_leaves_no_kernel_on_the_gateway(gateway: GatewayProcess, tm
         ids = {s.kernel.kernel_id, *(k.kernel_id for k, _ in m._pool)}  # type: ignore[union-attr, attr-defined]
         assert ids <= set(await asyncio.to_thread(gateway.kernel_ids))
     assert not ids & set(await asyncio.to_thread(gateway.kernel_ids))
+
+
+# -- the same session behaviour on both backends ---------------------------------------------
+
+
+async def test_backend_manager_gives_the_same_session(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("same-on-both")
+    await s.upload(b"a,b\n1,2\n3,4\n", name="t.csv")
+    ex = await s.execute("import pandas as pd\ndf = pd.read_csv('t.csv')\ndf.plot()\ndf")
+    assert ex.status == "ok" and ex.state == "kept", ex.text
+    result = next(o for o in ex.outputs if o["output_type"] == "execute_result")
+    assert len(ex.images) == 1 and "<table" in result["data"]["text/html"]
+    assert [(v.name, v.shape) for v in ex.variables.created] == [("df", [2, 2])]
+    assert (await s.execute("int(df.b.sum())")).text == "6\n"
+    meta = s.audit.metadata["kernel_analyst"]
+    assert meta["backend"] == backend_manager.backend.name and meta["isolation"] == s.isolation
+    assert [f["name"] for f in meta["files"]] == ["t.csv"]

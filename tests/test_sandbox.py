@@ -424,3 +424,31 @@ async def test_pool_kernel_keeps_working_after_rename(open_manager: ManagerFacto
     assert (s.session.workdir / "out.txt").read_text() == "from the kernel"
     assert ".pool" not in str(s.session.workdir)
     s.check_audit()
+
+
+def test_cgroup_v2_needs_delegated_controllers(tmp_path: Path) -> None:
+    # This machine has cgroup v1; v2 is checked on its parsing and delegation rule.
+    from kernel_analyst.kernels import _cgroups
+
+    (tmp_path / "app").mkdir()
+    mountinfo = [f"41 31 0:38 / {tmp_path} rw,relatime - cgroup2 cgroup2 rw"]
+    own = ["0::/app"]
+    assert _cgroups._v2_parent(mountinfo, own, ["pids"]) is None, "no subtree_control"
+    (tmp_path / "app" / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    assert _cgroups._v2_parent(mountinfo, own, ["pids", "memory"]) == tmp_path / "app"
+    (tmp_path / "app" / "cgroup.subtree_control").write_text("cpu\n")
+    assert _cgroups._v2_parent(mountinfo, own, ["pids"]) is None, "controllers not delegated"
+
+
+def test_cgroup_v1_here_limits_the_tree() -> None:
+    from kernel_analyst.kernels._cgroups import KernelCgroup
+
+    group = KernelCgroup.create(max_processes=10, memory_bytes=256 * 2**20)
+    assert group is not None and group.version == 1 and group.limits_memory
+    try:
+        pids_dir = next(d for d in group.dirs if "pids" in d.parts)
+        assert (pids_dir / "pids.max").read_text().strip() == "10"
+        assert group.pids() == set()
+    finally:
+        group.remove()
+    assert not any(d.exists() for d in group.dirs)

@@ -96,13 +96,14 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-def processes_with(marker: str) -> list[int]:
-    """Host pids whose command line contains ``marker``."""
+def sleepers(mark: str) -> list[int]:
+    """Host pids of running ``sleep <mark>`` processes (whatever namespace they are in)."""
     found = []
+    needle = b"sleep\0" + mark.encode() + b"\0"
     for path in glob.glob("/proc/[0-9]*/cmdline"):
         with contextlib.suppress(OSError):
             with open(path, "rb") as f:
-                if marker.encode() in f.read():
+                if needle in f.read():
                     pid = int(path.split("/")[2])
                     if pid_alive(pid):
                         found.append(pid)

@@ -8,6 +8,7 @@ caller falls back to rlimits.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 _CGROUP_PREFIX = "kernel-analyst"
 _CGROUP_NAME = re.compile(rf"^{_CGROUP_PREFIX}-(\d+)-[0-9a-f]{{8}}$")
 _swept = False
+_live: set[KernelCgroup] = set()  # made by this process and not yet removed
 
 
 def _cgroup_parents(controllers: Sequence[str]) -> tuple[dict[str, Path], int] | None:
@@ -96,6 +98,8 @@ class KernelCgroup:
         """1 or 2."""
         self.limits_memory = limits_memory
         """True if the memory controller limits this cgroup."""
+        self.owner = os.getpid()
+        """The process that made it (a forked copy of the host must not remove it)."""
 
     @classmethod
     def create(cls, *, max_processes: int | None, memory_bytes: int | None) -> KernelCgroup | None:
@@ -121,6 +125,7 @@ class KernelCgroup:
             log.warning("could not set up a cgroup for the kernel (%s); limits fall back to rlimits", exc)
             group.remove()
             return None
+        _live.add(group)
         return group
 
     def _set_limits(self, parents: dict[str, Path], name: str, max_processes: int | None,
@@ -172,6 +177,7 @@ class KernelCgroup:
 
     def remove(self, timeout: float = 2.0) -> None:
         """Remove the (empty) cgroup directories; exited tasks may linger a moment."""
+        _live.discard(self)
         deadline = time.monotonic() + timeout
         for d in self.dirs:
             while d.exists():
@@ -199,6 +205,15 @@ def _sweep_stale(parents: set[Path]) -> None:
                     stale = KernelCgroup([child], 1, False)
                     stale.kill_all(timeout=1.0)
                     stale.remove(timeout=0.5)
+
+
+@atexit.register
+def _remove_all() -> None:
+    """At exit: kernels nobody closed are killed with their children, and their cgroups
+    removed, so none is left behind in the cgroup this process was given."""
+    for group in [g for g in _live if g.owner == os.getpid()]:
+        group.kill_all(timeout=1.0)
+        group.remove(timeout=1.0)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -30,6 +30,7 @@ def _kernel_analyst_setup(max_output_chars):
             self.limit = limit
             self.used = 0
             self.dropped = 0
+            self.noted = 0
             self.originals = {}
 
         def install(self, stream):
@@ -54,14 +55,20 @@ def _kernel_analyst_setup(max_output_chars):
         def reset(self, *args):
             self.used = 0
             self.dropped = 0
+            self.noted = 0
 
         def note(self, *args):
             if self.dropped:
                 err = self.originals.get(sys.stderr, sys.stderr.write)
-                err(
-                    f"\n[kernel-analyst] output truncated: {self.dropped:,} characters "
-                    f"dropped (limit {self.limit:,} per execution)\n"
-                )
+                text = (f"\n[kernel-analyst] output truncated: {self.dropped:,} characters "
+                        f"dropped (limit {self.limit:,} per execution)\n")
+                self.noted = len(text)
+                err(text)
+
+        def sent(self):
+            """Characters this cell's streams handed to ipykernel, so the host can tell
+            whether any were lost on the way."""
+            return self.used + self.noted
 
     class _Helper:
         max_columns = 60
@@ -159,6 +166,7 @@ def _kernel_analyst_setup(max_output_chars):
                     "deleted": deleted[:cap],
                     "truncated": max(len(created), len(changed), len(deleted)) > cap,
                     "dropped_output": self.cap.dropped,
+                    "sent_output": self.cap.sent(),
                 }
             except Exception as exc:  # never let bookkeeping break a user's cell
                 result = {"created": [], "changed": [], "deleted": [], "error": repr(exc),
@@ -235,6 +243,11 @@ def _kernel_analyst_setup(max_output_chars):
                     pass
 
     helper = _Helper()
+    # IPython >= 9 copies every byte a cell writes into its output history (_tee) before
+    # our cap sees it, for the kernel's whole life; the host never reads that history.
+    import contextlib
+
+    shell._tee = lambda channel=None: contextlib.nullcontext()
     helper.cap.install(sys.stdout)
     helper.cap.install(sys.stderr)
     shell.events.register("pre_run_cell", helper.cap.reset)

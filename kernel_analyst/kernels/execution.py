@@ -291,6 +291,8 @@ class OutputCollector:
         self.outputs: list[dict[str, Any]] = []
         self.execution_count: int | None = None
         self.dropped_bytes = 0
+        self.received_text = 0
+        """Stream characters received (before the host cap), to check nothing was lost."""
         self.error: ExecutionError | None = None
         self.display_ids: dict[str, list[int]] = {}
         self._clear_pending = False
@@ -350,6 +352,7 @@ class OutputCollector:
 
     def _add_stream(self, content: dict[str, Any]) -> None:
         text = str(content.get("text", ""))
+        self.received_text += len(text)
         if len(text) > self._text_left:
             self.dropped_bytes += len(text) - self._text_left
             text = text[: self._text_left]

@@ -114,6 +114,7 @@ class LaunchPlan:
 # -- isolation levels ----------------------------------------------------------------
 
 _probe: tuple[str, str] | None = None  # (level, reason) once probed
+_options: set[str] = {"--disable-userns", "--size"}  # optional bwrap options it accepts
 
 
 def bwrap_path() -> str | None:
@@ -138,6 +139,7 @@ def _probe_bwrap() -> tuple[str, str]:
     true = shutil.which("true") or "/bin/true"
     if bwrap is None:
         return "process", "bubblewrap (bwrap) is not installed"
+    _detect_options(bwrap)
     argv = [bwrap, *_namespace_flags(network=False), "--ro-bind", "/", "/", "--proc", "/proc",
             "--dev", "/dev", "--tmpfs", "/tmp", "--", true]
     try:
@@ -149,6 +151,17 @@ def _probe_bwrap() -> tuple[str, str]:
         err = done.stderr.decode(errors="replace").strip()
         return "process", f"bubblewrap trial run failed (exit {done.returncode}): {err}"
     return "sandbox", f"bubblewrap works ({bwrap})"
+
+
+def _detect_options(bwrap: str) -> None:
+    """Note which newer options this bubblewrap has (``--disable-userns`` and tmpfs
+    ``--size`` came with 0.8); older ones still sandbox, with those two left out."""
+    try:
+        text = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        text = ""
+    _options.clear()
+    _options.update(opt for opt in ("--disable-userns", "--size") if opt in text)
 
 
 def resolve_isolation(limits: Limits) -> str:
@@ -245,8 +258,10 @@ def rlimit_preexec(limits: Limits, *, cgroup: KernelCgroup | None = None,
 
 
 def _namespace_flags(*, network: bool) -> list[str]:
-    flags = ["--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
-             "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent"]
+    flags = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+             "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent"]
+    if "--disable-userns" in _options:  # no nested user namespaces: less kernel surface
+        flags.append("--disable-userns")
     if not network:
         flags.append("--unshare-net")
     if os.geteuid() == 0:
@@ -310,18 +325,19 @@ def bwrap_argv(argv: list[str], *, workdir: Path, runtime_dir: Path, readable: S
     if bwrap is None:
         raise SandboxUnavailableError("bubblewrap (bwrap) is not installed; apt-get install bubblewrap")
     passwd, group = _write_identity(runtime_dir)
-    tmp_size = str(limits.tmp_size_mb * _MB)
+    # Without --size (bwrap < 0.8) the tmpfs is bounded by the memory cgroup only.
+    size = ["--size", str(limits.tmp_size_mb * _MB)] if "--size" in _options else []
     args = [bwrap, *_namespace_flags(network=network), *_system_binds(network),
             "--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group"]
     for path in readable:
         args += ["--ro-bind", path, path]
     args += [
-        # bwrap leaves /proc/sys writable when its directory is not, and the sandbox's
-        # uid 0 may write sysctls that check only the uid (the hostname, for one).
+        # bwrap skips making /proc/sys read-only when it cannot write the directory
+        # itself (root without capabilities), yet a capability-less uid 0 may still
+        # write sysctls that check only the uid: the host name, for one.
         "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
         "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
-        "--dev", "/dev", "--size", tmp_size, "--tmpfs", "/dev/shm",
-        "--size", tmp_size, "--tmpfs", "/tmp",
+        "--dev", "/dev", *size, "--tmpfs", "/dev/shm", *size, "--tmpfs", "/tmp",
         "--bind", str(runtime_dir), str(runtime_dir),
         "--bind", str(workdir), SANDBOX_WORKDIR, "--chdir", SANDBOX_WORKDIR,
         # Last: the tmpfs root and /dev would otherwise take unlimited writes.

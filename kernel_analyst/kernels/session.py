@@ -246,25 +246,36 @@ class KernelSession:
         self._finish(ex, collector, reply)
         if reply is not None and reply["content"].get("status") != "ok" and ex.state == "kept":
             await self._diff_after_error(ex)
+        over_quota = await self._disk_quota_message()
+        if over_quota:
+            self._fail_for_quota(ex, over_quota)
         self._record(ex, collector, queue)
-        await self._check_disk_quota()
+        if over_quota:
+            self._mark(over_quota, "disk_quota")
         return ex
 
-    async def _check_disk_quota(self) -> None:
-        """After a cell or upload: if the working directory is over ``Limits.max_disk_mb``,
-        mark the audit trail and raise DiskQuotaError (the cell itself is recorded).
-        Checked afterwards because a bind mount cannot carry a size limit."""
+    async def _disk_quota_message(self) -> str | None:
+        """If the working directory is over ``Limits.max_disk_mb``, say so (else None).
+        Checked after each cell and upload because a bind mount cannot carry a size limit."""
         kernel = self._kernel
         if not self.limits.max_disk_mb or (kernel is not None and kernel.files is not None):
-            return  # no limit, or the files live with a remote kernel
+            return None  # no limit, or the files live with a remote kernel
         used = await asyncio.to_thread(_files.disk_usage, self.workdir)
         if used <= self.limits.max_disk_mb * 1024 * 1024:
-            return
-        text = (f"The working directory uses {used / 2**20:,.1f} MB; the limit is "
+            return None
+        return (f"The working directory uses {used / 2**20:,.1f} MB; the limit is "
                 f"{self.limits.max_disk_mb:,} MB (Limits.max_disk_mb). Delete files "
                 "(os.remove in a cell) before going on.")
-        self._mark(text, "disk_quota")
-        raise DiskQuotaError(f"session {self.id!r}: {text}")
+
+    @staticmethod
+    def _fail_for_quota(ex: Execution, text: str) -> None:
+        """The cell that crossed the disk limit reports it as its error (data, not a raise)."""
+        ex.events.append("disk quota exceeded")
+        if ex.status == "ok":
+            ex.status = "error"
+            ex.error = ExecutionError("DiskQuotaError", text, [f"DiskQuotaError: {text}"])
+            ex.outputs.append({"output_type": "error", "ename": "DiskQuotaError", "evalue": text,
+                               "traceback": [f"DiskQuotaError: {text}"]})
 
     async def _ensure_kernel(self, ex: Execution) -> bool:
         """Start a kernel if there is none alive; return True if state was lost unseen."""
@@ -369,6 +380,7 @@ class KernelSession:
                     str(content.get("ename", "Error")), str(content.get("evalue", content.get("status"))),
                     [str(t) for t in content.get("traceback", [])])
             kernel_dropped = self._read_expressions(ex, content.get("user_expressions", {}))
+            kernel_dropped += self._lost_in_transit(content.get("user_expressions", {}), collector)
         elif ex.status == "ok":
             ex.status = "died"
         if ex.status == "error" and ex.error is None:
@@ -389,12 +401,26 @@ class KernelSession:
             self._audit.update_metadata(versions=versions)
         return int(step.get("dropped_output", 0)) if isinstance(step, dict) else 0
 
+    def _lost_in_transit(self, exprs: dict[str, Any], collector: OutputCollector) -> int:
+        """Stream characters the kernel sent that never arrived (a transport dropped them):
+        reported with a marker and counted, never lost silently."""
+        step = _expression_json(exprs.get("step"))
+        sent = step.get("sent_output") if isinstance(step, dict) else None
+        if not isinstance(sent, int) or sent <= collector.received_text:
+            return 0
+        lost = sent - collector.received_text
+        log.warning("session %s: %d characters of output lost in transit", self.id, lost)
+        collector.add_marker(f"\n[kernel-analyst] {lost:,} characters of output were lost in "
+                             "transit between the kernel and this process\n")
+        return lost
+
     async def _diff_after_error(self, ex: Execution) -> None:
         """user_expressions are skipped when a cell fails; fetch the diff separately."""
         result = await self._silent({"step": _STEP_EXPR}, timeout=5.0)
         step = _expression_json(result.get("step")) if result else None
         if isinstance(step, dict):
             ex.variables = VariableChanges.from_dict(step)
+            ex.truncated_bytes += int(step.get("dropped_output", 0))
 
     def _record(self, ex: Execution, collector: OutputCollector,
                 updates: list[tuple[str, dict[str, Any]]]) -> None:
@@ -528,7 +554,10 @@ class KernelSession:
         audit = self.audit
         recorded = [f for f in audit.metadata["kernel_analyst"].get("files", []) if f["name"] != info.name]
         audit.update_metadata(files=[*recorded, {**info.to_dict(), "uploaded_at": utcnow()}])
-        await self._check_disk_quota()
+        over_quota = await self._disk_quota_message()
+        if over_quota:
+            self._mark(over_quota, "disk_quota")
+            raise DiskQuotaError(f"session {self.id!r}: {over_quota}")
         return info
 
     async def download(self, name: str) -> bytes:

@@ -1,7 +1,7 @@
 """Host side of file transfer through a remote kernel: chunked and sha256-checked.
 
 Each call is one silent execute whose ``user_expressions`` invoke the kernel-side
-server of ``_gw_kernel_files`` (hidden as ``_kernel_analyst_files``); payloads travel
+server of ``_gw_kernel`` (hidden as ``_kernel_analyst_files``); payloads travel
 base64-encoded inside the expression and its JSON result. Uploads keep a few chunks in
 flight (the kernel handles requests in order), so throughput is not one round trip
 per chunk.

@@ -65,7 +65,7 @@ ENV_TOKEN = "KERNEL_ANALYST_GATEWAY_TOKEN"
 ISOLATION = "remote"
 _HERE = Path(__file__).resolve().parent
 _STARTUP_FILE = _HERE.parent / "_kernel_startup.py"
-_FILES_SERVER_FILE = _HERE / "_gw_kernel_files.py"
+_KERNEL_SIDE_FILE = _HERE / "_gw_kernel.py"
 _INFO_PROBE_S = 1.0
 
 
@@ -309,14 +309,14 @@ _REINSTALL_CAP = (
 
 @lru_cache(maxsize=1)
 def _kernel_sources() -> tuple[str, str]:
-    return _STARTUP_FILE.read_text(), _FILES_SERVER_FILE.read_text()
+    return _STARTUP_FILE.read_text(), _KERNEL_SIDE_FILE.read_text()
 
 
 def startup_code(limits: Limits, preload: tuple[str, ...], marker: str) -> str:
     """What a remote kernel runs first: a private working directory, the helpers that
-    local kernels get through ``exec_files``, and the file server (in a module of its
-    own, so no user-visible names appear)."""
-    helpers, files_server = _kernel_sources()
+    local kernels get through ``exec_files``, the file server and the flush budget (in a
+    module of its own, so no user-visible names appear)."""
+    helpers, kernel_side = _kernel_sources()
     return "\n".join([
         "import atexit as _ka_gw_atexit, os as _ka_gw_os, shutil as _ka_gw_shutil",
         "import tempfile as _ka_gw_tempfile, types as _ka_gw_types",
@@ -328,8 +328,9 @@ def startup_code(limits: Limits, preload: tuple[str, ...], marker: str) -> str:
         helpers,
         "_kernel_analyst.adopt = lambda path: None  # host paths mean nothing to a remote kernel",
         "_ka_gw_module = _ka_gw_types.ModuleType('_kernel_analyst_files')",
-        f"exec(compile({files_server!r}, '<kernel-analyst files>', 'exec'), _ka_gw_module.__dict__)",
+        f"exec(compile({kernel_side!r}, '<kernel-analyst remote>', 'exec'), _ka_gw_module.__dict__)",
         f"{_FILES_VAR} = _ka_gw_module.KernelFileServer(_ka_gw_root)",
+        "_ka_gw_module.throttle_flushes((__import__('sys').stdout, __import__('sys').stderr))",
         f"{_FILES_VAR}.marker = {marker!r}",
         "del _ka_gw_atexit, _ka_gw_os, _ka_gw_shutil, _ka_gw_tempfile, _ka_gw_types, _ka_gw_module",
         "del _ka_gw_root",

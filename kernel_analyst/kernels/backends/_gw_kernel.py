@@ -1,13 +1,14 @@
-"""Runs inside a remote kernel: the kernel's side of file transfer for the host.
+"""Runs inside a remote kernel: file transfer for the host, and a bound on how many
+stream messages the kernel publishes.
 
 The gateway backend sends this module's source to each kernel it starts (a silent
-execute), so it needs nothing but the standard library. The host calls the methods of
-one hidden instance through ``user_expressions``; each returns a :class:`Reply` whose
-repr is JSON, read back from the expression's ``text/plain`` in the same round trip.
+execute, into a module of its own), so it needs nothing but the standard library.
 
-Names arrive already checked by ``files.safe_name`` on the host; here every path is
-resolved (symlinks included) and refused if it leaves the root, as ``files.resolve_inside``
-does on the host.
+Files: the host calls the methods of one hidden :class:`KernelFileServer` through
+``user_expressions``; each returns a :class:`Reply` whose repr is JSON, read back from the
+expression's ``text/plain`` in the same round trip. Names arrive already checked by
+``files.safe_name`` on the host; here every path is resolved (symlinks included) and
+refused if it leaves the root, as ``files.resolve_inside`` does on the host.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import base64
 import hashlib
 import json
 import os
+import sys
+import time
 import uuid
 from typing import IO, Any
 
@@ -164,3 +167,34 @@ class KernelFileServer:
                 if len(found) >= limit:
                     return found
         return found
+
+
+def throttle_flushes(streams: tuple[Any, ...], *, burst: int = 500, per_second: float = 500.0) -> None:
+    """Let user code flush ``streams`` (``print(..., flush=True)``) at most ``burst`` times
+    at once and ``per_second`` after that; a flush over the budget is skipped, and its data
+    leaves with the next one (ipykernel also flushes on a 0.2 s timer).
+
+    Each flush is one IOPub message. A gateway reads IOPub through a ZMQ socket with the
+    default high-water mark (1000 messages), so a kernel printing tens of thousands of
+    flushed lines faster than the gateway re-sends them would lose some. ipykernel's own
+    flushes (before every reply and idle status) are never skipped.
+    """
+    for stream in streams:
+        stream.flush = _budgeted_flush(stream.flush, burst, per_second)
+
+
+def _budgeted_flush(real: Any, burst: int, per_second: float) -> Any:
+    state = {"tokens": float(burst), "at": time.monotonic()}
+
+    def flush() -> None:
+        now = time.monotonic()
+        tokens = min(float(burst), state["tokens"] + (now - state["at"]) * per_second)
+        state["at"] = now
+        # (by module, not file name: ipykernel compiles cells to files under ipykernel_PID/)
+        if tokens >= 1.0 or sys._getframe(1).f_globals.get("__name__", "").startswith("ipykernel"):
+            state["tokens"] = max(0.0, tokens - 1.0)
+            real()
+        else:
+            state["tokens"] = tokens
+
+    return flush
