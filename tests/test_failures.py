@@ -57,8 +57,8 @@ def audit_cells(path: Path) -> list[nbformat.NotebookNode]:
     return list(nb.cells)
 
 
-async def test_timeout_interrupts_and_keeps_state(manager: SessionManager) -> None:
-    s = await manager.session("timeout-kept")
+async def test_timeout_interrupts_and_keeps_state(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("timeout-kept")
     await s.execute("x = 5")
     ex = await s.execute("import time\nprint('before', flush=True)\ntime.sleep(100)", timeout=1)
     assert ex.status == "timeout" and ex.state == "kept"
@@ -69,8 +69,8 @@ async def test_timeout_interrupts_and_keeps_state(manager: SessionManager) -> No
     assert spin.status == "timeout" and spin.state == "kept"
 
 
-async def test_timeout_that_ignores_interrupt_restarts(manager: SessionManager) -> None:
-    s = await manager.session("timeout-lost")
+async def test_timeout_that_ignores_interrupt_restarts(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("timeout-lost")
     await s.execute("x = 5")
     code = textwrap.dedent("""
         import time
@@ -91,16 +91,16 @@ async def test_timeout_that_ignores_interrupt_restarts(manager: SessionManager) 
     assert any(c.cell_type == "markdown" and "restarted" in c.source for c in cells)
 
 
-async def test_sigint_ignored_in_c_level_wait_restarts(manager: SessionManager) -> None:
-    s = await manager.session("sigint-ignored")
+async def test_sigint_ignored_in_c_level_wait_restarts(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("sigint-ignored")
     ex = await s.execute("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)",
                          timeout=1)
     assert ex.status == "timeout" and ex.state == "lost"
     assert (await s.execute("'alive'")).text == "'alive'\n"
 
 
-async def test_death_mid_cell_is_detected_without_timeout(manager: SessionManager) -> None:
-    s = await manager.session("exit")
+async def test_death_mid_cell_is_detected_without_timeout(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("exit")
     await s.execute("x = 1")
     ex = await s.execute("import os\nprint('bye', flush=True)\nos._exit(3)", timeout=None)
     assert ex.status == "died" and ex.state == "lost"
@@ -114,8 +114,8 @@ async def test_death_mid_cell_is_detected_without_timeout(manager: SessionManage
     assert any(c.cell_type == "markdown" and "died" in c.source for c in cells)
 
 
-async def test_sigkill_from_outside_mid_cell(manager: SessionManager) -> None:
-    s = await manager.session("sigkill")
+async def test_sigkill_from_outside_mid_cell(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("sigkill")
     pid = await kernel_pid(s)
     started = asyncio.Event()
     task = asyncio.ensure_future(s.execute(
@@ -128,8 +128,8 @@ async def test_sigkill_from_outside_mid_cell(manager: SessionManager) -> None:
     assert (await s.execute("2")).text == "2\n"
 
 
-async def test_idle_death_is_reported_on_next_execute(manager: SessionManager) -> None:
-    s = await manager.session("idle-death")
+async def test_idle_death_is_reported_on_next_execute(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("idle-death")
     await s.execute("x = 1")
     pid = await kernel_pid(s)
     os.kill(pid, signal.SIGKILL)
@@ -141,8 +141,8 @@ async def test_idle_death_is_reported_on_next_execute(manager: SessionManager) -
     assert later.state == "kept"
 
 
-async def test_autokill_notebook_cell(manager: SessionManager) -> None:
-    s = await manager.session("autokill")
+async def test_autokill_notebook_cell(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("autokill")
     ex = await s.execute("import os\nimport signal\n\npid = os.getpid()\nos.kill(pid, signal.SIGTERM)")
     assert ex.status == "died" and ex.state == "lost"
 

@@ -19,8 +19,8 @@ from kernel_analyst.kernels import (
 from .conftest import SEABORN
 
 
-async def test_state_persists_and_variables_diff(manager: SessionManager) -> None:
-    s = await manager.session("state")
+async def test_state_persists_and_variables_diff(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("state")
     first = await s.execute("x = 41\ny = 'a'")
     assert first.status == "ok" and first.state == "kept"
     assert {v.name for v in first.variables.created} == {"x", "y"}
@@ -31,8 +31,8 @@ async def test_state_persists_and_variables_diff(manager: SessionManager) -> Non
     assert ex.execution_count == first.execution_count + 1  # type: ignore[operator]
 
 
-async def test_dataframe_and_plot_outputs(manager: SessionManager) -> None:
-    s = await manager.session("rich")
+async def test_dataframe_and_plot_outputs(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("rich")
     await s.upload(SEABORN / "titanic.csv")
     ex = await s.execute("import pandas as pd\ndf = pd.read_csv('titanic.csv')\ndf.head()")
     assert ex.status == "ok", ex.text
@@ -48,27 +48,28 @@ async def test_dataframe_and_plot_outputs(manager: SessionManager) -> None:
     assert len(plot.images) == 1 and plot.images[0].startswith(b"\x89PNG\r\n\x1a\n")
 
 
-async def test_sessions_are_isolated(manager: SessionManager) -> None:
-    a, b = await asyncio.gather(manager.session("iso-a"), manager.session("iso-b"))
+async def test_sessions_are_isolated(backend_manager: SessionManager) -> None:
+    a, b = await asyncio.gather(backend_manager.session("iso-a"), backend_manager.session("iso-b"))
     assert a.workdir != b.workdir
     await a.upload(b"only in a", name="a.txt")
     await a.execute("secret = 1")
     ex = await b.execute("secret")
     assert ex.status == "error" and ex.error is not None and ex.error.ename == "NameError"
     assert [f.name for f in await b.files()] == []
-    cwd = await b.execute("import os; print(os.getcwd())")
-    assert Path(cwd.text.strip()).resolve() == b.workdir.resolve()
+    if b.kernel is not None and b.kernel.files is None:  # a remote kernel has its own cwd
+        cwd = await b.execute("import os; print(os.getcwd())")
+        assert Path(cwd.text.strip()).resolve() == b.workdir.resolve()
 
 
-async def test_input_fails_at_once(manager: SessionManager) -> None:
-    s = await manager.session("stdin")
+async def test_input_fails_at_once(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("stdin")
     ex = await s.execute("name = input('name: ')", timeout=30)
     assert ex.status == "error"
     assert ex.error is not None and ex.error.ename == "StdinNotImplementedError"
 
 
-async def test_error_has_clean_traceback(manager: SessionManager) -> None:
-    s = await manager.session("errors")
+async def test_error_has_clean_traceback(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("errors")
     ex = await s.execute("def f():\n    return {}['missing']\nf()")
     assert ex.status == "error" and ex.state == "kept"
     assert ex.error is not None and ex.error.ename == "KeyError" and ex.error.evalue == "'missing'"
@@ -77,8 +78,8 @@ async def test_error_has_clean_traceback(manager: SessionManager) -> None:
     assert [v.name for v in ex.variables.created] == ["f"], "diff is kept for failing cells"
 
 
-async def test_variables_does_not_add_a_cell(manager: SessionManager) -> None:
-    s = await manager.session("vars")
+async def test_variables_does_not_add_a_cell(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("vars")
     await s.execute("import numpy as np\narr = np.zeros((3, 4))\nn = 7")
     before = len(s.audit.cells)
     found = {v.name: v for v in await s.variables()}
@@ -90,8 +91,8 @@ async def test_variables_does_not_add_a_cell(manager: SessionManager) -> None:
     assert [v.name for v in ex.variables.created] == ["m"], "inspection does not disturb the diff"
 
 
-async def test_fetch_returns_plain_data(manager: SessionManager) -> None:
-    s = await manager.session("fetch")
+async def test_fetch_returns_plain_data(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("fetch")
     await s.execute(
         "import pandas as pd, numpy as np\n"
         "d = {'a': [1, 2], 'b': 'x'}\n"
@@ -110,8 +111,8 @@ async def test_fetch_returns_plain_data(manager: SessionManager) -> None:
         await s.fetch("__import__('os')")
 
 
-async def test_files_upload_download_and_metadata(manager: SessionManager) -> None:
-    s = await manager.session("files")
+async def test_files_upload_download_and_metadata(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("files")
     info = await s.upload(SEABORN / "iris.csv")
     assert info.name == "iris.csv" and info.size == (SEABORN / "iris.csv").stat().st_size
     await s.upload(b"a,b\n1,2\n", name="sub/dir/x.csv")
@@ -124,16 +125,16 @@ async def test_files_upload_download_and_metadata(manager: SessionManager) -> No
 
 
 @pytest.mark.parametrize("name", ["../x", "/etc/passwd", "a\x00b", "a/../../b", "", "dir/", "..\\x"])
-async def test_unsafe_names_are_refused(manager: SessionManager, name: str) -> None:
-    s = await manager.session("names")
+async def test_unsafe_names_are_refused(backend_manager: SessionManager, name: str) -> None:
+    s = await backend_manager.session("names")
     with pytest.raises(UnsafeFileNameError):
         await s.upload(b"x", name=name)
     with pytest.raises(UnsafeFileNameError):
         await s.download(name)
 
 
-async def test_symlink_planted_by_kernel_cannot_escape(manager: SessionManager) -> None:
-    s = await manager.session("symlinks")
+async def test_symlink_planted_by_kernel_cannot_escape(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("symlinks")
     ex = await s.execute("import os; os.symlink('/etc', 'etc_link'); os.symlink('/etc/hostname', 'h')")
     assert ex.status == "ok", ex.text
     with pytest.raises(UnsafeFileNameError):
@@ -145,8 +146,8 @@ async def test_symlink_planted_by_kernel_cannot_escape(manager: SessionManager) 
     assert [f.name for f in await s.files()] == []
 
 
-async def test_concurrent_executes_run_in_arrival_order(manager: SessionManager) -> None:
-    s = await manager.session("order")
+async def test_concurrent_executes_run_in_arrival_order(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("order")
     await s.execute("seen = []")
     tasks = [asyncio.ensure_future(s.execute(f"seen.append({i})\nprint('cell {i} ' * 50)"))
              for i in range(12)]
@@ -156,8 +157,8 @@ async def test_concurrent_executes_run_in_arrival_order(manager: SessionManager)
     assert await s.fetch("seen") == list(range(12))
 
 
-async def test_sessions_run_in_parallel(manager: SessionManager) -> None:
-    a, b = await asyncio.gather(manager.session("par-a"), manager.session("par-b"))
+async def test_sessions_run_in_parallel(backend_manager: SessionManager) -> None:
+    a, b = await asyncio.gather(backend_manager.session("par-a"), backend_manager.session("par-b"))
     flag = a.workdir.resolve() / "flag"
     # A waits for a file that only B creates: if sessions were serialised, A would time out.
     wait = a.execute(f"import os, time\nwhile not os.path.exists({str(flag)!r}): time.sleep(0.01)\n'seen'",
@@ -167,8 +168,8 @@ async def test_sessions_run_in_parallel(manager: SessionManager) -> None:
     assert rb.status == "ok" and ra.status == "ok" and ra.text == "'seen'\n"
 
 
-async def test_output_callback_sees_outputs_as_they_arrive(manager: SessionManager) -> None:
-    s = await manager.session("stream-cb")
+async def test_output_callback_sees_outputs_as_they_arrive(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("stream-cb")
     seen: list[str] = []
 
     async def on_output(out: dict[str, object]) -> None:
@@ -180,8 +181,8 @@ async def test_output_callback_sees_outputs_as_they_arrive(manager: SessionManag
     assert "".join(seen) == "a\nb\n"
 
 
-async def test_huge_single_print_is_capped(manager: SessionManager) -> None:
-    s = await manager.session("huge")
+async def test_huge_single_print_is_capped(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("huge")
     ex = await s.execute("print('x' * 50_000_000)")
     limit = s.limits.max_output_bytes
     assert ex.status == "ok"
@@ -192,17 +193,17 @@ async def test_huge_single_print_is_capped(manager: SessionManager) -> None:
     assert size < 3 * limit, "the audit notebook stays bounded"
 
 
-async def test_many_flushed_lines_are_all_kept(manager: SessionManager) -> None:
-    s = await manager.session("lines")
+async def test_many_flushed_lines_are_all_kept(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("lines")
     ex = await s.execute("for i in range(5000):\n    print(i, flush=True)")
     assert ex.status == "ok"
     assert ex.text.splitlines() == [str(i) for i in range(5000)]
 
 
-async def test_markdown_cells_and_export(manager: SessionManager, tmp_path: Path) -> None:
+async def test_markdown_cells_and_export(backend_manager: SessionManager, tmp_path: Path) -> None:
     import nbformat
 
-    s: KernelSession = await manager.session("export")
+    s: KernelSession = await backend_manager.session("export")
     await s.add_markdown("## Question\nHow many?")
     await s.execute("print(2 + 2)")
     out = await s.export(tmp_path / "copy.ipynb")
@@ -217,8 +218,8 @@ async def test_markdown_cells_and_export(manager: SessionManager, tmp_path: Path
     assert nb.metadata["kernelspec"]["name"] == "python3"
 
 
-async def test_image_output_bytes_match_png(manager: SessionManager) -> None:
-    s = await manager.session("img")
+async def test_image_output_bytes_match_png(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("img")
     png = (Path(__file__).resolve().parents[2] / "shared/notebooks-real/nbclient/python.png")
     await s.upload(png)
     ex = await s.execute("from IPython.display import Image\nImage('python.png')")
