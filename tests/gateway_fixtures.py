@@ -26,6 +26,8 @@ import pytest
 from kernel_analyst.kernels import SessionManager
 from kernel_analyst.kernels.backends.gateway import GatewayBackend
 
+from .helpers import pid_alive
+
 # Gateway settings the backend relies on (docs/gateway.md explains each):
 GATEWAY_ARGS = (
     # the restarter notices a dead kernel within 1 s (default 3 s)
@@ -57,15 +59,6 @@ def child_pids(pid: int) -> list[int]:
         if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
             found.append(int(entry.name))
     return found
-
-
-def pid_alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class GatewayProcess:

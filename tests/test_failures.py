@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import nbformat
@@ -22,28 +21,7 @@ from kernel_analyst.kernels import (
 )
 
 from .conftest import test_limits
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill(0); it is gone for our purposes.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-async def wait_until(predicate: object, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return True
-        await asyncio.sleep(0.02)
-    return bool(predicate())  # type: ignore[operator]
+from .helpers import pid_alive, wait_until
 
 
 async def kernel_pid(session: object) -> int:

@@ -30,15 +30,7 @@ from kernel_analyst.kernels.backends import GatewayBackend, GatewayKernel
 
 from .conftest import test_limits
 from .gateway_fixtures import GatewayProcess, free_port
-
-
-async def wait_until(predicate: object, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return True
-        await asyncio.sleep(0.02)
-    return bool(predicate())  # type: ignore[operator]
+from .helpers import wait_until
 
 
 @pytest.fixture

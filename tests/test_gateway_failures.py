@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,15 +15,7 @@ from kernel_analyst.kernels.backends import GatewayBackend, GatewayKernel
 
 from .conftest import test_limits
 from .gateway_fixtures import GatewayProcess
-
-
-async def wait_until(predicate: object, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return True
-        await asyncio.sleep(0.02)
-    return bool(predicate())  # type: ignore[operator]
+from .helpers import wait_until
 
 
 class TcpProxy:

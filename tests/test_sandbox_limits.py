@@ -19,6 +19,7 @@ import pytest
 
 from kernel_analyst.kernels import DiskQuotaError
 
+from .helpers import pid_alive, wait_until
 from .test_sandbox_support import (
     ALL_LEVELS,
     LIMITED_LEVELS,
@@ -26,10 +27,8 @@ from .test_sandbox_support import (
     kernel_pids,
     local_kernel,
     manager_factory,
-    pid_alive,
     sleepers,
     tracked,
-    wait_until,
 )
 
 

@@ -7,12 +7,10 @@ validates and holds every submitted cell, in order, with the expected markers.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import glob
 import json
 import os
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from kernel_analyst.kernels import Execution, KernelSession, SessionManager
 from kernel_analyst.kernels.backends.local import LocalKernel
 
 from .conftest import test_limits
+from .helpers import pid_alive
 
 # Small limits so every failure shows quickly. Memory: 1 GB of real memory per kernel
 # (cgroup), which a pandas kernel and a 64-process fork bomb fit in.
@@ -87,15 +86,6 @@ def local_kernel(session: KernelSession) -> LocalKernel:
     return kernel
 
 
-def pid_alive(pid: int) -> bool:
-    """True for a running process (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def sleepers(mark: str) -> list[int]:
     """Host pids of running ``sleep <mark>`` processes (whatever namespace they are in)."""
     found = []
@@ -108,16 +98,6 @@ def sleepers(mark: str) -> list[int]:
                     if pid_alive(pid):
                         found.append(pid)
     return found
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    """Poll ``predicate`` until true or ``timeout`` (no fixed sleeps in tests)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(0.02)
-    return predicate()
 
 
 def rss_mb() -> float:
