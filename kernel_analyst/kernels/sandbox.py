@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
+import hashlib
 import logging
 import os
 import resource
@@ -217,6 +219,42 @@ def _sandbox_path(python: str | None) -> str:
 # -- resource limits -----------------------------------------------------------------
 
 
+_MPL_SANDBOX_DIR = "/tmp/matplotlib"
+
+
+@functools.lru_cache(maxsize=8)
+def matplotlib_cache(python: str) -> Path | None:
+    """A host directory holding matplotlib's font list for ``python``, built once.
+
+    Without it every kernel whose HOME is a fresh session directory rebuilds the font
+    cache on its first pyplot import (about a second). Returns None if it cannot be built.
+    """
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    key = hashlib.sha256(python.encode()).hexdigest()[:12]
+    cache = base / "kernel-analyst" / f"matplotlib-{key}"
+    if any(cache.glob("fontlist-*.json")):
+        return cache
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run([python, "-c", "import matplotlib.font_manager"], check=True, timeout=300,
+                       env={"PATH": os.environ.get("PATH", os.defpath), "MPLCONFIGDIR": str(cache)},
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        log.info("no matplotlib font cache for %s; kernels will build their own", python)
+        return None
+    return cache if any(cache.glob("fontlist-*.json")) else None
+
+
+def _matplotlib_binds(cache: Path | None) -> list[str]:
+    """The font list, read-only, inside the sandbox's private (writable) config dir."""
+    if cache is None:
+        return []
+    args = ["--dir", _MPL_SANDBOX_DIR]
+    for font_list in sorted(cache.glob("fontlist-*.json")):
+        args += ["--ro-bind", str(font_list), f"{_MPL_SANDBOX_DIR}/{font_list.name}"]
+    return args
+
+
 def address_space_limit(limits: Limits, *, memory_cgroup: bool) -> int | None:
     """RLIMIT_AS in bytes. With a memory cgroup, the cgroup limits real memory and the
     address space is only a guard against single huge allocations (a kernel reserves
@@ -317,7 +355,7 @@ def _write_identity(runtime_dir: Path) -> tuple[Path, Path]:
 
 
 def bwrap_argv(argv: list[str], *, workdir: Path, runtime_dir: Path, readable: Sequence[str],
-               limits: Limits, network: bool) -> list[str]:
+               limits: Limits, network: bool, mpl_cache: Path | None = None) -> list[str]:
     """``argv`` wrapped in bubblewrap: read-only system, writable working dir at
     :data:`SANDBOX_WORKDIR`, private capped ``/tmp`` and ``/dev/shm``, the runtime dir
     (ipc sockets, connection file) at its own path, every other host path invisible."""
@@ -338,6 +376,7 @@ def bwrap_argv(argv: list[str], *, workdir: Path, runtime_dir: Path, readable: S
         "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
         "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
         "--dev", "/dev", *size, "--tmpfs", "/dev/shm", *size, "--tmpfs", "/tmp",
+        *_matplotlib_binds(mpl_cache),
         "--bind", str(runtime_dir), str(runtime_dir),
         "--bind", str(workdir), SANDBOX_WORKDIR, "--chdir", SANDBOX_WORKDIR,
         # Last: the tmpfs root and /dev would otherwise take unlimited writes.
@@ -372,6 +411,11 @@ def plan_launch(
     cgroup = _make_cgroup(limits, isolation)
     plan = LaunchPlan(argv, env, str(workdir), isolation, cgroup=cgroup, runtime_dir=runtime_dir)
     plan.enforced = _describe_enforcement(limits, isolation, cgroup, network)
+    if isolation == "process":
+        python = _interpreter(argv, env.get("PATH", os.defpath))
+        mpl_cache = matplotlib_cache(python) if python else None
+        if mpl_cache is not None:
+            env["MPLCONFIGDIR"] = str(mpl_cache)
     if isolation == "none":
         plan.preexec = cgroup.join if cgroup is not None else None
     else:
@@ -394,8 +438,11 @@ def _wrap_in_bwrap(plan: LaunchPlan, runtime_dir: Path | None, readable: list[st
     python = _interpreter(plan.argv, plan.env.get("PATH", os.defpath))
     plan.env["PATH"] = _sandbox_path(python)
     binds = [*(python_prefixes(python) if python else []), *readable]
+    mpl_cache = matplotlib_cache(python) if python else None
+    if mpl_cache is not None:
+        plan.env["MPLCONFIGDIR"] = _MPL_SANDBOX_DIR
     plan.argv = bwrap_argv(plan.argv, workdir=Path(plan.cwd), runtime_dir=runtime_dir,
-                           readable=binds, limits=limits, network=network)
+                           readable=binds, limits=limits, network=network, mpl_cache=mpl_cache)
     plan.extra_paths = binds
     plan.interrupt_mode = "message"  # a SIGINT to bwrap would kill the sandbox
 

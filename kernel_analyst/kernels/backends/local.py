@@ -197,6 +197,9 @@ class LocalBackend(KernelBackend):
             "PYDEVD_DISABLE_FILE_VALIDATION": "1",
             "JPY_PARENT_PID": str(os.getpid()),
         }
+        if isolation != "none" and os.path.isabs(full[0]):
+            # Built once per interpreter (about a second); off the event loop.
+            await asyncio.to_thread(sandbox.matplotlib_cache, full[0])
         plan = sandbox.plan_launch(full, workdir=request.workdir, limits=request.limits,
                                    isolation=isolation, extra_env=extra_env,
                                    runtime_dir=runtime_dir, readable=[STARTUP_FILE])
