@@ -10,10 +10,11 @@ reference count stops it after the last module's session teardown.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,7 +33,8 @@ T = TypeVar("T")
 TENANTS = ("alice", "bob", "carol")
 
 
-def wait_for(predicate: Any, *, timeout: float = 30.0, interval: float = 0.02, what: str = "condition") -> Any:
+def wait_for(predicate: Any, *, timeout: float = 30.0, interval: float = 0.02,
+             what: str = "condition") -> Any:
     """Poll ``predicate`` until it returns something truthy, or fail after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -92,6 +94,15 @@ def server_config(root: Path, **changes: Any) -> tuple[ServerConfig, dict[str, s
     return config.with_(**changes), tokens
 
 
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """The loop uvicorn would pick itself: uvloop when installed (as with the server extra)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 def start_server(root: Path, *, model: Any = None, **changes: Any) -> RunningServer:
     """Start a server in a thread; return once it accepts requests."""
     config, tokens = server_config(root, **changes)
@@ -99,7 +110,7 @@ def start_server(root: Path, *, model: Any = None, **changes: Any) -> RunningSer
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     server = uvicorn_server(app, log_level="warning", access_log=False)
-    loop = asyncio.new_event_loop()
+    loop = _new_loop()
 
     def run() -> None:
         asyncio.set_event_loop(loop)
@@ -159,3 +170,16 @@ def parse_sse(text: str) -> list[tuple[str, Any]]:
         if data:
             events.append((name, json.loads(data)))
     return events
+
+
+@contextlib.asynccontextmanager
+async def mcp_http_client(url: str, token: str) -> AsyncIterator[Any]:
+    """The MCP SDK's client over streamable HTTP (``url`` + ``/mcp``) with a bearer token."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+        transport = streamable_http_client(f"{url}/mcp", http_client=http)
+        async with Client(transport, read_timeout_seconds=60) as client:
+            yield client

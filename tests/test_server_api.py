@@ -130,7 +130,8 @@ async def test_upload_list_download(alice: httpx.AsyncClient, sid: str) -> None:
                                   "nul\x00.csv", ".."])
 async def test_path_tricks_in_upload_names_are_refused(server: RunningServer, alice: httpx.AsyncClient,  # noqa: F811
                                                        sid: str, name: str) -> None:
-    response = await alice.post(f"/sessions/{sid}/files", files={"file": ("ok.csv", b"x")}, data={"name": name})
+    response = await alice.post(f"/sessions/{sid}/files", files={"file": ("ok.csv", b"x")},
+                                data={"name": name})
     assert response.status_code in (400, 422), (name, response.status_code, response.text)
     root = server.config.root_dir
     assert not (root / "escape.csv").exists() and not (root.parent / "b.csv").exists()
@@ -173,8 +174,8 @@ async def test_variables_without_a_cell(alice: httpx.AsyncClient, sid: str) -> N
 
 
 async def test_notebook_download_and_html(alice: httpx.AsyncClient, sid: str) -> None:
-    await alice.post(f"/sessions/{sid}/execute",
-                     json={"code": "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2]);\nprint('<b>bold?</b>')"})
+    code = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2]);\nprint('<b>bold?</b>')"
+    await alice.post(f"/sessions/{sid}/execute", json={"code": code})
     response = await alice.get(f"/sessions/{sid}/notebook")
     assert response.headers["content-type"].startswith("application/x-ipynb+json")
     assert f"kernel-analyst-{sid}.ipynb" in response.headers["content-disposition"]

@@ -45,7 +45,8 @@ def test_no_input_gives_a_server_error(server: RunningServer) -> None:  # noqa: 
     with_real_id = schema.exclude(method="DELETE")
     strategy = st.one_of(
         *(schema.as_strategy(mode, headers=auth) for mode in GenerationMode),
-        *(with_real_id.as_strategy(mode, headers=auth, path_parameters={"sid": sid}) for mode in GenerationMode),
+        *(with_real_id.as_strategy(mode, headers=auth, path_parameters={"sid": sid})
+          for mode in GenerationMode),
     )
     statuses: set[int] = set()
 

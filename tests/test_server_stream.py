@@ -39,7 +39,8 @@ async def test_outputs_stream_as_they_arrive(server: RunningServer, sid: str) ->
     code = "import time\nprint('first', flush=True)\ntime.sleep(1.0)\nprint('second')\n'done'"
     seen: list[tuple[str, Any, float]] = []
     async with server.client() as client, client.stream(
-            "POST", f"/sessions/{sid}/execute/stream", params={"html": "true"}, json={"code": code}) as response:
+            "POST", f"/sessions/{sid}/execute/stream", params={"html": "true"},
+            json={"code": code}) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         async for event in _events(response):
@@ -73,8 +74,8 @@ async def test_client_disconnect_interrupts_the_cell(server: RunningServer, sid:
     async with server.client() as client:
         await client.post(f"/sessions/{sid}/execute", json={"code": "kept = 'still here'"})
         started = time.monotonic()
-        async with client.stream("POST", f"/sessions/{sid}/execute/stream", json={
-                "code": "import time\nprint('sleeping', flush=True)\ntime.sleep(60)\nprint('never')"}) as response:
+        code = "import time\nprint('sleeping', flush=True)\ntime.sleep(60)\nprint('never')"
+        async with client.stream("POST", f"/sessions/{sid}/execute/stream", json={"code": code}) as response:
             async for name, _data, _ in _events(response):
                 assert name == "output"
                 break  # leave while the cell runs: closing the response disconnects

@@ -13,7 +13,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-import httpx
 import nbformat
 import pytest
 from PIL import Image
@@ -29,7 +28,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 INJECTION = NOTEBOOKS_REAL / "nbconvert" / "notebook_inject_DO_NOT_EXECUTE.ipynb"
 RECORD_ALERTS = "window.__alerts = []; window.alert = (m) => window.__alerts.push(String(m));"
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (make sysdeps)")
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
+                                reason="Debian's chromium is not installed (make sysdeps)")
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +173,7 @@ async def injected_session(server: RunningServer) -> AsyncIterator[str]:  # noqa
 async def test_injection_fixture_html_is_inert(server: RunningServer, injected_session: str) -> None:  # noqa: F811
     async with server.client("alice") as client:
         response = await client.get(f"/sessions/{injected_session}/notebook.html")
+        downloaded = json.loads((await client.get(f"/sessions/{injected_session}/notebook")).text)
     assert response.status_code == 200
     assert "script-src" not in response.headers["content-security-policy"]
     parser = _Tags()
@@ -185,8 +186,6 @@ async def test_injection_fixture_html_is_inert(server: RunningServer, injected_s
             assert (attrs["src"] or "").startswith(("data:image/png;base64,", "data:image/svg+xml;base64,"))
             assert set(attrs) <= {"class", "alt", "src", "width", "height"}
     assert "TITLE&lt;/title&gt;&lt;script&gt;" in response.text
-    downloaded = json.loads((await httpx.AsyncClient(base_url=server.url, headers=server.headers()).get(
-        f"/sessions/{injected_session}/notebook")).text)
     assert downloaded["metadata"]["title"].startswith("TITLE</title>")
 
 
@@ -203,7 +202,7 @@ async def test_injection_fixture_renders_safely_in_chromium(browser: Any, server
         assert await page.evaluate("document.scripts.length") == 0
         assert await page.evaluate("window.__alerts") == [] and watch.dialogs == []
         title = await page.title()
-        assert title.endswith("TITLE</title><script>alert('title')</script>")
+        assert title.startswith("TITLE</title><script>alert('title')</script> (kernel-analyst session")
         injected = await page.evaluate("""() => [...document.querySelectorAll('*')].flatMap(
             el => [...el.attributes].map(a => a.name)).filter(n => n.startsWith('on') || n === 'style')""")
         assert injected == []

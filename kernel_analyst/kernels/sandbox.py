@@ -413,7 +413,7 @@ def plan_launch(
     plan.enforced = _describe_enforcement(limits, isolation, cgroup, network)
     if isolation == "process":
         python = _interpreter(argv, env.get("PATH", os.defpath))
-        mpl_cache = matplotlib_cache(python) if python else None
+        mpl_cache = matplotlib_cache(python) if python == current_python() else None
         if mpl_cache is not None:
             env["MPLCONFIGDIR"] = str(mpl_cache)
     if isolation == "none":
@@ -438,7 +438,7 @@ def _wrap_in_bwrap(plan: LaunchPlan, runtime_dir: Path | None, readable: list[st
     python = _interpreter(plan.argv, plan.env.get("PATH", os.defpath))
     plan.env["PATH"] = _sandbox_path(python)
     binds = [*(python_prefixes(python) if python else []), *readable]
-    mpl_cache = matplotlib_cache(python) if python else None
+    mpl_cache = matplotlib_cache(python) if python == current_python() else None
     if mpl_cache is not None:
         plan.env["MPLCONFIGDIR"] = _MPL_SANDBOX_DIR
     plan.argv = bwrap_argv(plan.argv, workdir=Path(plan.cwd), runtime_dir=runtime_dir,

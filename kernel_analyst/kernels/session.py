@@ -260,7 +260,8 @@ class KernelSession:
         kernel = self._kernel
         if not self.limits.max_disk_mb or (kernel is not None and kernel.files is not None):
             return None  # no limit, or the files live with a remote kernel
-        used = await asyncio.to_thread(_files.disk_usage, self.workdir)
+        # Inline: a walk of a typical session directory costs less than a thread hop.
+        used = _files.disk_usage(self.workdir)
         if used <= self.limits.max_disk_mb * 1024 * 1024:
             return None
         return (f"The working directory uses {used / 2**20:,.1f} MB; the limit is "

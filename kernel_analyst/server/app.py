@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -42,6 +43,7 @@ _STATUS_BY_ERROR: tuple[tuple[type[Exception], int], ...] = (
 )
 
 _VERSION = "0.1.0"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def _problem(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -113,6 +115,10 @@ def create_app(config: ServerConfig, *, model: Any = None, mcp: bool = True) -> 
     app.add_exception_handler(kernels.KernelAnalystError, _library_error)
     app.add_exception_handler(FileNotFoundError, _library_error)
     app.add_middleware(SecurityHeaders)
+    if not config.auth:
+        # Without tokens, only loopback Host headers: a web page elsewhere cannot reach the
+        # API through DNS rebinding.
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(LOOPBACK_HOSTS))
     app.include_router(router, max_body_size=config.max_body_bytes)
     app.include_router(upload_router, max_body_size=config.max_upload_bytes + UPLOAD_OVERHEAD_BYTES)
     app.include_router(agent_router, max_body_size=config.max_body_bytes)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..kernels import Limits
+from ..kernels import KernelAnalystError, Limits
 from ..kernels.limits import ISOLATION_LEVELS
 from .config import ServerConfig, TokenTable, environment_overrides, read_tokens_file
 
@@ -50,6 +50,7 @@ def _common(parser: argparse.ArgumentParser, *, default_port: int) -> None:
     parser.add_argument("--token-file", type=Path, help="tokens file: one 'TENANT TOKEN' per line")
     parser.add_argument("--model", help="PROVIDER:MODEL for ask (e.g. openai:gpt-4o-mini)")
     parser.add_argument("--base-url", help="OpenAI-compatible base URL for the model")
+    parser.add_argument("--max-steps", type=int, default=12, help="agent code steps per question (12)")
     parser.add_argument("--isolation", choices=ISOLATION_LEVELS, default="auto", help="kernel isolation")
     parser.add_argument("--timeout", type=float, default=60.0, help="default execution timeout, s (60)")
     parser.add_argument("--max-timeout", type=float, default=300.0, help="timeout ceiling, s (300)")
@@ -77,7 +78,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_body_bytes=int(getattr(args, "max_body_mb", 2.0) * 1024 * 1024),
         max_upload_bytes=int(args.max_upload_mb * 1024 * 1024), default_timeout_s=args.timeout,
         max_timeout_s=args.max_timeout, idle_timeout_s=args.idle_timeout or None,
-        pool_size=args.pool_size, model=args.model, base_url=args.base_url)
+        pool_size=args.pool_size, model=args.model, base_url=args.base_url, max_steps=args.max_steps)
 
 
 def _merge(table: TokenTable, more: dict[str, str]) -> TokenTable:
@@ -95,17 +96,27 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _prepare(args: argparse.Namespace, command: str) -> tuple[ServerConfig, Any] | None:
+    """Config and model from the arguments, or None after printing one clear line."""
+    from .runner import resolve_model
+
+    try:
+        config = config_from_args(args)
+        return config, resolve_model(config)
+    except (ValueError, OSError, KernelAnalystError) as exc:
+        print(f"kernel-analyst {command}: {exc}", file=sys.stderr)
+        return None
+
+
 def run_serve(args: argparse.Namespace) -> int:
     """``kernel-analyst serve``."""
     from .runner import serve
 
-    try:
-        config = config_from_args(args)
-    except (ValueError, OSError) as exc:
-        print(f"kernel-analyst serve: {exc}", file=sys.stderr)
+    prepared = _prepare(args, "serve")
+    if prepared is None:
         return 2
     try:
-        return serve(config)
+        return serve(prepared[0], model=prepared[1])
     except KeyboardInterrupt:
         return 0
 
@@ -114,15 +125,14 @@ def run_mcp(args: argparse.Namespace) -> int:
     """``kernel-analyst mcp``."""
     from .runner import run_mcp_stdio, serve_mcp_http
 
-    try:
-        config = config_from_args(args)
-    except (ValueError, OSError) as exc:
-        print(f"kernel-analyst mcp: {exc}", file=sys.stderr)
+    prepared = _prepare(args, "mcp")
+    if prepared is None:
         return 2
+    config, model = prepared
     try:
         if args.transport == "stdio":
-            asyncio.run(run_mcp_stdio(config))
+            asyncio.run(run_mcp_stdio(config, model=model))
             return 0
-        return serve_mcp_http(config)
+        return serve_mcp_http(config, model=model)
     except KeyboardInterrupt:
         return 0

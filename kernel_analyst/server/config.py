@@ -126,6 +126,7 @@ class ServerConfig:
         return replace(self, **changes)
 
     def __post_init__(self) -> None:
+        self.root_dir = Path(self.root_dir)
         if self.max_timeout_s <= 0 or self.default_timeout_s <= 0:
             raise ValueError("timeouts must be positive")
         if self.default_timeout_s > self.max_timeout_s:

@@ -8,14 +8,16 @@ cell produces come back as MCP image content.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent
@@ -42,16 +44,18 @@ class ServiceTools:
     def __init__(self, get_service: Callable[[], SessionService], bridge: Any = None) -> None:
         self._get_service = get_service
         self._bridge = bridge
+        self._default_locks: dict[str, asyncio.Lock] = {}
 
     async def record(self, tenant: str, session_id: str | None) -> SessionRecord:
         """The named session, or the tenant's default MCP session (created on first use)."""
         service = self._get_service()
         if session_id:
             return service.get(tenant, session_id)
-        for record in service.sessions_of(tenant):
-            if record.open and record.label == DEFAULT_LABEL:
-                return record
-        return await service.create(tenant, label=DEFAULT_LABEL)
+        async with self._default_locks.setdefault(tenant, asyncio.Lock()):  # one default, even at once
+            for record in service.sessions_of(tenant):
+                if record.open and record.label == DEFAULT_LABEL:
+                    return record
+            return await service.create(tenant, label=DEFAULT_LABEL)
 
     async def create_session(self, tenant: str, label: str) -> dict[str, Any]:
         """Start a new session."""
@@ -145,6 +149,18 @@ def execution_result(ex: Execution, session_id: str) -> CallToolResult:
     return CallToolResult(content=content, structured_content=summary, is_error=ex.status != "ok")
 
 
+_CALLER_ERRORS = (KernelAnalystError, ValueError, FileNotFoundError)
+"""Errors the caller can act on: sent back as the tool's error text, not logged as crashes."""
+
+
+@contextlib.contextmanager
+def _as_tool_error() -> Iterator[None]:
+    try:
+        yield
+    except _CALLER_ERRORS as exc:
+        raise ToolError(str(exc)) from exc
+
+
 def tenant_of(ctx: Context[Any, Any] | None) -> str:
     """The tenant of the current MCP request (set by the HTTP gate; stdio is local)."""
     request = ctx.request_context.request if ctx is not None else None
@@ -160,31 +176,37 @@ def build_mcp_server(tools: ServiceTools, *, with_ask: bool) -> MCPServer[Any]:
 
     async def create_session(ctx: Context[Any, Any], label: str = "") -> dict[str, Any]:
         """Start a new Python session (a fresh kernel and working directory); returns its id."""
-        return await tools.create_session(tenant_of(ctx), label)
+        with _as_tool_error():
+            return await tools.create_session(tenant_of(ctx), label)
 
     async def execute(code: str, ctx: Context[Any, Any], session_id: str | None = None,
                       timeout: float | None = None) -> CallToolResult:
         """Run Python code in the session's kernel (state persists between calls). Returns the
         printed text, results and errors, and figures as images."""
-        return await tools.execute(tenant_of(ctx), code, session_id, timeout)
+        with _as_tool_error():
+            return await tools.execute(tenant_of(ctx), code, session_id, timeout)
 
     async def upload_file(name: str, ctx: Context[Any, Any], content_base64: str | None = None,
                           text: str | None = None, session_id: str | None = None) -> dict[str, Any]:
         """Put a file (base64 bytes or plain text) into the session's working directory,
         where code can open it by name. Returns its size and sha256."""
-        return await tools.upload_file(tenant_of(ctx), name, content_base64, text, session_id)
+        with _as_tool_error():
+            return await tools.upload_file(tenant_of(ctx), name, content_base64, text, session_id)
 
     async def list_variables(ctx: Context[Any, Any], session_id: str | None = None) -> dict[str, Any]:
         """Names, types and shapes of the variables in the session (runs no cell)."""
-        return await tools.list_variables(tenant_of(ctx), session_id)
+        with _as_tool_error():
+            return await tools.list_variables(tenant_of(ctx), session_id)
 
     async def list_files(ctx: Context[Any, Any], session_id: str | None = None) -> dict[str, Any]:
         """Files in the session's working directory."""
-        return await tools.list_files(tenant_of(ctx), session_id)
+        with _as_tool_error():
+            return await tools.list_files(tenant_of(ctx), session_id)
 
     async def export_notebook(ctx: Context[Any, Any], session_id: str | None = None) -> str:
         """The session's audit trail: every cell run, with outputs, as .ipynb JSON."""
-        return await tools.export_notebook(tenant_of(ctx), session_id)
+        with _as_tool_error():
+            return await tools.export_notebook(tenant_of(ctx), session_id)
 
     for fn in (create_session, execute, upload_file, list_variables, list_files, export_notebook):
         server.add_tool(fn)
@@ -192,7 +214,8 @@ def build_mcp_server(tools: ServiceTools, *, with_ask: bool) -> MCPServer[Any]:
         async def ask(question: str, ctx: Context[Any, Any], session_id: str | None = None) -> CallToolResult:
             """Ask the analysis agent a question about the session's data; it writes and runs
             code in the session and answers in prose."""
-            return await tools.ask(tenant_of(ctx), question, session_id)
+            with _as_tool_error():
+                return await tools.ask(tenant_of(ctx), question, session_id)
 
         server.add_tool(ask)
     return server

@@ -170,7 +170,12 @@ pre.stderr,pre.output-error{background:#fff1f1;color:#811}
 
 
 def render_notebook(notebook: dict[str, Any], *, title: str) -> str:
-    """A whole notebook as a standalone, script-free HTML document."""
+    """A whole notebook as a standalone, script-free HTML document (its own ``title``
+    metadata, if any, leads the page title)."""
+    meta = notebook.get("metadata")
+    own_title = meta.get("title") if isinstance(meta, dict) else None
+    if isinstance(own_title, str) and own_title.strip():
+        title = f"{own_title} ({title})"
     cells = notebook.get("cells")
     body = "".join(render_cell(c) for c in cells if isinstance(c, dict)) if isinstance(cells, list) else ""
     safe_title = html.escape(title)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
+import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
@@ -208,8 +211,6 @@ def open_inside(root: Path, name: str) -> tuple[int, int]:
 
 
 def _is_regular(mode: int) -> bool:
-    import stat
-
     return stat.S_ISREG(mode)
 
 
@@ -222,8 +223,6 @@ async def _read_fd(fd: int) -> AsyncIterator[bytes]:
 
 
 def _attachment(filename: str) -> str:
-    from urllib.parse import quote
-
     ascii_name = "".join(c if c.isascii() and c.isprintable() and c not in '"\\;' else "_" for c in filename)
     return f"attachment; filename=\"{ascii_name or 'file'}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
@@ -301,8 +300,6 @@ async def notebook(request: Request, sid: str, tenant: Tenant) -> Response:
     """The session's audit notebook (.ipynb), also after the session was closed."""
     service = service_of(request)
     record = service.get(tenant, sid)
-    import json
-
     data = json.dumps(service.notebook(record), ensure_ascii=False, indent=1)
     return Response(data, media_type="application/x-ipynb+json", headers={
         "Content-Disposition": _attachment(f"kernel-analyst-{record.id}.ipynb")})

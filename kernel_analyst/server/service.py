@@ -101,6 +101,7 @@ class SessionService:
         self.manager = SessionManager(config.root_dir, limits=config.limits, pool_size=config.pool_size)
         self._records: dict[str, SessionRecord] = {}
         self._closed_order: deque[str] = deque()
+        self._starting: dict[str, int] = {}
         self._admit = asyncio.Lock()
         self._background: set[asyncio.Task[Any]] = set()
         self._disposals: set[asyncio.Task[None]] = set()
@@ -149,14 +150,14 @@ class SessionService:
         """Start a new session for ``tenant``; 429 (TooManySessionsError) when full."""
         async with self._admit:
             self._check_capacity(tenant)
-            sid = secrets.token_hex(8)
-            record = SessionRecord(sid, tenant, self.config.root_dir / directory_name(sid), label=label)
-            self._records[sid] = record
+            self._starting[tenant] = self._starting.get(tenant, 0) + 1  # holds a slot while starting
+        sid = secrets.token_hex(8)
+        record = SessionRecord(sid, tenant, self.config.root_dir / directory_name(sid), label=label)
         try:
             record.session = await self.manager.session(sid)
-        except BaseException:
-            self._records.pop(sid, None)
-            raise
+        finally:
+            self._starting[tenant] -= 1
+        self._records[sid] = record  # visible only once its kernel is up
         record.last_active = time.monotonic()
         log.info("session %s created for tenant %s", sid, tenant)
         return record
@@ -164,11 +165,11 @@ class SessionService:
     def _check_capacity(self, tenant: str) -> None:
         open_records = [r for r in self._records.values() if r.open]
         mine = [r for r in open_records if r.tenant == tenant]
-        if len(mine) >= self.config.max_sessions_per_tenant:
+        if len(mine) + self._starting.get(tenant, 0) >= self.config.max_sessions_per_tenant:
             raise TooManySessionsError(
                 f"you have {len(mine)} open sessions (limit {self.config.max_sessions_per_tenant}); "
                 "delete one or wait for an idle one to be closed", self._retry_after(mine))
-        if len(open_records) >= self.config.max_sessions:
+        if len(open_records) + sum(self._starting.values()) >= self.config.max_sessions:
             raise TooManySessionsError(
                 f"the server is at its limit of {self.config.max_sessions} open sessions; "
                 "retry later", self._retry_after(open_records))

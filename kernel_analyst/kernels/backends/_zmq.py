@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
+import json
 import logging
 from typing import Any
 
 import zmq
 import zmq.asyncio
-from jupyter_client.session import Session
+from jupyter_client.session import DELIM, Session
 
 from .base import Channel, MessageHandler
 
@@ -77,15 +79,13 @@ class ZmqConnection:
 
     async def _read(self, channel: str) -> None:
         sock = self._sockets[channel]
-        session = self.session
         while True:
             try:
                 frames = await sock.recv_multipart()
             except (zmq.ZMQError, asyncio.CancelledError):
                 return
             try:
-                _, parts = session.feed_identities(frames)
-                msg = session.deserialize(parts)
+                msg = self._decode(frames)
             except Exception:  # a malformed or unsigned message is dropped, never trusted
                 log.warning("dropped an undecodable message on %s", channel, exc_info=True)
                 continue
@@ -93,6 +93,29 @@ class ZmqConnection:
                 self._handler(channel, msg)
             except Exception:
                 log.exception("message handler failed on %s", channel)
+
+    def _decode(self, frames: list[bytes]) -> dict[str, Any]:
+        """Check the HMAC signature and parse the JSON parts of one message.
+
+        Equivalent to ``Session.deserialize`` for protocol-5 kernels, without its date
+        parsing and version adaptation, which cost about a millisecond per cell here.
+        """
+        parts = frames[frames.index(DELIM) + 1:]  # after the routing identities
+        signature, header, parent, metadata, content = parts[:5]
+        if self.session.auth is not None:
+            expected = self.session.sign([header, parent, metadata, content])
+            if not hmac.compare_digest(signature, expected):
+                raise ValueError("invalid message signature")
+        head = json.loads(header)
+        return {
+            "header": head,
+            "msg_id": head.get("msg_id"),
+            "msg_type": head.get("msg_type"),
+            "parent_header": json.loads(parent),
+            "metadata": json.loads(metadata),
+            "content": json.loads(content),
+            "buffers": parts[5:],
+        }
 
     async def close(self) -> None:
         """Stop the readers and close the sockets."""

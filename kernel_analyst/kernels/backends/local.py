@@ -197,8 +197,9 @@ class LocalBackend(KernelBackend):
             "PYDEVD_DISABLE_FILE_VALIDATION": "1",
             "JPY_PARENT_PID": str(os.getpid()),
         }
-        if isolation != "none" and os.path.isabs(full[0]):
-            # Built once per interpreter (about a second); off the event loop.
+        if isolation != "none" and full[0] == sandbox.current_python():
+            # Built once (about a second), off the event loop, and only for this library's
+            # own interpreter: running an arbitrary environment's python here is not ours to do.
             await asyncio.to_thread(sandbox.matplotlib_cache, full[0])
         plan = sandbox.plan_launch(full, workdir=request.workdir, limits=request.limits,
                                    isolation=isolation, extra_env=extra_env,

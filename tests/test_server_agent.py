@@ -1,0 +1,119 @@
+"""``ask`` over HTTP (SSE) and MCP, with the scripted chat model standing in for an LLM;
+and the 409 of a server that has no model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+from mcp_types import TextContent
+
+from kernel_analyst.agent.testing import ModelCall, ScriptedChatModel, tool_call
+
+from .conftest import SEABORN
+from .server_fixtures import (  # noqa: F401
+    RunningServer,
+    create_session,
+    mcp_http_client,
+    parse_sse,
+    server,
+    start_server,
+)
+
+COUNT_ROWS = "import pandas as pd\ndf = pd.read_csv('tips.csv')\nprint(len(df))"
+
+
+SLEEPY = "import time\nprint('working', flush=True)\ntime.sleep(60)"
+
+
+def _reply(call: ModelCall) -> AIMessage | str:
+    """Run one cell, then answer with what it printed (a long cell when asked to dawdle)."""
+    if "dawdle" in str(call.last_message.content):
+        return tool_call(SLEEPY)
+    if isinstance(call.last_message, ToolMessage):
+        printed = re.search(r"^(\d+)$", call.last_tool_output, re.MULTILINE)
+        return f"The table has **{printed.group(1) if printed else '?'}** rows."
+    return tool_call(COUNT_ROWS, text="Let me count the rows.")
+
+
+@pytest.fixture(scope="module")
+def agent_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    running = start_server(tmp_path_factory.mktemp("agent"), model=ScriptedChatModel(function=_reply),
+                           pool_size=0)
+    yield running
+    running.stop()
+
+
+async def test_ask_streams_the_agent(agent_server: RunningServer) -> None:
+    async with agent_server.client("alice") as client:
+        assert (await client.get("/api/info")).json()["ask_available"] is True
+        sid = await create_session(client)
+        tips = (SEABORN / "tips.csv").read_bytes()
+        await client.post(f"/sessions/{sid}/files", files={"file": ("tips.csv", tips)})
+        missing = await client.post(f"/sessions/{sid}/ask", json={"question": "?", "files": ["nope.csv"]})
+        assert missing.status_code == 404
+        response = await client.post(f"/sessions/{sid}/ask", params={"html": "true"},
+                                     json={"question": "How many rows?", "files": ["tips.csv"]})
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = parse_sse(response.text)
+        names = [name for name, _ in events]
+        assert names[0] == "markdown" and names[-2:] == ["answer", "done"], names
+        assert ("cell", {"source": COUNT_ROWS, "step": 1}) in events
+        outputs = [data for name, data in events if name == "output"]
+        assert outputs[0]["output"]["text"] == "244\n" and outputs[0]["html"].startswith("<pre")
+        answer = events[-2][1]
+        assert answer["text"] == "The table has **244** rows." and answer["stop_reason"] == "answered"
+        assert answer["html"] == "<p>The table has <strong>244</strong> rows.</p>\n"
+        nb = json.loads((await client.get(f"/sessions/{sid}/notebook")).text)
+        text = "\n".join("".join(c["source"]) for c in nb["cells"])
+        assert "How many rows?" in text and COUNT_ROWS in text and "**244**" in text
+        await client.delete(f"/sessions/{sid}")
+
+
+async def test_ask_over_mcp(agent_server: RunningServer) -> None:
+    async with mcp_http_client(agent_server.url, agent_server.tokens["bob"]) as client:
+        assert "ask" in {tool.name for tool in (await client.list_tools()).tools}
+        tips = (SEABORN / "tips.csv").read_text()
+        await client.call_tool("upload_file", {"name": "tips.csv", "text": tips})
+        result = await client.call_tool("ask", {"question": "How many rows?"})
+        assert not result.is_error
+        text = "".join(b.text for b in result.content if isinstance(b, TextContent))
+        assert text == "The table has **244** rows."
+        assert result.structured_content["stop_reason"] == "answered"
+
+
+async def test_ask_without_a_model_is_409(server: RunningServer, tmp_path: Path) -> None:  # noqa: F811
+    async with server.client("alice") as client:
+        sid = await create_session(client)
+        response = await client.post(f"/sessions/{sid}/ask", json={"question": "Anything?"})
+        assert response.status_code == 409
+        assert "no model is configured" in response.json()["detail"]
+        assert "--model" in response.json()["detail"]
+        await client.delete(f"/sessions/{sid}")
+
+
+async def test_client_leaving_an_answer_stops_its_cell(agent_server: RunningServer) -> None:
+    async with agent_server.client("carol") as client:
+        sid = await create_session(client)
+        ask = {"question": "Please dawdle."}
+        async with client.stream("POST", f"/sessions/{sid}/ask", json=ask) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("event: output"):
+                    break  # the long cell is running: leave
+        deadline = time.monotonic() + 20
+        while True:
+            ran = await client.post(f"/sessions/{sid}/execute", json={"code": "'usable'", "timeout": 20})
+            if ran.status_code == 200:
+                break
+            assert time.monotonic() < deadline, ran.text
+            await asyncio.sleep(0.05)
+        assert ran.json()["status"] == "ok" and ran.json()["text"] == "'usable'\n"
+        assert ran.elapsed.total_seconds() < 20, "the abandoned cell was not interrupted"
+        await client.delete(f"/sessions/{sid}")
