@@ -238,3 +238,21 @@ async def test_no_kernel_left_when_program_exits_without_closing(tmp_path: Path)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     kernel = int(done.stdout.split()[0])
     assert await wait_until(lambda: not pid_alive(kernel), timeout=10)
+
+
+async def test_cancelled_execute_stops_the_cell_and_records_it(backend_manager: SessionManager) -> None:
+    s = await backend_manager.session("cancelled")
+    started = asyncio.Event()
+    task = asyncio.ensure_future(s.execute(
+        "import time\nx = 1\nprint('running', flush=True)\ntime.sleep(60)",
+        on_output=lambda out: started.set(), timeout=None))
+    await asyncio.wait_for(started.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    after = await s.execute("x", timeout=30)
+    assert after.status == "ok" and after.text == "1\n", "interrupted, not restarted: state kept"
+    cells = [c for c in audit_cells(s.notebook_path) if c.cell_type == "code"]
+    meta = cells[-2].metadata["kernel_analyst"]
+    assert meta["status"] == "error" and any("cancelled" in e for e in meta["events"])
+    assert "running" in cells[-2].outputs[0]["text"]

@@ -54,6 +54,8 @@ class _Request:
     )
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     last_activity: float = field(default_factory=time.monotonic)
+    final_reply: dict[str, Any] | None = None
+    """The reply obtained while stopping a cancelled request, if any."""
 
 
 class KernelSession:
@@ -241,7 +243,15 @@ class KernelSession:
             on_foreign_update=lambda did, out: queue.append((did, out)),
             on_output=_callback_adapter(on_output),
         )
-        reply = await self._run_request(ex, collector, timeout)
+        req = _Request(collector=collector)
+        try:
+            reply = await self._run_request(ex, req, timeout)
+        except asyncio.CancelledError:
+            # The caller gave up: the cell was stopped; record what it did, then re-raise.
+            ex.duration_s = time.monotonic() - t0
+            self._finish(ex, collector, req.final_reply)
+            self._record(ex, collector, queue)
+            raise
         ex.duration_s = time.monotonic() - t0
         self._finish(ex, collector, reply)
         if reply is not None and reply["content"].get("status") != "ok" and ex.state == "kept":
@@ -291,14 +301,13 @@ class KernelSession:
             ex.events.append("kernel died while idle; restarted")
         return unseen
 
-    async def _run_request(self, ex: Execution, collector: OutputCollector,
+    async def _run_request(self, ex: Execution, req: _Request,
                            timeout: float | None) -> dict[str, Any] | None:
         kernel = self._kernel
         assert kernel is not None
         expressions = {"step": _STEP_EXPR}
         if not self._versions_recorded:
             expressions["versions"] = _VERSIONS_EXPR
-        req = _Request(collector=collector)
         msg_id = kernel.send("shell", "execute_request", {
             "code": ex.code, "silent": False, "store_history": True,
             "user_expressions": expressions, "allow_stdin": False, "stop_on_error": False,
@@ -315,8 +324,33 @@ class KernelSession:
                 return None
             await self._drain(req, kernel)
             return req.reply.result()
+        except asyncio.CancelledError:
+            req.final_reply = await asyncio.shield(self._stop_cancelled(ex, req, kernel))
+            raise
         finally:
             self._pending.pop(msg_id, None)
+
+    async def _stop_cancelled(self, ex: Execution, req: _Request,
+                              kernel: RunningKernel) -> dict[str, Any] | None:
+        """A caller cancelled a running cell: interrupt it (restart if it will not stop),
+        so the kernel is free for the next call and the audit trail shows what happened."""
+        if not req.reply.done():
+            ex.events.append("cancelled by the caller; interrupted")
+            await kernel.interrupt()
+        outcome = await self._wait(req.reply, kernel, self.limits.interrupt_grace_s)
+        if outcome == "reply":
+            await self._drain(req, kernel)
+            return req.reply.result()
+        if outcome == "died":
+            await self._report_death(ex, kernel)
+            return None
+        ex.status, ex.state = "error", "lost"
+        ex.error = ExecutionError("CancelledError", "cancelled by the caller; the cell ignored the "
+                                  "interrupt, so the kernel was restarted", [])
+        ex.events.append("did not stop after cancellation; kernel restarted")
+        self._loss_reported = True
+        await self._replace_kernel("a cancelled cell ignored the interrupt")
+        return None
 
     async def _wait(self, fut: asyncio.Future[Any], kernel: RunningKernel,
                     timeout: float | None) -> Literal["reply", "timeout", "died"]:
