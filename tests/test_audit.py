@@ -13,7 +13,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from kernel_analyst.kernels import Execution, SessionManager
-from kernel_analyst.kernels.audit import AuditTrail
+from kernel_analyst.kernels.audit import AuditTrail, repair_notebook
 
 
 def read_valid(path: Path) -> nbformat.NotebookNode:
@@ -47,7 +47,7 @@ def test_notebook_survives_the_writer_being_killed(tmp_path: Path) -> None:
     path = tmp_path / "killed.ipynb"
     script = textwrap.dedent(f"""
         import sys
-        from kernel_analyst.kernels.audit import AuditTrail
+        from kernel_analyst.kernels.audit import AuditTrail, repair_notebook
         from kernel_analyst.kernels.execution import Execution
         trail = AuditTrail(__import__('pathlib').Path({str(path)!r}), {{}})
         i = 0
@@ -64,9 +64,26 @@ def test_notebook_survives_the_writer_being_killed(tmp_path: Path) -> None:
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     proc.stdout.close()
+    kept = repair_notebook(path)  # a no-op unless the kill cut a multi-page write short
     nb = read_valid(path)
-    assert len(nb.cells) >= 200
-    assert [c.source for c in nb.cells[:3]] == ["1", "2", "3"]
+    assert len(nb.cells) == kept >= 200
+    assert [c.source for c in nb.cells] == [str(i) for i in range(1, kept + 1)]
+
+
+def test_a_cut_short_append_is_repaired_to_the_last_whole_cell(tmp_path: Path) -> None:
+    path = tmp_path / "cut.ipynb"
+    trail = AuditTrail(path, {"kernel_analyst": {"session_id": "cut"}})
+    for i in range(5):
+        trail.append_execution(Execution(code=str(i), outputs=[
+            {"output_type": "stream", "name": "stdout", "text": "z" * 3000}]))
+    whole = path.read_bytes()
+    before_last = whole.rfind(b',\n{"cell_type"')
+    for cut in range(before_last, len(whole), 997):
+        path.write_bytes(whole[:cut])
+        kept = repair_notebook(path)
+        nb = read_valid(path)
+        assert kept in (4, 5) and [c.source for c in nb.cells] == [str(i) for i in range(kept)]
+        assert nb.metadata["kernel_analyst"]["session_id"] == "cut"
 
 
 async def test_export_reexecutes_under_nbclient(manager: SessionManager, tmp_path: Path) -> None:

@@ -1,13 +1,18 @@
 """The audit trail: one ``.ipynb`` per session, valid on disk after every cell.
 
-Appending a cell costs the same at cell 10 and cell 1000: the file is laid out as
-``{"cells": [ ... ], <tail>}`` and an append overwrites only the tail with
-``,<cell>`` + tail in one ``pwrite``. Anything that changes earlier bytes (new
-metadata after an upload, a display update to an earlier cell) rewrites the whole file
-to a temporary name and renames it over the old one, so a reader or a crash of this
-process never sees a half-written notebook in either path. Cells are plain dicts
-(``nbformat.v4.new_*`` validates each node and is ~15x slower); the whole notebook is
-validated once, on :meth:`AuditTrail.export`.
+Appending a cell costs the same at cell 10 and cell 1000. The file is laid out as
+``{"metadata": ..., "nbformat": 4, "nbformat_minor": 5, "cells": [`` with one cell per
+line, then the two-byte tail ``]}``; an append overwrites only the tail with
+``,<cell>]}`` in one ``pwrite``. Anything that changes earlier bytes (new metadata after
+an upload, a display update to an earlier cell) rewrites the whole file to a temporary
+name and renames it over the old one.
+
+One window remains, and :func:`repair_notebook` closes it: if this process is killed by
+a signal in the middle of a ``pwrite`` that spans several pages, Linux may leave the
+write short. Every completed cell and the metadata sit before the damaged bytes, so the
+repair (run when a session directory is reused) cuts back to the last whole cell line.
+Cells are plain dicts (``nbformat.v4.new_*`` validates each node and is ~15x slower);
+the whole notebook is validated once, on :meth:`AuditTrail.export`.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ NBFORMAT = 4
 _UMASK = os.umask(0)
 os.umask(_UMASK)  # read once: mkstemp creates 0600 files, notebooks are ordinary files
 NBFORMAT_MINOR = 5
+_TAIL = b"\n]}\n"
 
 
 def _dumps(obj: Any) -> bytes:
@@ -91,14 +97,18 @@ class AuditTrail:
         self._cells_end = 0  # byte offset where the tail starts
         self._rewrite()
 
-    def _tail(self) -> bytes:
-        return (b'\n],\n"metadata":' + _dumps(self.metadata)
-                + b',\n"nbformat":%d,\n"nbformat_minor":%d\n}\n' % (NBFORMAT, NBFORMAT_MINOR))
+    def _head(self) -> bytes:
+        return (b'{\n"metadata":' + _dumps(self.metadata)
+                + b',\n"nbformat":%d,\n"nbformat_minor":%d,\n"cells":[\n' % (NBFORMAT, NBFORMAT_MINOR))
+
+    @staticmethod
+    def _tail() -> bytes:
+        return _TAIL
 
     def _rewrite(self) -> None:
-        head = b'{\n"cells":[\n' + b",\n".join(self._encoded)
-        atomic_write(self.path, head + self._tail())
-        self._cells_end = len(head)
+        body = self._head() + b",\n".join(self._encoded)
+        atomic_write(self.path, body + self._tail())
+        self._cells_end = len(body)
 
     def append(self, cell: dict[str, Any]) -> int:
         """Append ``cell``; return its index. The file is valid before and after."""
@@ -166,3 +176,33 @@ class AuditTrail:
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(target, json.dumps(nb, ensure_ascii=False, indent=1).encode() + b"\n")
         return target
+
+
+def repair_notebook(path: Path) -> int:
+    """Make an audit notebook whose last append was cut short valid again.
+
+    Keeps the metadata and every complete cell line, drops the partial one. Returns the
+    number of cells kept; a notebook that already parses is left untouched.
+    """
+    data = path.read_bytes()
+    try:
+        json.loads(data)
+        return len(json.loads(data).get("cells", []))
+    except ValueError:
+        pass
+    marker = b'"cells":[\n'
+    start = data.find(marker)
+    if start < 0:
+        raise ValueError(f"{path} is not a kernel-analyst audit notebook; cannot repair it")
+    head = data[: start + len(marker)]
+    good: list[bytes] = []
+    for line in data[start + len(marker):].split(b"\n"):
+        candidate = line[:-1] if line.endswith(b",") else line
+        try:
+            if not isinstance(json.loads(candidate), dict):
+                break
+        except ValueError:
+            break
+        good.append(candidate)
+    atomic_write(path, head + b",\n".join(good) + _TAIL)
+    return len(good)

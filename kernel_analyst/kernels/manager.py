@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from .audit import repair_notebook
 from .backends.base import KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
 from .exceptions import KernelAnalystError, SessionClosedError
 from .limits import Limits
@@ -291,6 +292,10 @@ def _archive_notebook(directory: Path) -> None:
     current = directory / "audit.ipynb"
     if not current.exists():
         return
+    try:
+        repair_notebook(current)  # the host may have been killed mid-append
+    except (OSError, ValueError):
+        log.warning("could not repair %s; keeping it as it is", current)
     n = 1
     while (directory / f"audit.{n}.ipynb").exists():
         n += 1
