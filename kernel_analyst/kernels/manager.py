@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 POOL_PRELOAD = ("pandas", "matplotlib.pyplot")
 _POOL_DIR = ".pool"
+_REFILL_DELAY_S = 0.25
 
 
 def directory_name(conversation_id: str) -> str:
@@ -172,7 +173,9 @@ class SessionManager:
                 await kernel.shutdown(now=True)
             raise
         finally:
-            self._refill_pool()
+            # A starting kernel takes a core for most of a second: let the adopted kernel
+            # answer its first cells before the pool competes with it.
+            asyncio.get_running_loop().call_later(_REFILL_DELAY_S, self._refill_pool)
         return session
 
     def get(self, conversation_id: str) -> KernelSession | None:
