@@ -39,6 +39,21 @@ _STEP_EXPR = "_kernel_analyst.step()"
 _VERSIONS_EXPR = "_kernel_analyst.versions()"
 
 
+def package_versions() -> dict[str, str | None]:
+    """Python and the analysis packages' versions in this interpreter (the kernel's own
+    ``_kernel_analyst.versions()`` answers the same for other environments)."""
+    import platform
+    from importlib import metadata
+
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for dist in ("pandas", "numpy", "matplotlib", "ipykernel"):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            found[dist] = None
+    return found
+
+
 def utcnow() -> str:
     """The current UTC time, ISO-8601 with seconds."""
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
@@ -87,6 +102,7 @@ class KernelSession:
         self._restarts: list[float] = []
         self._display_cells: dict[str, list[tuple[int, int]]] = {}
         self._versions_recorded = False
+        self._versions_task: asyncio.Task[None] | None = None
         self._closed = False
         self.last_used = time.monotonic()
 
@@ -107,7 +123,17 @@ class KernelSession:
                 "stop_on_error": False})
         self._attach(kernel)
         self._audit = AuditTrail(self.notebook_path, self._notebook_metadata(kernel))
+        if kernel.files is None and self.environment == KernelEnvironment():
+            # The kernel runs this very interpreter: read package versions here, off the
+            # path of the first result, instead of asking the kernel in the first cell.
+            self._versions_recorded = True
+            self._versions_task = asyncio.create_task(self._record_host_versions())
         log.info("session %s started (isolation=%s)", self.id, kernel.isolation)
+
+    async def _record_host_versions(self) -> None:
+        versions = await asyncio.to_thread(package_versions)
+        if self._audit is not None and not self._closed:
+            self._audit.update_metadata(versions=versions)
 
     async def _start_kernel(self) -> RunningKernel:
         request = KernelRequest(workdir=self.workdir, limits=self.limits, environment=self.environment)
@@ -138,6 +164,8 @@ class KernelSession:
         if self._closed:
             return
         self._closed = True
+        if self._versions_task is not None:
+            self._versions_task.cancel()
         async with self._lock:
             if self._kernel is not None:
                 await self._kernel.shutdown()
@@ -620,6 +648,8 @@ class KernelSession:
 
     async def export(self, path: str | Path) -> Path:
         """Write a validated copy of the audit notebook to ``path``."""
+        if self._versions_task is not None and not self._versions_task.done():
+            await asyncio.wait([self._versions_task])  # complete metadata in every export
         async with self._lock:
             return await asyncio.to_thread(self.audit.export, path)
 
