@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
-import json
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from . import files as _files
+from ._session_support import (
+    OutputCallback,
+    callback_adapter,
+    expression_json,
+    package_versions,
+    utcnow,
+)
 from .audit import AuditTrail, code_cell
 from .backends.base import KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
 from .exceptions import DiskQuotaError, KernelCrashLoopError, SessionClosedError, VariableFetchError
@@ -30,33 +34,11 @@ from .limits import Limits
 
 log = logging.getLogger(__name__)
 
-OutputCallback = Callable[[dict[str, Any]], Any]
-"""Called with each output (or stream chunk) as it arrives; may be sync or async."""
 
 _IDLE_QUIET_S = 2.0  # after the reply, complete once IOPub has been silent this long
 _MARKER_SLACK = 1024
 _STEP_EXPR = "_kernel_analyst.step()"
 _VERSIONS_EXPR = "_kernel_analyst.versions()"
-
-
-def package_versions() -> dict[str, str | None]:
-    """Python and the analysis packages' versions in this interpreter (the kernel's own
-    ``_kernel_analyst.versions()`` answers the same for other environments)."""
-    import platform
-    from importlib import metadata
-
-    found: dict[str, str | None] = {"python": platform.python_version()}
-    for dist in ("pandas", "numpy", "matplotlib", "ipykernel"):
-        try:
-            found[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            found[dist] = None
-    return found
-
-
-def utcnow() -> str:
-    """The current UTC time, ISO-8601 with seconds."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 @dataclass
@@ -269,7 +251,7 @@ class KernelSession:
             max_text_bytes=self.limits.max_output_bytes + _MARKER_SLACK,
             max_rich_bytes=self.limits.max_rich_output_bytes,
             on_foreign_update=lambda did, out: queue.append((did, out)),
-            on_output=_callback_adapter(on_output),
+            on_output=callback_adapter(on_output),
         )
         req = _Request(collector=collector)
         try:
@@ -455,10 +437,10 @@ class KernelSession:
         ex.truncated_bytes = kernel_dropped + host_dropped
 
     def _read_expressions(self, ex: Execution, exprs: dict[str, Any]) -> int:
-        step = _expression_json(exprs.get("step"))
+        step = expression_json(exprs.get("step"))
         if isinstance(step, dict):
             ex.variables = VariableChanges.from_dict(step)
-        versions = _expression_json(exprs.get("versions"))
+        versions = expression_json(exprs.get("versions"))
         if isinstance(versions, dict) and self._audit is not None:
             self._versions_recorded = True
             self._audit.update_metadata(versions=versions)
@@ -467,7 +449,7 @@ class KernelSession:
     def _lost_in_transit(self, exprs: dict[str, Any], collector: OutputCollector) -> int:
         """Stream characters the kernel sent that never arrived (a transport dropped them):
         reported with a marker and counted, never lost silently."""
-        step = _expression_json(exprs.get("step"))
+        step = expression_json(exprs.get("step"))
         sent = step.get("sent_output") if isinstance(step, dict) else None
         if not isinstance(sent, int) or sent <= collector.received_text:
             return 0
@@ -480,7 +462,7 @@ class KernelSession:
     async def _diff_after_error(self, ex: Execution) -> None:
         """user_expressions are skipped when a cell fails; fetch the diff separately."""
         result = await self._silent({"step": _STEP_EXPR}, timeout=5.0)
-        step = _expression_json(result.get("step")) if result else None
+        step = expression_json(result.get("step")) if result else None
         if isinstance(step, dict):
             ex.variables = VariableChanges.from_dict(step)
             ex.truncated_bytes += int(step.get("dropped_output", 0))
@@ -577,7 +559,7 @@ class KernelSession:
         self._check_open()
         async with self._lock:
             result = await self._silent({"v": "_kernel_analyst.variables()"}, timeout=10.0)
-        data = _expression_json(result.get("v")) if result else None
+        data = expression_json(result.get("v")) if result else None
         return [VariableInfo.from_dict(d) for d in data] if isinstance(data, list) else []
 
     async def fetch(self, name: str, *, format: Literal["records", "csv"] = "records",
@@ -591,7 +573,7 @@ class KernelSession:
         expr = f"_kernel_analyst.fetch({name!r}, {format!r}, {int(max_bytes)})"
         async with self._lock:
             result = await self._silent({"v": expr}, timeout=60.0)
-        data = _expression_json(result.get("v")) if result else None
+        data = expression_json(result.get("v")) if result else None
         if not isinstance(data, dict):
             raise VariableFetchError(f"could not fetch {name!r}: the kernel did not answer")
         if "error" in data:
@@ -652,38 +634,3 @@ class KernelSession:
             await asyncio.wait([self._versions_task])  # complete metadata in every export
         async with self._lock:
             return await asyncio.to_thread(self.audit.export, path)
-
-
-def _expression_json(result: Any) -> Any:
-    """Decode a user_expressions entry whose text/plain is JSON."""
-    if not isinstance(result, dict) or result.get("status") != "ok":
-        return None
-    text = result.get("data", {}).get("text/plain")
-    if not isinstance(text, str):
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        try:  # a str result comes back as its repr
-            import ast
-
-            value = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            return None
-    return value
-
-
-def _callback_adapter(callback: OutputCallback | None) -> Callable[[dict[str, Any]], None] | None:
-    """Let output callbacks be sync or async; async ones run as tasks."""
-    if callback is None:
-        return None
-    pending: set[asyncio.Task[Any]] = set()
-
-    def call(out: dict[str, Any]) -> None:
-        result = callback(dict(out))
-        if asyncio.iscoroutine(result):
-            task = asyncio.ensure_future(result)
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-
-    return call

@@ -1,0 +1,67 @@
+"""Helpers of ``session.py`` that need no session: times, versions, message decoding."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+from collections.abc import Callable
+from typing import Any
+
+OutputCallback = Callable[[dict[str, Any]], Any]
+"""Called with each output (or stream chunk) as it arrives; may be sync or async."""
+
+
+def package_versions() -> dict[str, str | None]:
+    """Python and the analysis packages' versions in this interpreter (the kernel's own
+    ``_kernel_analyst.versions()`` answers the same for other environments)."""
+    import platform
+    from importlib import metadata
+
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for dist in ("pandas", "numpy", "matplotlib", "ipykernel"):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            found[dist] = None
+    return found
+
+
+def utcnow() -> str:
+    """The current UTC time, ISO-8601 with seconds."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def expression_json(result: Any) -> Any:
+    """Decode a user_expressions entry whose text/plain is JSON."""
+    if not isinstance(result, dict) or result.get("status") != "ok":
+        return None
+    text = result.get("data", {}).get("text/plain")
+    if not isinstance(text, str):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        try:  # a str result comes back as its repr
+            import ast
+
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return None
+    return value
+
+
+def callback_adapter(callback: OutputCallback | None) -> Callable[[dict[str, Any]], None] | None:
+    """Let output callbacks be sync or async; async ones run as tasks."""
+    if callback is None:
+        return None
+    pending: set[asyncio.Task[Any]] = set()
+
+    def call(out: dict[str, Any]) -> None:
+        result = callback(dict(out))
+        if asyncio.iscoroutine(result):
+            task = asyncio.ensure_future(result)
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+    return call
