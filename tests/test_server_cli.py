@@ -183,3 +183,16 @@ def _healthy(url: str, path: str = "/healthz", statuses: frozenset[int] = frozen
         return httpx.get(f"{url}{path}", timeout=2).status_code in statuses
     except httpx.HTTPError:
         return False
+
+
+def test_serve_can_run_kernels_on_a_gateway(tmp_path: Path) -> None:
+    from kernel_analyst.kernels.backends import GatewayBackend, LocalBackend
+    from kernel_analyst.server.service import SessionService
+
+    config = config_from_args(_parse("serve", "--gateway", "http://127.0.0.1:9", "--session-dir",
+                                     str(tmp_path)))
+    assert config.gateway_url == "http://127.0.0.1:9"
+    backend = SessionService(config).manager.backend
+    assert isinstance(backend, GatewayBackend) and backend.url == "http://127.0.0.1:9"
+    local = SessionService(config.with_(gateway_url=None)).manager.backend
+    assert isinstance(local, LocalBackend)

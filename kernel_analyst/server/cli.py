@@ -59,6 +59,9 @@ def _common(parser: argparse.ArgumentParser, *, default_port: int) -> None:
                         help="close sessions idle this long, s (1800; 0 = never)")
     parser.add_argument("--max-upload-mb", type=float, default=100.0, help="largest upload, MiB (100)")
     parser.add_argument("--pool-size", type=int, default=1, help="kernels started in advance (1)")
+    parser.add_argument("--gateway", metavar="URL",
+                        help="run kernels on a Jupyter Kernel/Enterprise Gateway "
+                             "(token from KERNEL_ANALYST_GATEWAY_TOKEN)")
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
@@ -78,7 +81,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_body_bytes=int(getattr(args, "max_body_mb", 2.0) * 1024 * 1024),
         max_upload_bytes=int(args.max_upload_mb * 1024 * 1024), default_timeout_s=args.timeout,
         max_timeout_s=args.max_timeout, idle_timeout_s=args.idle_timeout or None,
-        pool_size=args.pool_size, model=args.model, base_url=args.base_url, max_steps=args.max_steps)
+        pool_size=args.pool_size, model=args.model, base_url=args.base_url, max_steps=args.max_steps,
+        gateway_url=getattr(args, "gateway", None))
 
 
 def _merge(table: TokenTable, more: dict[str, str]) -> TokenTable:

@@ -120,6 +120,10 @@ class ServerConfig:
     """OpenAI-compatible base URL for the model."""
     max_steps: int = 12
     """Agent step limit per question."""
+    gateway_url: str | None = None
+    """Run kernels on this Jupyter Kernel/Enterprise Gateway (token from
+    ``KERNEL_ANALYST_GATEWAY_TOKEN``); None: local kernels, unless
+    ``KERNEL_ANALYST_GATEWAY_URL`` is set."""
 
     def with_(self, **changes: Any) -> ServerConfig:
         """A copy with some fields changed."""

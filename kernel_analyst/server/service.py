@@ -98,7 +98,10 @@ class SessionService:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        self.manager = SessionManager(config.root_dir, limits=config.limits, pool_size=config.pool_size)
+        from ..kernels.backends.gateway import GatewayBackend
+
+        self.manager = SessionManager(config.root_dir, limits=config.limits, pool_size=config.pool_size,
+                                      backend=GatewayBackend.from_env(config.gateway_url))
         self._records: dict[str, SessionRecord] = {}
         self._closed_order: deque[str] = deque()
         self._starting: dict[str, int] = {}
