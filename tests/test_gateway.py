@@ -24,7 +24,6 @@ from kernel_analyst.kernels import (
     KernelEnvironment,
     KernelStartError,
     SessionManager,
-    UnsafeFileNameError,
 )
 from kernel_analyst.kernels.backends import GatewayBackend, GatewayKernel
 
@@ -125,22 +124,9 @@ async def test_files_move_through_the_kernel_in_checked_chunks(gateway_manager: 
     assert not list(s.workdir.glob("*.bin")), "nothing lands in the host's copy of the workdir"
 
 
-async def test_unsafe_and_oversized_names_are_refused_remotely(gateway_manager: SessionManager) -> None:
+async def test_missing_and_oversized_files_remotely(gateway_manager: SessionManager) -> None:
+    # Unsafe names and planted symlinks: test_session.py runs those on both backends.
     s = await gateway_manager.session("gw-names")
-    for bad in ("../x", "/etc/passwd", "a/../../b", "a\x00b"):
-        with pytest.raises(UnsafeFileNameError):
-            await s.upload(b"x", name=bad)
-        with pytest.raises(UnsafeFileNameError):
-            await s.download(bad)
-    ex = await s.execute("import os; os.symlink('/etc', 'etc_link'); os.symlink('/etc/hostname', 'h')")
-    assert ex.status == "ok", ex.text
-    with pytest.raises(UnsafeFileNameError):
-        await s.download("etc_link/passwd")
-    with pytest.raises(UnsafeFileNameError):
-        await s.download("h")
-    with pytest.raises(UnsafeFileNameError):
-        await s.upload(b"x", name="etc_link/evil")
-    assert await s.files() == []
     with pytest.raises(FileNotFoundError):
         await s.download("missing.csv")
     await s.execute("open('big.bin', 'wb').write(b'0' * 2_000_000)")
