@@ -93,17 +93,17 @@ class KernelSession:
     async def start(self, kernel: RunningKernel | None = None) -> None:
         """Start (or adopt a pre-started pool kernel) and create the audit notebook."""
         self.workdir.mkdir(parents=True, exist_ok=True)
+        adopted = kernel is not None
         if kernel is None:
             kernel = await self._start_kernel()
-        else:
-            # A pool kernel started in another directory that was renamed to this one:
-            # its cwd followed the rename; point HOME and cwd at the new name. Shell
-            # requests are handled in order, so no need to wait for the reply.
-            kernel.send("shell", "execute_request", {
-                "code": f"_kernel_analyst.adopt({str(self.workdir)!r})", "silent": True,
-                "store_history": False, "user_expressions": {}, "allow_stdin": False,
-                "stop_on_error": False})
         self._attach(kernel)
+        if adopted:
+            # A pool kernel started in another directory that was renamed to this one:
+            # its cwd followed the rename; point HOME and cwd at the new name. Awaited:
+            # an unanswered request ahead of the first cell made ipykernel 7 lose that
+            # cell's reply now and then under load.
+            await self._silent({}, timeout=self.limits.startup_timeout_s,
+                               code=f"_kernel_analyst.adopt({str(self.workdir)!r})")
         self._audit = AuditTrail(self.notebook_path, self._notebook_metadata(kernel))
         if kernel.files is None and self.environment == KernelEnvironment():
             # The kernel runs this very interpreter: read package versions here, off the
@@ -522,14 +522,15 @@ class KernelSession:
 
     # -- other requests ----------------------------------------------------------------
 
-    async def _silent(self, expressions: dict[str, str], *, timeout: float) -> dict[str, Any] | None:
-        """Evaluate user_expressions in a silent execute (no cell, no history)."""
+    async def _silent(self, expressions: dict[str, str], *, timeout: float,
+                      code: str = "") -> dict[str, Any] | None:
+        """Evaluate user_expressions (after ``code``) in a silent execute: no cell, no history."""
         kernel = self._kernel
         if kernel is None or not kernel.is_alive():
             return None
         req = _Request()
         msg_id = kernel.send("shell", "execute_request", {
-            "code": "", "silent": True, "store_history": False,
+            "code": code, "silent": True, "store_history": False,
             "user_expressions": expressions, "allow_stdin": False, "stop_on_error": False,
         })
         self._pending[msg_id] = req
