@@ -233,51 +233,41 @@ class LocalBackend(KernelBackend):
 async def _wait_ready(kernel: LocalKernel, timeout: float) -> None:
     """Ready = a kernel_info reply on shell and a message on IOPub (the SUB is connected).
 
-    Tighter than jupyter_client's loop, which loses 0.2 s per missed IOPub probe. A reply
-    to any of the probes counts (a slow kernel answers old ones first), and probes back
-    off, so a kernel starting on a busy machine is not handed a growing queue of them.
+    Tighter than jupyter_client's loop, which loses 0.2 s per missed IOPub probe.
     """
     deadline = time.monotonic() + timeout
-    ids: set[str] = set()
-    answered: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
     iopub_seen = asyncio.Event()
+    loop = asyncio.get_running_loop()
 
     def handler(channel: str, msg: dict[str, Any]) -> None:
+        parent = msg.get("parent_header", {}).get("msg_id")
         if channel == "iopub":
             iopub_seen.set()
-        elif (channel == "shell" and msg.get("parent_header", {}).get("msg_id") in ids
-              and not answered.done()):
-            answered.set_result(msg)
+        elif channel == "shell" and parent in replies and not replies[parent].done():
+            replies[parent].set_result(msg)
 
     kernel.conn.start(handler)
-    interval = _SHELL_PROBE_S
-    while not answered.done():
-        remaining = _check_starting(kernel, deadline, timeout)
-        ids.add(kernel.send("shell", "kernel_info_request", {}))
-        waiters: list[asyncio.Future[Any]] = [answered, kernel._exited]
-        await asyncio.wait(waiters, timeout=min(interval, remaining),
-                           return_when=asyncio.FIRST_COMPLETED)
-        interval = min(interval * 2, 2.0)
-    kernel.kernel_info = answered.result()["content"]
-    interval = _IOPUB_PROBE_S
-    while not iopub_seen.is_set():
-        remaining = _check_starting(kernel, deadline, timeout)
-        ids.add(kernel.send("shell", "kernel_info_request", {}))  # its status goes to IOPub
+    while True:
+        remaining = deadline - time.monotonic()
+        if not kernel.is_alive():
+            raise KernelStartError(
+                f"kernel exited during startup (code {kernel.proc.returncode}):\n{kernel.log_tail()}"
+            )
+        if remaining <= 0:
+            raise KernelStartError(
+                f"kernel did not become ready within {timeout:g} s; raise "
+                f"Limits.startup_timeout_s if the machine is slow.\n{kernel.log_tail()}"
+            )
+        msg_id = kernel.send("shell", "kernel_info_request", {})
+        replies[msg_id] = loop.create_future()
+        waiters: list[asyncio.Future[Any]] = [replies[msg_id], kernel._exited]
+        done, _ = await asyncio.wait(waiters, timeout=min(_SHELL_PROBE_S, remaining),
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if replies[msg_id] not in done:
+            continue
+        kernel.kernel_info = replies[msg_id].result()["content"]
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(iopub_seen.wait(), min(interval, remaining))
-        interval = min(interval * 2, 0.5)
-
-
-def _check_starting(kernel: LocalKernel, deadline: float, timeout: float) -> float:
-    """Seconds left before the startup deadline; raise if the kernel died or time is up."""
-    if not kernel.is_alive():
-        raise KernelStartError(
-            f"kernel exited during startup (code {kernel.proc.returncode}):\n{kernel.log_tail()}"
-        )
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        raise KernelStartError(
-            f"kernel did not become ready within {timeout:g} s; raise "
-            f"Limits.startup_timeout_s if the machine is slow.\n{kernel.log_tail()}"
-        )
-    return remaining
+            await asyncio.wait_for(iopub_seen.wait(), _IOPUB_PROBE_S)
+        if iopub_seen.is_set():
+            return
