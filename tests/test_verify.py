@@ -60,9 +60,9 @@ def test_volatile_parts_are_normalised() -> None:
 def test_session_directories_are_normalised() -> None:
     import re
 
-    recorded = [re.compile(r"[^\s'\"]*/old-session/work")]
-    assert normalise("saved /x/y/old-session/work/a.csv", workdirs=recorded) == "saved <workdir>/a.csv"
-    assert normalise("saved /z/new/work/a.csv", workdirs=["/z/new/work"]) == "saved <workdir>/a.csv"
+    recorded = [re.compile(r"[^\s'\"]*/old-session/wd")]
+    assert normalise("saved /x/y/old-session/wd/a.csv", workdirs=recorded) == "saved <workdir>/a.csv"
+    assert normalise("saved /z/new/wd/a.csv", workdirs=["/z/new/wd"]) == "saved <workdir>/a.csv"
 
 
 def test_streams_compare_per_stream_not_by_interleaving() -> None:
