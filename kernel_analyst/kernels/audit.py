@@ -94,6 +94,9 @@ class AuditTrail:
         self.metadata = metadata
         self.cells: list[dict[str, Any]] = []
         self._encoded: list[bytes] = []
+        # display_id -> (cell index, output index) of every output that carries it, so an
+        # update_display_data sent by a later cell changes the earlier cell too.
+        self._displays: dict[str, list[tuple[int, int]]] = {}
         self._cells_end = 0  # byte offset where the tail starts
         self._rewrite()
 
@@ -132,9 +135,31 @@ class AuditTrail:
         self._cells_end += len(chunk)
         return len(self.cells) - 1
 
-    def append_execution(self, ex: Execution) -> int:
-        """Append the code cell for ``ex``; return its index."""
-        return self.append(code_cell(ex))
+    def append_execution(self, ex: Execution, display_ids: dict[str, list[int]] | None = None) -> int:
+        """Append the code cell for ``ex``; return its index. ``display_ids`` maps each
+        display id to the positions of ``ex.outputs`` that carry it."""
+        index = self.append(code_cell(ex))
+        for display_id, positions in (display_ids or {}).items():
+            self._displays.setdefault(display_id, []).extend((index, p) for p in positions)
+        return index
+
+    def update_displays(self, updates: list[tuple[str, dict[str, Any]]], *, skip: int) -> None:
+        """Apply ``update_display_data`` outputs (display id, new output) to earlier cells
+        that showed those ids (cell ``skip`` already has them)."""
+        touched: set[int] = set()
+        for display_id, out in updates:
+            for cell_index, out_index in self._displays.get(display_id, []):
+                if cell_index == skip:
+                    continue
+                target = self.cells[cell_index]["outputs"][out_index]
+                target["data"], target["metadata"] = out["data"], out["metadata"]
+                touched.add(cell_index)
+        if touched:
+            self.refresh(sorted(touched))
+
+    def forget_displays(self) -> None:
+        """A new kernel cannot update the old kernel's displays."""
+        self._displays.clear()
 
     def append_markdown(self, text: str, **meta: Any) -> int:
         """Append a markdown cell; return its index."""

@@ -1,19 +1,18 @@
 """KernelSession: one conversation's persistent kernel, its files and its audit trail.
 
-The methods follow the order of one execution: make sure a kernel is there, send the
-request, wait for the reply beside a liveness watch and a deadline, interrupt (then
-restart) on timeout, drain IOPub until idle, record the cell. Executions on one session
-are serialised by a FIFO lock, so concurrent callers run in arrival order and their
-outputs never interleave.
+The methods follow the order of one execution: take the session's turn (a FIFO lock,
+so concurrent callers run in arrival order and their outputs never interleave, within
+the caller's deadline), make sure a kernel is there, run the cell (``cell.CellRun``
+owns the timeout, interrupt and cancellation policy), record it, and replace the kernel
+when the run says it must. Requests go through the kernel's one request path
+(``request.RequestRouter``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,34 +24,27 @@ from ._session_support import (
     package_versions,
     utcnow,
 )
-from .audit import AuditTrail, code_cell
+from .audit import AuditTrail
 from .backends.base import KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
-from .exceptions import DiskQuotaError, KernelCrashLoopError, SessionClosedError, VariableFetchError
+from .cell import CellResult, CellRun, Ending, account_output, apply_result
+from .exceptions import (
+    DiskQuotaError,
+    KernelConnectionError,
+    KernelCrashLoopError,
+    SessionClosedError,
+    VariableFetchError,
+)
 from .execution import Execution, ExecutionError, OutputCollector, VariableChanges, VariableInfo
 from .files import FileInfo
 from .limits import Limits
+from .request import Outcome, deadline_after
 
 log = logging.getLogger(__name__)
 
 
-_IDLE_QUIET_S = 2.0  # after the reply, complete once IOPub has been silent this long
 _MARKER_SLACK = 1024
 _STEP_EXPR = "_kernel_analyst.step()"
 _VERSIONS_EXPR = "_kernel_analyst.versions()"
-
-
-@dataclass
-class _Request:
-    """Routing state of one in-flight request."""
-
-    collector: OutputCollector | None = None
-    reply: asyncio.Future[dict[str, Any]] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    idle: asyncio.Event = field(default_factory=asyncio.Event)
-    last_activity: float = field(default_factory=time.monotonic)
-    final_reply: dict[str, Any] | None = None
-    """The reply obtained while stopping a cancelled request, if any."""
 
 
 class KernelSession:
@@ -79,10 +71,8 @@ class KernelSession:
         self._kernel: RunningKernel | None = None
         self._audit: AuditTrail | None = None
         self._lock = asyncio.Lock()
-        self._pending: dict[str, _Request] = {}
         self._loss_reported = True
         self._restarts: list[float] = []
-        self._display_cells: dict[str, list[tuple[int, int]]] = {}
         self._versions_recorded = False
         self._versions_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -99,11 +89,11 @@ class KernelSession:
         self._attach(kernel)
         if adopted:
             # A pool kernel started in another directory that was renamed to this one:
-            # its cwd followed the rename; point HOME and cwd at the new name. Awaited:
-            # an unanswered request ahead of the first cell made ipykernel 7 lose that
-            # cell's reply now and then under load.
-            await self._silent({}, timeout=self.limits.startup_timeout_s,
-                               code=f"_kernel_analyst.adopt({str(self.workdir)!r})")
+            # its cwd followed the rename; point HOME and cwd at the new name. Not
+            # awaited: the kernel handles shell requests in order, so it runs before
+            # the first cell, and its reply is routed like any other.
+            kernel.router.forget(kernel.router.send("shell", "execute_request", _silent_content(
+                {}, code=f"_kernel_analyst.adopt({str(self.workdir)!r})")))
         self._audit = AuditTrail(self.notebook_path, self._notebook_metadata(kernel))
         if kernel.files is None and self.environment == KernelEnvironment():
             # The kernel runs this very interpreter: read package versions here, off the
@@ -124,7 +114,6 @@ class KernelSession:
     def _attach(self, kernel: RunningKernel) -> None:
         self._kernel = kernel
         self._loss_reported = False
-        kernel.set_handler(self._on_message)
 
     def _notebook_metadata(self, kernel: RunningKernel) -> dict[str, Any]:
         return {
@@ -192,28 +181,6 @@ class KernelSession:
             raise SessionClosedError(f"session {self.id!r} has not been started")
         return self._audit
 
-    # -- message routing -------------------------------------------------------------
-
-    def _on_message(self, channel: str, msg: dict[str, Any]) -> None:
-        parent = msg.get("parent_header", {}).get("msg_id")
-        req = self._pending.get(parent) if parent else None
-        if req is None:
-            return  # late output of an abandoned request, or another client's traffic
-        if channel in ("shell", "control"):
-            if not req.reply.done():
-                req.reply.set_result(msg)
-            return
-        if channel != "iopub":
-            return
-        req.last_activity = time.monotonic()
-        msg_type = msg["header"]["msg_type"]
-        content = msg.get("content", {})
-        if msg_type == "status":
-            if content.get("execution_state") == "idle":
-                req.idle.set()
-        elif req.collector is not None:
-            req.collector.handle(msg_type, content)
-
     # -- execution -------------------------------------------------------------------
 
     async def execute(
@@ -221,58 +188,114 @@ class KernelSession:
     ) -> Execution:
         """Run ``code`` in the kernel and record it in the audit trail.
 
-        ``timeout`` (seconds) defaults to ``Limits.timeout_s``. Errors in the code are
-        data (``status="error"``); timeouts and kernel deaths are reported in ``status``
-        and ``state``. Raises only for infrastructure failures (closed session, a kernel
+        ``timeout`` (seconds, default ``Limits.timeout_s``) is the caller's deadline from
+        the moment of the call: time spent waiting for an earlier call on this session
+        counts, and a call whose whole timeout passes in the queue does not run at all
+        (``status="timeout"``, nothing recorded). Errors in the code are data
+        (``status="error"``); timeouts and kernel deaths are reported in ``status`` and
+        ``state``. Raises only for infrastructure failures (closed session, a kernel
         that cannot be restarted).
         """
         self._check_open()
-        async with self._lock:
+        timeout = timeout if timeout is not None else self.limits.timeout_s
+        called = time.monotonic()
+        deadline = deadline_after(timeout)
+        if not await self._take_turn(deadline):
+            return _not_run(code, timeout, time.monotonic() - called)
+        try:
             self._check_open()
-            ex = await self._execute_locked(code, timeout if timeout is not None else self.limits.timeout_s,
-                                            on_output)
+            ex = await self._execute_locked(code, deadline, timeout, on_output,
+                                            waited=time.monotonic() - called)
             self.last_used = time.monotonic()
             return ex
+        finally:
+            self._lock.release()
+
+    async def _take_turn(self, deadline: float | None) -> bool:
+        """Acquire the FIFO lock before ``deadline``; False if the deadline came first."""
+        if deadline is None:
+            await self._lock.acquire()
+            return True
+        try:
+            await asyncio.wait_for(self._lock.acquire(), max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     def _check_open(self) -> None:
         if self._closed:
             raise SessionClosedError(f"session {self.id!r} is closed; ask the manager for a new one")
 
-    async def _execute_locked(self, code: str, timeout: float | None,
-                              on_output: OutputCallback | None) -> Execution:
+    async def _execute_locked(self, code: str, deadline: float | None, timeout: float | None,
+                              on_output: OutputCallback | None, *, waited: float) -> Execution:
         ex = Execution(code=code, started_at=utcnow())
         t0 = time.monotonic()
         if await self._ensure_kernel(ex):
             self._mark("Kernel had died while idle; started a fresh kernel. All variables were lost.",
                        "died")
-        queue: list[tuple[str, dict[str, Any]]] = []
+        if waited >= 0.1:
+            ex.events.append(f"waited {waited:.1f} s for an earlier call on this session")
+        updates: list[tuple[str, dict[str, Any]]] = []
         collector = OutputCollector(
             # The kernel caps first; the slack lets its truncation note through.
             max_text_bytes=self.limits.max_output_bytes + _MARKER_SLACK,
             max_rich_bytes=self.limits.max_rich_output_bytes,
-            on_foreign_update=lambda did, out: queue.append((did, out)),
+            on_foreign_update=lambda did, out: updates.append((did, out)),
             on_output=callback_adapter(on_output),
         )
-        req = _Request(collector=collector)
+        late = _LateOutput(collector)
+        kernel = self._kernel
+        assert kernel is not None
+        run = CellRun(kernel, self.limits, on_iopub=collector.handle, late=late)
         try:
-            reply = await self._run_request(ex, req, timeout)
+            result = await run.run(self._execute_content(code), deadline=deadline, timeout=timeout)
         except asyncio.CancelledError:
             # The caller gave up: the cell was stopped; record what it did, then re-raise.
-            ex.duration_s = time.monotonic() - t0
-            self._finish(ex, collector, req.final_reply)
-            self._record(ex, collector, queue)
+            await asyncio.shield(self._conclude(ex, collector, run.result, updates, late, t0))
             raise
+        except KernelConnectionError as exc:  # the request could not even be sent
+            run.result.ending = Ending.BROKEN
+            run.result.events.append(f"connection to the kernel failed ({exc}); kernel restarted")
+            result = run.result
+        await self._conclude(ex, collector, result, updates, late, t0)
+        return ex
+
+    def _execute_content(self, code: str) -> dict[str, Any]:
+        expressions = {"step": _STEP_EXPR}
+        if not self._versions_recorded:
+            expressions["versions"] = _VERSIONS_EXPR
+        return {"code": code, "silent": False, "store_history": True,
+                "user_expressions": expressions, "allow_stdin": False, "stop_on_error": False}
+
+    async def _conclude(self, ex: Execution, collector: OutputCollector, result: CellResult,
+                        updates: list[tuple[str, dict[str, Any]]], late: _LateOutput,
+                        t0: float) -> None:
+        """Fill the execution in, record it, and replace the kernel if the run says so."""
         ex.duration_s = time.monotonic() - t0
-        self._finish(ex, collector, reply)
-        if reply is not None and reply["content"].get("status") != "ok" and ex.state == "kept":
-            await self._diff_after_error(ex)
+        expressions = apply_result(ex, collector, result)
+        if result.reply is not None and ex.status != "ok" and ex.state == "kept":
+            expressions["step"] = await self._diff_after_error(ex)
+        account_output(ex, collector, expressions.get("step"), limit=self.limits.max_output_bytes)
+        versions = expressions.get("versions")
+        if isinstance(versions, dict) and self._audit is not None:
+            self._versions_recorded = True
+            self._audit.update_metadata(versions=versions)
         over_quota = await self._disk_quota_message()
         if over_quota:
             self._fail_for_quota(ex, over_quota)
-        self._record(ex, collector, queue)
+        late.index = self.audit.append_execution(ex, collector.display_ids)
+        late.audit = self.audit
+        if updates:
+            self.audit.update_displays(updates, skip=late.index)
+        if result.ending is not Ending.COMPLETED:
+            self._loss_reported = True
+            what = "died" if result.ending is Ending.DIED else "restarted"
+            self._mark(f"Kernel {what} during the cell above; a fresh kernel was started. "
+                       "All variables were lost.", what)
         if over_quota:
             self._mark(over_quota, "disk_quota")
-        return ex
+        if result.needs_new_kernel:
+            await self._replace_kernel(result.events[-1] if result.events else "unusable kernel")
 
     async def _disk_quota_message(self) -> str | None:
         """If the working directory is over ``Limits.max_disk_mb``, say so (else None).
@@ -301,7 +324,7 @@ class KernelSession:
     async def _ensure_kernel(self, ex: Execution) -> bool:
         """Start a kernel if there is none alive; return True if state was lost unseen."""
         kernel = self._kernel
-        if kernel is not None and kernel.is_alive():
+        if kernel is not None and kernel.is_alive() and kernel.router.failure is None:
             return False
         unseen = not self._loss_reported
         reason = "kernel died while idle" if unseen else "kernel restarted after death"
@@ -311,187 +334,13 @@ class KernelSession:
             ex.events.append("kernel died while idle; restarted")
         return unseen
 
-    async def _run_request(self, ex: Execution, req: _Request,
-                           timeout: float | None) -> dict[str, Any] | None:
-        kernel = self._kernel
-        assert kernel is not None
-        expressions = {"step": _STEP_EXPR}
-        if not self._versions_recorded:
-            expressions["versions"] = _VERSIONS_EXPR
-        msg_id = kernel.send("shell", "execute_request", {
-            "code": ex.code, "silent": False, "store_history": True,
-            "user_expressions": expressions, "allow_stdin": False, "stop_on_error": False,
-        })
-        self._pending[msg_id] = req
-        try:
-            outcome: str = await self._wait(req.reply, kernel, timeout)
-            if outcome == "timeout":
-                outcome = await self._stop_timed_out(ex, req, kernel, timeout)
-            if outcome == "died":
-                await self._report_death(ex, kernel)
-                return None
-            if outcome == "lost":
-                return None
-            await self._drain(req, kernel)
-            return req.reply.result()
-        except asyncio.CancelledError:
-            req.final_reply = await asyncio.shield(self._stop_cancelled(ex, req, kernel))
-            raise
-        finally:
-            self._pending.pop(msg_id, None)
-
-    async def _stop_cancelled(self, ex: Execution, req: _Request,
-                              kernel: RunningKernel) -> dict[str, Any] | None:
-        """A caller cancelled a running cell: interrupt it (restart if it will not stop),
-        so the kernel is free for the next call and the audit trail shows what happened."""
-        if not req.reply.done():
-            ex.events.append("cancelled by the caller; interrupted")
-            await kernel.interrupt()
-        outcome = await self._wait(req.reply, kernel, self.limits.interrupt_grace_s)
-        if outcome == "reply":
-            await self._drain(req, kernel)
-            return req.reply.result()
-        if outcome == "died":
-            await self._report_death(ex, kernel)
-            return None
-        ex.status, ex.state = "error", "lost"
-        ex.error = ExecutionError("CancelledError", "cancelled by the caller; the cell ignored the "
-                                  "interrupt, so the kernel was restarted", [])
-        ex.events.append("did not stop after cancellation; kernel restarted")
-        self._loss_reported = True
-        await self._replace_kernel("a cancelled cell ignored the interrupt")
-        return None
-
-    async def _wait(self, fut: asyncio.Future[Any], kernel: RunningKernel,
-                    timeout: float | None) -> Literal["reply", "timeout", "died"]:
-        """Wait for ``fut`` beside the kernel's exit and a deadline."""
-        exited = asyncio.ensure_future(kernel.wait_exited())
-        try:
-            done, _ = await asyncio.wait({fut, exited}, timeout=timeout,
-                                         return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            exited.cancel()
-        if fut.done():
-            return "reply"
-        return "died" if exited in done else "timeout"
-
-    async def _stop_timed_out(self, ex: Execution, req: _Request, kernel: RunningKernel,
-                              timeout: float | None) -> Literal["reply", "died", "lost"]:
-        ex.status = "timeout"
-        ex.events.append(f"timed out after {timeout:g} s; interrupted")
-        await kernel.interrupt()
-        outcome = await self._wait(req.reply, kernel, self.limits.interrupt_grace_s)
-        if outcome == "reply":
-            return "reply"
-        if outcome == "died":
-            return "died"
-        ex.state = "lost"
-        ex.events.append(f"did not stop within {self.limits.interrupt_grace_s:g} s; kernel restarted")
-        self._loss_reported = True
-        await self._replace_kernel("timeout: the cell ignored the interrupt")
-        return "lost"
-
-    async def _report_death(self, ex: Execution, kernel: RunningKernel) -> None:
-        if ex.status != "timeout":
-            ex.status = "died"
-        ex.state = "lost"
-        ex.events.append("kernel died")
-        self._loss_reported = True
-        log.warning("session %s: kernel died during a cell (%s)", self.id, kernel.describe())
-
-    async def _drain(self, req: _Request, kernel: RunningKernel) -> None:
-        """After the reply, read IOPub until idle, or until it has been quiet for a while
-        (an idle message can be lost), or the kernel dies. Never waits forever."""
-        while not req.idle.is_set():
-            quiet = time.monotonic() - req.last_activity
-            if quiet >= _IDLE_QUIET_S or not kernel.is_alive():
-                log.info("session %s: completed without idle status", self.id)
-                return
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(req.idle.wait(), _IDLE_QUIET_S - quiet)
-
-    def _finish(self, ex: Execution, collector: OutputCollector,
-                reply: dict[str, Any] | None) -> None:
-        ex.outputs = collector.outputs
-        ex.execution_count = collector.execution_count
-        kernel_dropped = 0
-        if reply is not None:
-            content = reply["content"]
-            ex.execution_count = content.get("execution_count", ex.execution_count)
-            if content.get("status") != "ok":
-                if ex.status == "ok":
-                    ex.status = "error"
-                ex.error = collector.error or ExecutionError(
-                    str(content.get("ename", "Error")), str(content.get("evalue", content.get("status"))),
-                    [str(t) for t in content.get("traceback", [])])
-            kernel_dropped = self._read_expressions(ex, content.get("user_expressions", {}))
-            kernel_dropped += self._lost_in_transit(content.get("user_expressions", {}), collector)
-        elif ex.status == "ok":
-            ex.status = "died"
-        if ex.status == "error" and ex.error is None:
-            ex.error = collector.error
-        host_dropped = collector.dropped_bytes
-        if host_dropped:
-            collector.add_marker(f"\n[kernel-analyst] output truncated: {host_dropped:,} bytes dropped "
-                                 f"(limit {self.limits.max_output_bytes:,} per execution)\n")
-        ex.truncated_bytes = kernel_dropped + host_dropped
-
-    def _read_expressions(self, ex: Execution, exprs: dict[str, Any]) -> int:
-        step = expression_json(exprs.get("step"))
-        if isinstance(step, dict):
-            ex.variables = VariableChanges.from_dict(step)
-        versions = expression_json(exprs.get("versions"))
-        if isinstance(versions, dict) and self._audit is not None:
-            self._versions_recorded = True
-            self._audit.update_metadata(versions=versions)
-        return int(step.get("dropped_output", 0)) if isinstance(step, dict) else 0
-
-    def _lost_in_transit(self, exprs: dict[str, Any], collector: OutputCollector) -> int:
-        """Stream characters the kernel sent that never arrived (a transport dropped them):
-        reported with a marker and counted, never lost silently."""
-        step = expression_json(exprs.get("step"))
-        sent = step.get("sent_output") if isinstance(step, dict) else None
-        if not isinstance(sent, int) or sent <= collector.received_text:
-            return 0
-        lost = sent - collector.received_text
-        log.warning("session %s: %d characters of output lost in transit", self.id, lost)
-        collector.add_marker(f"\n[kernel-analyst] {lost:,} characters of output were lost in "
-                             "transit between the kernel and this process\n")
-        return lost
-
-    async def _diff_after_error(self, ex: Execution) -> None:
+    async def _diff_after_error(self, ex: Execution) -> Any:
         """user_expressions are skipped when a cell fails; fetch the diff separately."""
         result = await self._silent({"step": _STEP_EXPR}, timeout=5.0)
         step = expression_json(result.get("step")) if result else None
         if isinstance(step, dict):
             ex.variables = VariableChanges.from_dict(step)
-            ex.truncated_bytes += int(step.get("dropped_output", 0))
-
-    def _record(self, ex: Execution, collector: OutputCollector,
-                updates: list[tuple[str, dict[str, Any]]]) -> None:
-        audit = self.audit
-        index = audit.append(code_cell(ex))
-        for display_id, positions in collector.display_ids.items():
-            self._display_cells.setdefault(display_id, []).extend((index, p) for p in positions)
-        if updates:
-            self._apply_display_updates(updates, current=index)
-        if ex.state == "lost" and "kernel died while idle; restarted" not in ex.events:
-            what = "died" if ex.status == "died" else "restarted"
-            self._mark(f"Kernel {what} during the cell above; a fresh kernel was started. "
-                       "All variables were lost.", what)
-
-    def _apply_display_updates(self, updates: list[tuple[str, dict[str, Any]]], current: int) -> None:
-        audit = self.audit
-        touched: set[int] = set()
-        for display_id, out in updates:
-            for cell_index, out_index in self._display_cells.get(display_id, []):
-                if cell_index == current:
-                    continue
-                target = audit.cells[cell_index]["outputs"][out_index]
-                target["data"], target["metadata"] = out["data"], out["metadata"]
-                touched.add(cell_index)
-        if touched:
-            audit.refresh(sorted(touched))
+        return step
 
     def _mark(self, text: str, kind: str) -> None:
         if self._audit is not None:
@@ -511,10 +360,8 @@ class KernelSession:
         old = self._kernel
         if old is not None:
             await old.shutdown(now=True)
-        self._display_cells.clear()
-        for req in self._pending.values():
-            if not req.reply.done():
-                req.reply.cancel()
+        if self._audit is not None:
+            self._audit.forget_displays()
         log.info("session %s: starting a fresh kernel (%s)", self.id, reason)
         kernel = await self._start_kernel()
         self._attach(kernel)
@@ -528,19 +375,16 @@ class KernelSession:
         kernel = self._kernel
         if kernel is None or not kernel.is_alive():
             return None
-        req = _Request()
-        msg_id = kernel.send("shell", "execute_request", {
-            "code": code, "silent": True, "store_history": False,
-            "user_expressions": expressions, "allow_stdin": False, "stop_on_error": False,
-        })
-        self._pending[msg_id] = req
         try:
-            if await self._wait(req.reply, kernel, timeout) != "reply":
-                return None
-            result: dict[str, Any] = req.reply.result()["content"].get("user_expressions", {})
-            return result
-        finally:
-            self._pending.pop(msg_id, None)
+            outcome, request = await kernel.router.request(
+                "shell", "execute_request", _silent_content(expressions, code=code),
+                deadline=deadline_after(timeout))
+        except KernelConnectionError:
+            return None
+        if outcome is not Outcome.REPLY:
+            return None
+        result: dict[str, Any] = request.content.get("user_expressions", {})
+        return result
 
     async def interrupt(self) -> None:
         """Interrupt the running cell, if any (the execution then reports ``error``)."""
@@ -635,3 +479,33 @@ class KernelSession:
             await asyncio.wait([self._versions_task])  # complete metadata in every export
         async with self._lock:
             return await asyncio.to_thread(self.audit.export, path)
+
+
+class _LateOutput:
+    """Output that reaches a cell after it completed (IOPub was still catching up at its
+    deadline): added to the cell's record, never dropped."""
+
+    def __init__(self, collector: OutputCollector) -> None:
+        self.collector = collector
+        self.index: int | None = None
+        self.audit: AuditTrail | None = None
+
+    def __call__(self, msg_type: str, content: dict[str, Any]) -> None:
+        self.collector.handle(msg_type, content)
+        if self.index is not None and self.audit is not None:
+            log.info("late %s added to cell %d", msg_type, self.index)
+            self.audit.refresh([self.index])
+
+
+def _silent_content(expressions: dict[str, str], *, code: str = "") -> dict[str, Any]:
+    return {"code": code, "silent": True, "store_history": False,
+            "user_expressions": expressions, "allow_stdin": False, "stop_on_error": False}
+
+
+def _not_run(code: str, timeout: float | None, waited: float) -> Execution:
+    """The result of a call whose deadline passed while an earlier call held the session."""
+    text = (f"the code did not run: the session was busy with an earlier call for the whole "
+            f"timeout ({waited:.1f} s of {timeout:g} s)")
+    return Execution(code=code, status="timeout", started_at=utcnow(), duration_s=waited,
+                     error=ExecutionError("TimeoutError", text, []),
+                     events=[f"not run: waited {waited:.1f} s for an earlier call on this session"])

@@ -2,8 +2,9 @@
 
 Modelled on jupyter_client's provisioners. A :class:`KernelBackend` starts kernels; each
 start returns a :class:`RunningKernel`, which owns one kernel process (local or remote):
-it sends messages, delivers every incoming message to one callback, and can be
-interrupted, checked for liveness and shut down. Sessions use nothing else, so a new
+it sends messages, hands every incoming message to its :class:`RequestRouter` (the one
+request path, ``kernels/request.py``), and can be interrupted, checked for liveness and
+shut down. Sessions use nothing else, so a new
 place to run kernels is one new backend.
 """
 
@@ -18,10 +19,13 @@ from typing import Any, Literal
 
 from ..files import FileInfo
 from ..limits import Limits
+from ..request import RequestRouter
 
 Channel = Literal["shell", "control", "iopub", "stdin"]
 MessageHandler = Callable[[str, dict[str, Any]], None]
 """Called with (channel, deserialised message) for every message a kernel sends."""
+FailureHandler = Callable[[str], None]
+"""Called with a reason when a kernel's connection breaks (a reader stopped)."""
 
 
 @dataclass(frozen=True)
@@ -97,14 +101,14 @@ class RunningKernel(abc.ABC):
     """The kernel's ``kernel_info_reply`` content (language_info, implementation ...)."""
     kernelspec: dict[str, Any]
     """``{"name", "display_name", "language"}`` for notebook metadata."""
-
-    @abc.abstractmethod
-    def set_handler(self, handler: MessageHandler) -> None:
-        """Deliver every incoming message, from any channel, to ``handler``."""
+    router: RequestRouter
+    """Routes every incoming message to its request; all requests are sent through it."""
 
     @abc.abstractmethod
     def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:
-        """Send a request; return its ``msg_id`` (replies carry it as parent)."""
+        """Send a message; return its ``msg_id`` (replies carry it as parent). Raises
+        KernelConnectionError when it cannot be sent. Use ``router.send`` for requests
+        whose replies are awaited."""
 
     @abc.abstractmethod
     async def wait_exited(self) -> None:

@@ -53,10 +53,11 @@ from jupyter_client.session import Session
 
 from ..exceptions import GatewayError, KernelStartError
 from ..limits import Limits
+from ..request import Outcome, RequestRouter, deadline_after
 from ._gw_channels import KernelChannels, KernelState
 from ._gw_files import GatewayFiles
 from ._gw_http import GatewayHTTP, GatewayHTTPError
-from .base import Channel, KernelBackend, KernelRequest, MessageHandler, RunningKernel
+from .base import Channel, KernelBackend, KernelRequest, RunningKernel
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +90,8 @@ class GatewayKernel(RunningKernel):
         self._path = f"/api/kernels/{kernel_id}"
         # The gateway signs what it forwards; this key only keeps Session from warning.
         self._session = Session(key=uuid.uuid4().hex.encode(), username="kernel-analyst")
-        self._handler: MessageHandler = lambda channel, msg: None
-        self._own: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.router = RequestRouter(self)
+        self.router.on_unrouted = self._watch_unrouted
         self._exited: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters = 0
         self._waiting = asyncio.Event()
@@ -100,36 +101,30 @@ class GatewayKernel(RunningKernel):
         """Callables run once the kernel is shut down (the backend forgets it)."""
         self.marker = uuid.uuid4().hex
         self.channels = KernelChannels(
-            http, kernel_id, self._session.session, on_message=self._dispatch, probe=self.probe,
-            on_lost=self._mark_exited, on_reconnected=self._after_reconnect,
+            http, kernel_id, self._session.session, on_message=self.router.deliver, probe=self.probe,
+            on_lost=self._mark_exited, on_reconnected=self._after_reconnect, on_failure=self.router.fail,
             reconnect_window_s=reconnect_window_s)
 
     # -- messages ------------------------------------------------------------------------
-
-    def set_handler(self, handler: MessageHandler) -> None:
-        self._handler = handler
 
     def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:
         msg = self._session.msg(msg_type, content)
         self.channels.send(channel, msg)
         return str(msg["header"]["msg_id"])
 
-    def _dispatch(self, channel: str, msg: dict[str, Any]) -> None:
-        parent = (msg.get("parent_header") or {}).get("msg_id")
-        if not parent:
-            if channel == "iopub" and msg.get("header", {}).get("msg_type") == "status":
+    def _watch_unrouted(self, channel: str, msg: dict[str, Any]) -> None:
+        """Messages no request claims: the gateway's word that the kernel is gone."""
+        if channel != "iopub":
+            return
+        msg_type = msg.get("header", {}).get("msg_type")
+        if not (msg.get("parent_header") or {}).get("msg_id"):
+            if msg_type == "status":
                 state = msg.get("content", {}).get("execution_state")
                 if state in ("restarting", "dead"):
                     self._mark_exited(f"the kernel died (the gateway reported {state!r})")
-            return
-        own = self._own.get(parent)
-        if own is None:
-            if channel == "iopub" and msg.get("header", {}).get("msg_type") == "shutdown_reply":
-                # Not ours: the gateway (culling, a DELETE, another client's restart) stopped it.
-                self._mark_exited("the gateway shut the kernel down (culled, deleted or restarted)")
-            self._handler(channel, msg)
-        elif channel in ("shell", "control") and not own.done():
-            own.set_result(msg)
+        elif msg_type == "shutdown_reply":
+            # Not ours: the gateway (culling, a DELETE, another client's restart) stopped it.
+            self._mark_exited("the gateway shut the kernel down (culled, deleted or restarted)")
 
     async def request(self, msg_type: str, content: dict[str, Any], *,
                       timeout: float | None) -> dict[str, Any]:
@@ -137,22 +132,15 @@ class GatewayKernel(RunningKernel):
 
         Raises ``_NoReply`` after ``timeout`` and GatewayError if the kernel is gone.
         """
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        msg_id = self.send("shell", msg_type, content)
-        self._own[msg_id] = fut
-        exited = asyncio.ensure_future(self.wait_exited())
-        either: set[asyncio.Future[Any]] = {fut, exited}
-        try:
-            await asyncio.wait(either, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            exited.cancel()
-            self._own.pop(msg_id, None)
-        if fut.done():
-            return fut.result()
-        if not self.is_alive():
-            raise GatewayError(f"the remote kernel is gone: {self.exit_reason}. Run a cell to start "
-                               "a fresh kernel, then retry.")
-        raise _NoReply(msg_type)
+        outcome, request = await self.router.request("shell", msg_type, content,
+                                                     deadline=deadline_after(timeout))
+        if outcome is Outcome.REPLY:
+            return request.reply.result()
+        if outcome is Outcome.TIMEOUT:
+            raise _NoReply(msg_type)
+        reason = self.exit_reason or self.router.failure or "it stopped"
+        raise GatewayError(f"the remote kernel is gone: {reason}. Run a cell to start "
+                           "a fresh kernel, then retry.")
 
     async def evaluate(self, expression: str, *, timeout: float | None = None) -> dict[str, Any]:
         """Evaluate one expression in a silent execute; return its user_expressions entry."""
