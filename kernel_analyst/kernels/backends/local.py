@@ -274,8 +274,10 @@ async def _wait_ready(kernel: LocalKernel, timeout: float) -> None:
 
 def _check_starting(kernel: LocalKernel, deadline: float, timeout: float) -> None:
     if not kernel.is_alive():
+        log_tail = kernel.log_tail()
+        hint = sandbox.start_failure_hint(kernel.plan, log_tail)
         raise KernelStartError(
-            f"kernel exited during startup (code {kernel.proc.returncode}):\n{kernel.log_tail()}"
+            f"kernel exited during startup (code {kernel.proc.returncode}). {hint}\n{log_tail}"
         )
     if kernel.router.failure is not None:
         raise KernelStartError(f"lost the connection to a starting kernel: {kernel.router.failure}")
