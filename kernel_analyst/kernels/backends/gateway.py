@@ -309,6 +309,7 @@ def startup_code(limits: Limits, preload: tuple[str, ...], marker: str) -> str:
         "import atexit as _ka_gw_atexit, os as _ka_gw_os, shutil as _ka_gw_shutil",
         "import tempfile as _ka_gw_tempfile, types as _ka_gw_types",
         f"_ka_gw_os.environ['KERNEL_ANALYST_MAX_OUTPUT'] = {str(limits.max_output_bytes)!r}",
+        f"_ka_gw_os.environ['KERNEL_ANALYST_MAX_RICH'] = {str(limits.max_rich_output_bytes)!r}",
         f"_ka_gw_os.environ['KERNEL_ANALYST_PRELOAD'] = {','.join(preload)!r}",
         "_ka_gw_root = _ka_gw_tempfile.mkdtemp(prefix='kernel-analyst-')",
         "_ka_gw_atexit.register(_ka_gw_shutil.rmtree, _ka_gw_root, True)",
@@ -434,6 +435,7 @@ class GatewayBackend(KernelBackend):
         timeout = request.limits.startup_timeout_s
         deadline = time.monotonic() + timeout
         env = {**self.kernel_env, "KERNEL_ANALYST_MAX_OUTPUT": str(request.limits.max_output_bytes),
+               "KERNEL_ANALYST_MAX_RICH": str(request.limits.max_rich_output_bytes),
                "KERNEL_ANALYST_PRELOAD": ",".join(request.preload)}
         model = await self._http.call("POST", "/api/kernels", {"name": spec["name"], "env": env},
                                       timeout=timeout)

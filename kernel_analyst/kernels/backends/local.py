@@ -194,6 +194,7 @@ class LocalBackend(KernelBackend):
         full = [a.replace("{connection_file}", conn_file) for a in argv] + _ipykernel_flags(argv)
         extra_env = {
             "KERNEL_ANALYST_MAX_OUTPUT": str(request.limits.max_output_bytes),
+            "KERNEL_ANALYST_MAX_RICH": str(request.limits.max_rich_output_bytes),
             "KERNEL_ANALYST_PRELOAD": ",".join(request.preload),
             "MPLBACKEND": "module://matplotlib_inline.backend_inline",
             "PYTHONHASHSEED": "0",
