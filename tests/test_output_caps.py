@@ -63,8 +63,9 @@ async def test_huge_results_displays_and_errors_are_capped_in_the_kernel(
         assert ex.state == "kept", name
     grown_mb = (_status_kb("VmHWM") - base_kb) / 1024
     assert grown_mb < 60, f"the host's peak memory grew by {grown_mb:.0f} MB while receiving"
-    result, html, png, error = (ex for ex in await _last(s, len(HUGE)))
-    assert result["data"]["text/plain"].startswith("'xxx") and len(result["data"]["text/plain"]) <= LIMIT + 500
+    result, html, png, error = await _last(s, len(HUGE))
+    plain = result["data"]["text/plain"]
+    assert plain.startswith("'xxx") and len(plain) <= LIMIT + 500
     assert "text/html" not in html["data"] and "text/html of" in html["data"]["text/plain"]
     assert "image/png" not in png["data"] and "image/png of" in png["data"]["text/plain"]
     assert error["ename"] == "ValueError" and len(error["evalue"]) <= LIMIT + 100
