@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import files as _files
+from ._quota import DiskGuard, QuotaWatch
 from ._session_support import (
     OutputCallback,
     callback_adapter,
@@ -71,6 +72,7 @@ class KernelSession:
         self._kernel: RunningKernel | None = None
         self._audit: AuditTrail | None = None
         self._lock = asyncio.Lock()
+        self._quota = DiskGuard(self.workdir, limits) if limits.max_disk_mb else None
         self._loss_reported = True
         self._restarts: list[float] = []
         self._versions_recorded = False
@@ -140,6 +142,8 @@ class KernelSession:
         async with self._lock:
             if self._kernel is not None:
                 await self._kernel.shutdown()
+            if self._quota is not None:
+                self._quota.close()
 
     async def __aenter__(self) -> KernelSession:
         return self
@@ -247,18 +251,30 @@ class KernelSession:
         kernel = self._kernel
         assert kernel is not None
         run = CellRun(kernel, self.limits, on_iopub=collector.handle, late=late)
+        quota = self._local_quota()
+        watch = QuotaWatch()
         try:
-            result = await run.run(self._execute_content(code), deadline=deadline, timeout=timeout)
+            if quota is None:
+                result = await run.run(self._execute_content(code), deadline=deadline, timeout=timeout)
+            else:
+                async with quota.watching(kernel) as watch:
+                    result = await run.run(self._execute_content(code), deadline=deadline,
+                                           timeout=timeout)
         except asyncio.CancelledError:
             # The caller gave up: the cell was stopped; record what it did, then re-raise.
-            await asyncio.shield(self._conclude(ex, collector, run.result, updates, late, t0))
+            await asyncio.shield(self._conclude(ex, collector, run.result, updates, late, t0, watch))
             raise
         except KernelConnectionError as exc:  # the request could not even be sent
             run.result.ending = Ending.BROKEN
             run.result.events.append(f"connection to the kernel failed ({exc}); kernel restarted")
             result = run.result
-        await self._conclude(ex, collector, result, updates, late, t0)
+        await self._conclude(ex, collector, result, updates, late, t0, watch)
         return ex
+
+    def _local_quota(self) -> DiskGuard | None:
+        """The disk quota, when there is one and the files live on this host."""
+        kernel = self._kernel
+        return None if kernel is None or kernel.files is not None else self._quota
 
     def _execute_content(self, code: str) -> dict[str, Any]:
         expressions = {"step": _STEP_EXPR}
@@ -269,7 +285,7 @@ class KernelSession:
 
     async def _conclude(self, ex: Execution, collector: OutputCollector, result: CellResult,
                         updates: list[tuple[str, dict[str, Any]]], late: _LateOutput,
-                        t0: float) -> None:
+                        t0: float, watch: QuotaWatch) -> None:
         """Fill the execution in, record it, and replace the kernel if the run says so."""
         ex.duration_s = time.monotonic() - t0
         expressions = apply_result(ex, collector, result)
@@ -281,6 +297,7 @@ class KernelSession:
             self._versions_recorded = True
             self._audit.update_metadata(versions=versions)
         over_quota = await self._disk_quota_message()
+        stopped_by_quota = self._explain_quota(ex, collector, watch)
         if over_quota:
             self._fail_for_quota(ex, over_quota)
         late.index = self.audit.append_execution(ex, collector.display_ids)
@@ -292,24 +309,33 @@ class KernelSession:
             what = "died" if result.ending is Ending.DIED else "restarted"
             self._mark(f"Kernel {what} during the cell above; a fresh kernel was started. "
                        "All variables were lost.", what)
-        if over_quota:
-            self._mark(over_quota, "disk_quota")
+        if over_quota or stopped_by_quota:
+            self._mark(over_quota or stopped_by_quota or "", "disk_quota")
         if result.needs_new_kernel:
             await self._replace_kernel(result.events[-1] if result.events else "unusable kernel")
 
     async def _disk_quota_message(self) -> str | None:
         """If the working directory is over ``Limits.max_disk_mb``, say so (else None).
-        Checked after each cell and upload because a bind mount cannot carry a size limit."""
-        kernel = self._kernel
-        if not self.limits.max_disk_mb or (kernel is not None and kernel.files is not None):
+        Checked after each cell and upload (``_quota.DiskGuard`` also watches cells)."""
+        quota = self._local_quota()
+        if quota is None:
             return None  # no limit, or the files live with a remote kernel
-        # Inline: a walk of a typical session directory costs less than a thread hop.
-        used = _files.disk_usage(self.workdir)
-        if used <= self.limits.max_disk_mb * 1024 * 1024:
+        return quota.over_message(quota.usage())
+
+    def _explain_quota(self, ex: Execution, collector: OutputCollector, watch: QuotaWatch) -> str | None:
+        """Say when the quota, not the code, stopped a cell; return the note, if any."""
+        quota = self._local_quota()
+        if quota is None:
             return None
-        return (f"The working directory uses {used / 2**20:,.1f} MB; the limit is "
-                f"{self.limits.max_disk_mb:,} MB (Limits.max_disk_mb). Delete files "
-                "(os.remove in a cell) before going on.")
+        if watch.full:
+            ex.events.append("the working directory reached its disk quota during the cell")
+        error = ex.error
+        if error is None or "File too large" not in error.evalue or not quota.limiting():
+            return None
+        ex.events.append("disk quota: the write was stopped at the room left")
+        note = quota.room_message()
+        collector.add_marker(note)
+        return note.strip()
 
     @staticmethod
     def _fail_for_quota(ex: Execution, text: str) -> None:
@@ -362,6 +388,8 @@ class KernelSession:
             await old.shutdown(now=True)
         if self._audit is not None:
             self._audit.forget_displays()
+        if self._quota is not None:
+            self._quota.forget_kernel()
         log.info("session %s: starting a fresh kernel (%s)", self.id, reason)
         kernel = await self._start_kernel()
         self._attach(kernel)

@@ -127,6 +127,10 @@ class RunningKernel(abc.ABC):
         """Stop the kernel: shutdown request, then SIGTERM, then SIGKILL (``now`` skips
         the polite steps). Always leaves no process behind; safe to call twice."""
 
+    def limit_file_size(self, max_bytes: int) -> None:  # noqa: B027 - optional, local kernels only
+        """Let no file the kernel's processes write grow past ``max_bytes`` (the soft
+        RLIMIT_FSIZE; the disk quota's room). Kernels on other hosts ignore it."""
+
     def describe(self) -> dict[str, Any]:
         """Where and how the kernel runs, for logs and the audit trail."""
         return {"isolation": self.isolation}

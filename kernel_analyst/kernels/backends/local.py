@@ -7,6 +7,7 @@ import atexit
 import contextlib
 import logging
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -117,6 +118,16 @@ class LocalKernel(RunningKernel):
         else:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGINT)
+
+    def limit_file_size(self, max_bytes: int) -> None:
+        # The soft limit only: raising a hard limit again (once there is room) needs
+        # CAP_SYS_RESOURCE, which even root lacks in a container.
+        pids = self.plan.cgroup.pids() if self.plan.cgroup is not None else {self.proc.pid}
+        for pid in pids:
+            with contextlib.suppress(OSError, ValueError):  # gone, or not ours to limit
+                _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+                soft = max_bytes if hard == resource.RLIM_INFINITY else min(max_bytes, hard)
+                resource.prlimit(pid, resource.RLIMIT_FSIZE, (soft, hard))
 
     def _signal_group(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
