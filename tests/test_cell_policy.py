@@ -213,3 +213,35 @@ async def test_output_after_the_deadline_is_added_to_the_recorded_cell(tmp_path:
     assert "late\n" in ex.text
     assert "late" in recorded_outputs()
     await session.close()
+
+
+async def test_stop_before_the_cell_starts_waits_for_it(tmp_path: Path) -> None:
+    """An interrupt sent before the kernel begins a cell would hit the kernel's own
+    request handling; the session holds it until the cell runs."""
+    session, backend = await _session(tmp_path)
+    task = asyncio.create_task(session.execute("delay-start:0.3;sleep:30"))
+    deadline = time.monotonic() + 5
+    while session._run is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    await session.interrupt()
+    assert backend.started[0].interrupts == 0, "not before the cell starts"
+    ex = await asyncio.wait_for(task, 5)
+    assert backend.started[0].interrupts == 1
+    assert ex.status == "error" and ex.error is not None and ex.error.ename == "KeyboardInterrupt"
+    await session.interrupt()  # no cell running: nothing happens
+    assert backend.started[0].interrupts == 1
+    await session.close()
+
+
+async def test_calls_run_in_arrival_order(tmp_path: Path) -> None:
+    """A cell with a timeout queued before variables() runs before it (FIFO)."""
+    session, backend = await _session(tmp_path)
+    busy = asyncio.create_task(session.execute("sleep:0.2", timeout=10))
+    await asyncio.sleep(0.05)
+    first = asyncio.create_task(session.execute("print:first", timeout=10))
+    names = asyncio.create_task(session.variables())
+    await asyncio.gather(busy, first, names)
+    kinds = [content.get("code") for _, msg_type, content in backend.started[0].sent
+             if msg_type == "execute_request"]
+    assert kinds.index("print:first") < kinds.index(""), kinds
+    await session.close()

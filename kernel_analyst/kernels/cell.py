@@ -74,8 +74,30 @@ class CellRun:
         self.limits = limits
         self.result = CellResult()
         """Filled in as the run goes; complete once :meth:`run` returns or raises."""
+        self.started = False
+        """The kernel has begun running the cell (its ``execute_input`` arrived)."""
         self._on_iopub = on_iopub
         self._late = late
+        self._interrupt_wanted = False
+        self._interrupting: asyncio.Future[None] | None = None
+
+    def _iopub(self, msg_type: str, content: dict[str, Any]) -> None:
+        if msg_type == "execute_input":
+            self.started = True
+            if self._interrupt_wanted and self._interrupting is None:
+                self._interrupting = asyncio.ensure_future(self.kernel.interrupt())
+        self._on_iopub(msg_type, content)
+
+    async def interrupt(self) -> None:
+        """Interrupt the cell once it runs (at once if it already does). A signal sent
+        before the kernel starts a cell, or after it ends, would land in the kernel's own
+        request handling and cost a reply; so an early one waits for the cell."""
+        if self.result.reply is not None:
+            return
+        if self.started:
+            await self.kernel.interrupt()
+        else:
+            self._interrupt_wanted = True
 
     async def run(self, content: dict[str, Any], *, deadline: float | None,
                   timeout: float | None) -> CellResult:
@@ -85,7 +107,7 @@ class CellRun:
         figure, for messages. Cancelling the calling task interrupts the cell first.
         """
         router = self.kernel.router
-        request = router.send("shell", "execute_request", content, on_iopub=self._on_iopub)
+        request = router.send("shell", "execute_request", content, on_iopub=self._iopub)
         try:
             outcome = await router.wait(request, deadline)
             if outcome is Outcome.TIMEOUT:

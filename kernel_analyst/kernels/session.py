@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -73,6 +74,7 @@ class KernelSession:
         self._audit: AuditTrail | None = None
         self._lock = asyncio.Lock()
         self._quota = DiskGuard(self.workdir, limits) if limits.max_disk_mb else None
+        self._run: CellRun | None = None  # the cell running now
         self._loss_reported = True
         self._restarts: list[float] = []
         self._versions_recorded = False
@@ -216,13 +218,23 @@ class KernelSession:
             self._lock.release()
 
     async def _take_turn(self, deadline: float | None) -> bool:
-        """Acquire the FIFO lock before ``deadline``; False if the deadline came first."""
+        """Acquire the FIFO lock before ``deadline``; False if the deadline came first.
+
+        The acquire must join the lock's queue in this task, at call time, or a later
+        caller could pass it: ``asyncio.timeout`` keeps it here, where ``wait_for`` would
+        move it into a task of its own, which starts one loop iteration later.
+        """
         if deadline is None:
             await self._lock.acquire()
             return True
+        remaining = max(0.0, deadline - time.monotonic())
         try:
-            await asyncio.wait_for(self._lock.acquire(), max(0.0, deadline - time.monotonic()))
-        except asyncio.TimeoutError:
+            if sys.version_info >= (3, 11):
+                async with asyncio.timeout(remaining):
+                    await self._lock.acquire()
+            else:  # pragma: no cover - Python 3.10: order among waiters may slip by one step
+                await asyncio.wait_for(self._lock.acquire(), remaining)
+        except (asyncio.TimeoutError, TimeoutError):
             return False
         return True
 
@@ -253,6 +265,7 @@ class KernelSession:
         run = CellRun(kernel, self.limits, on_iopub=collector.handle, late=late)
         quota = self._local_quota()
         watch = QuotaWatch()
+        self._run = run
         try:
             if quota is None:
                 result = await run.run(self._execute_content(code), deadline=deadline, timeout=timeout)
@@ -268,6 +281,8 @@ class KernelSession:
             run.result.ending = Ending.BROKEN
             run.result.events.append(f"connection to the kernel failed ({exc}); kernel restarted")
             result = run.result
+        finally:
+            self._run = None
         await self._conclude(ex, collector, result, updates, late, t0, watch)
         return ex
 
@@ -415,9 +430,11 @@ class KernelSession:
         return result
 
     async def interrupt(self) -> None:
-        """Interrupt the running cell, if any (the execution then reports ``error``)."""
-        if self._kernel is not None:
-            await self._kernel.interrupt()
+        """Interrupt the running cell, if any (its execution then reports ``error``,
+        ``KeyboardInterrupt``). A cell the kernel has not begun yet is interrupted as
+        soon as it begins; with no cell running this does nothing."""
+        if self._run is not None:
+            await self._run.interrupt()
 
     async def restart(self) -> None:
         """Start a fresh kernel: every variable is lost (recorded in the audit trail)."""

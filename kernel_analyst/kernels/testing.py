@@ -15,6 +15,7 @@ A cell's code is a list of commands separated by ``;``::
     hang                 wait forever, ignoring interrupts
     die                  the kernel process ends
     error:NAME           the cell fails with NAME
+    delay-start:S        wait S seconds before starting the cell (a busy kernel)
     late-output:S:TEXT   after the reply, wait S seconds, then a stdout message
     idle-after:S         publish the idle status S seconds after the reply
     no-idle              publish no idle status at all
@@ -147,6 +148,9 @@ class FakeKernel(RunningKernel):
     async def _execute(self, msg_id: str, content: dict[str, Any]) -> None:
         commands = [c.strip() for c in str(content.get("code", "")).split(";") if c.strip()]
         silent = bool(content.get("silent"))
+        for command in commands:
+            if command.startswith("delay-start:"):
+                await asyncio.sleep(float(command.split(":", 1)[1]))
         self._interrupt_event().clear()
         self.publish(msg_id, "status", {"execution_state": "busy"})
         if not silent:
