@@ -249,6 +249,23 @@ async def test_children_gone_when_host_exits_without_closing(tmp_path: Path) -> 
         stop(host)
 
 
+@pytest.mark.parametrize("level", ALL_LEVELS)
+async def test_a_queued_call_keeps_its_own_deadline(level: str, open_manager: ManagerFactory) -> None:
+    """``execute("1", timeout=1)`` behind a busy cell returns after about 1 s, not when the
+    earlier cell ends; it says it did not run; the earlier cell is not disturbed."""
+    s = await tracked(await open_manager(level), "queued")
+    busy = asyncio.ensure_future(s.run("import time\ntime.sleep(4)\n'slept'", timeout=30))
+    assert await wait_until(lambda: s.session.busy, timeout=10)
+    t0 = time.monotonic()
+    queued = await s.session.execute("1", timeout=1)
+    assert time.monotonic() - t0 < 3, "the deadline counts from the call"
+    assert queued.status == "timeout" and queued.state == "kept" and queued.outputs == []
+    assert queued.error is not None and "did not run" in queued.error.evalue
+    done = await busy
+    assert done.status == "ok" and done.text.strip() == "'slept'"
+    s.check_audit()
+
+
 # -- case 6: file size, disk quota, /tmp ---------------------------------------------------
 
 
