@@ -17,6 +17,7 @@ the whole notebook is validated once, on :meth:`AuditTrail.export`.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -27,8 +28,6 @@ from typing import Any
 from .execution import Execution
 
 NBFORMAT = 4
-_UMASK = os.umask(0)
-os.umask(_UMASK)  # read once: mkstemp creates 0600 files, notebooks are ordinary files
 NBFORMAT_MINOR = 5
 _TAIL = b"\n]}\n"
 
@@ -72,13 +71,21 @@ def code_cell(ex: Execution) -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=1)
+def _umask() -> int:
+    """The process umask (read once, when first needed: reading it means setting it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and rename (never half-written)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, 0o666 & ~_UMASK)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a notebook is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -87,18 +94,43 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 class AuditTrail:
-    """The live ``.ipynb`` of one session."""
+    """The live ``.ipynb`` of one session.
 
-    def __init__(self, path: Path, metadata: dict[str, Any]) -> None:
+    :meth:`create` starts a new notebook, :meth:`open` continues one already on disk
+    (a conversation resumed by a new manager or after a restart); the constructor only
+    holds state.
+    """
+
+    def __init__(self, path: Path, metadata: dict[str, Any],
+                 cells: list[dict[str, Any]] | None = None) -> None:
         self.path = path
         self.metadata = metadata
-        self.cells: list[dict[str, Any]] = []
-        self._encoded: list[bytes] = []
+        self.cells: list[dict[str, Any]] = list(cells or [])
+        self._encoded: list[bytes] = [_dumps(c) for c in self.cells]
         # display_id -> (cell index, output index) of every output that carries it, so an
         # update_display_data sent by a later cell changes the earlier cell too.
         self._displays: dict[str, list[tuple[int, int]]] = {}
-        self._cells_end = 0  # byte offset where the tail starts
-        self._rewrite()
+        self._cells_end = 0  # byte offset where the tail starts; set by _rewrite
+
+    @classmethod
+    def create(cls, path: Path, metadata: dict[str, Any]) -> AuditTrail:
+        """Start a new, empty notebook at ``path`` (replacing any file there)."""
+        trail = cls(path, metadata)
+        trail._rewrite()
+        return trail
+
+    @classmethod
+    def open(cls, path: Path) -> AuditTrail:
+        """Continue the notebook at ``path``: repaired if its last append was cut short,
+        then laid out again so appends stay one write each. Raises ValueError for a file
+        that is not a notebook."""
+        repair_notebook(path)
+        nb = json.loads(path.read_bytes())
+        if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+            raise ValueError(f"{path} is not a notebook")
+        trail = cls(path, dict(nb.get("metadata", {})), nb["cells"])
+        trail._rewrite()
+        return trail
 
     def _head(self) -> bytes:
         return (b'{\n"metadata":' + _dumps(self.metadata)

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,6 +40,7 @@ from .exceptions import (
 from .execution import Execution, ExecutionError, OutputCollector, VariableChanges, VariableInfo
 from .files import FileInfo
 from .limits import Limits
+from .recovery import Recoverer, RecoveryPolicy, RecoveryReport, cells_to_restore
 from .request import Outcome, deadline_after
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,7 @@ class KernelSession:
         backend: KernelBackend,
         limits: Limits,
         environment: KernelEnvironment | None = None,
+        recovery: RecoveryPolicy | None = None,
     ) -> None:
         self.id = session_id
         self.directory = directory
@@ -75,6 +78,11 @@ class KernelSession:
         self._lock = asyncio.Lock()
         self._quota = DiskGuard(self.workdir, limits) if limits.max_disk_mb else None
         self._run: CellRun | None = None  # the cell running now
+        self.recovery = recovery or RecoveryPolicy()
+        """Whether lost variables are brought back (replay, snapshot) or stay lost."""
+        self.last_recovery: RecoveryReport | None = None
+        """The report of the latest recovery, if any."""
+        self._recover_reason: str | None = None  # set when state was lost and is to come back
         self._loss_reported = True
         self._restarts: list[float] = []
         self._versions_recorded = False
@@ -84,8 +92,10 @@ class KernelSession:
 
     # -- lifecycle -------------------------------------------------------------------
 
-    async def start(self, kernel: RunningKernel | None = None) -> None:
-        """Start (or adopt a pre-started pool kernel) and create the audit notebook."""
+    async def start(self, kernel: RunningKernel | None = None, *, resume: bool = False) -> None:
+        """Start (or adopt a pre-started pool kernel) and create the audit notebook; with
+        ``resume``, continue the notebook already in the session's directory (its
+        variables come back at first use, by the recovery policy)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         adopted = kernel is not None
         if kernel is None:
@@ -98,13 +108,30 @@ class KernelSession:
             # the first cell, and its reply is routed like any other.
             kernel.router.forget(kernel.router.send("shell", "execute_request", _silent_content(
                 {}, code=f"_kernel_analyst.adopt({str(self.workdir)!r})")))
-        self._audit = AuditTrail(self.notebook_path, self._notebook_metadata(kernel))
+        if resume and self.notebook_path.exists():
+            self._reopen(kernel)
+        else:
+            self._audit = AuditTrail.create(self.notebook_path, self._notebook_metadata(kernel))
         if kernel.files is None and self.environment == KernelEnvironment():
             # The kernel runs this very interpreter: read package versions here, off the
             # path of the first result, instead of asking the kernel in the first cell.
             self._versions_recorded = True
             self._versions_task = asyncio.create_task(self._record_host_versions())
         log.info("session %s started (isolation=%s)", self.id, kernel.isolation)
+
+    def _reopen(self, kernel: RunningKernel) -> None:
+        """Continue the notebook on disk: one trail per conversation, in a fresh kernel."""
+        self._audit = AuditTrail.open(self.notebook_path)
+        reopened = self._audit.metadata.setdefault("kernel_analyst", {}).get("reopened", [])
+        self._audit.update_metadata(reopened=[*reopened, utcnow()], isolation=kernel.isolation,
+                                    backend=self._backend.name, limits=self.limits.to_dict())
+        if not cells_to_restore(self._audit.cells):
+            return
+        if self.recovery.enabled:
+            self._recover_reason = "conversation reopened"
+        else:
+            self._mark("Conversation reopened in a fresh kernel; the variables from before were "
+                       "not restored (recovery is off).", "reopened")
 
     async def _record_host_versions(self) -> None:
         versions = await asyncio.to_thread(package_versions)
@@ -134,18 +161,43 @@ class KernelSession:
             },
         }
 
-    async def close(self) -> None:
-        """Shut the kernel down (no process is left behind). The notebook stays on disk."""
+    async def close(self, *, save: str | None = None) -> None:
+        """Shut the kernel down (no process is left behind). The notebook stays on disk.
+
+        ``save`` (the reason: ``idle``, ``closed``, ``shutdown``) first snapshots the
+        namespace when the recovery policy asks for snapshots, so that resuming the
+        conversation loads it instead of replaying every cell.
+        """
         if self._closed:
             return
         self._closed = True
         if self._versions_task is not None:
             self._versions_task.cancel()
         async with self._lock:
+            if save is not None:
+                await self._snapshot(save)
             if self._kernel is not None:
                 await self._kernel.shutdown()
             if self._quota is not None:
                 self._quota.close()
+
+    async def _snapshot(self, reason: str) -> None:
+        kernel = self._kernel
+        policy = self.recovery
+        if (not (policy.enabled and policy.snapshot) or kernel is None or not kernel.is_alive()
+                or kernel.files is not None or self._audit is None or self._recover_reason is not None
+                or not cells_to_restore(self._audit.cells)):
+            return  # nothing to save, a loss not yet recovered, or a remote kernel's files
+        if self._quota is not None:  # the snapshot is not the user's data: no quota on it
+            kernel.limit_file_size(self._quota.max_file or 2**62)
+            self._quota.forget_kernel()
+        try:
+            manifest = await self._recoverer().save(reason)
+        except Exception:  # a failed snapshot only means a replay later
+            log.exception("session %s: could not snapshot the namespace", self.id)
+            return
+        if manifest is not None:
+            log.info("session %s: namespace saved (%d variables)", self.id, len(manifest.get("saved", {})))
 
     async def __aenter__(self) -> KernelSession:
         return self
@@ -249,8 +301,21 @@ class KernelSession:
         if await self._ensure_kernel(ex):
             self._mark("Kernel had died while idle; started a fresh kernel. All variables were lost.",
                        "died")
+        report = await self._recover_if_needed()
+        if report is not None:
+            ex.recovery = report
+            ex.events.append(f"state {'restored' if report.complete else 'partly restored'} "
+                             f"({report.method}, {report.duration_s:.1f} s) after: {report.reason}")
+            if report.complete and ex.state == "lost":
+                ex.state = "kept"  # the namespace this step relies on is back
         if waited >= 0.1:
             ex.events.append(f"waited {waited:.1f} s for an earlier call on this session")
+        await self._run_cell(ex, t0, deadline, timeout, on_output, record=True)
+        return ex
+
+    async def _run_cell(self, ex: Execution, t0: float, deadline: float | None, timeout: float | None,
+                        on_output: OutputCallback | None, *, record: bool) -> None:
+        """Run ``ex.code`` under the timeout policy and conclude (``record``: into the trail)."""
         updates: list[tuple[str, dict[str, Any]]] = []
         collector = OutputCollector(
             # The kernel caps first; the slack lets its truncation note through.
@@ -266,16 +331,17 @@ class KernelSession:
         quota = self._local_quota()
         watch = QuotaWatch()
         self._run = run
+        done = _Concluding(ex, collector, updates, late, t0, record)
         try:
             if quota is None:
-                result = await run.run(self._execute_content(code), deadline=deadline, timeout=timeout)
+                result = await run.run(self._execute_content(ex.code), deadline=deadline, timeout=timeout)
             else:
                 async with quota.watching(kernel) as watch:
-                    result = await run.run(self._execute_content(code), deadline=deadline,
+                    result = await run.run(self._execute_content(ex.code), deadline=deadline,
                                            timeout=timeout)
         except asyncio.CancelledError:
             # The caller gave up: the cell was stopped; record what it did, then re-raise.
-            await asyncio.shield(self._conclude(ex, collector, run.result, updates, late, t0, watch))
+            await asyncio.shield(self._conclude(done, run.result, watch))
             raise
         except KernelConnectionError as exc:  # the request could not even be sent
             run.result.ending = Ending.BROKEN
@@ -283,8 +349,7 @@ class KernelSession:
             result = run.result
         finally:
             self._run = None
-        await self._conclude(ex, collector, result, updates, late, t0, watch)
-        return ex
+        await self._conclude(done, result, watch)
 
     def _local_quota(self) -> DiskGuard | None:
         """The disk quota, when there is one and the files live on this host."""
@@ -298,11 +363,10 @@ class KernelSession:
         return {"code": code, "silent": False, "store_history": True,
                 "user_expressions": expressions, "allow_stdin": False, "stop_on_error": False}
 
-    async def _conclude(self, ex: Execution, collector: OutputCollector, result: CellResult,
-                        updates: list[tuple[str, dict[str, Any]]], late: _LateOutput,
-                        t0: float, watch: QuotaWatch) -> None:
+    async def _conclude(self, done: _Concluding, result: CellResult, watch: QuotaWatch) -> None:
         """Fill the execution in, record it, and replace the kernel if the run says so."""
-        ex.duration_s = time.monotonic() - t0
+        ex, collector = done.ex, done.collector
+        ex.duration_s = time.monotonic() - done.t0
         expressions = apply_result(ex, collector, result)
         if result.reply is not None and ex.status != "ok" and ex.state == "kept":
             expressions["step"] = await self._diff_after_error(ex)
@@ -315,19 +379,68 @@ class KernelSession:
         stopped_by_quota = self._explain_quota(ex, collector, watch)
         if over_quota:
             self._fail_for_quota(ex, over_quota)
-        late.index = self.audit.append_execution(ex, collector.display_ids)
-        late.audit = self.audit
-        if updates:
-            self.audit.update_displays(updates, skip=late.index)
+        if done.record:
+            self._record(done, result, over_quota or stopped_by_quota)
+        if result.ending is not Ending.COMPLETED:
+            self._state_lost(f"the kernel {'died' if result.ending is Ending.DIED else 'was restarted'} "
+                             "during a cell")
+        if result.needs_new_kernel:
+            await self._replace_kernel(result.events[-1] if result.events else "unusable kernel")
+
+    def _record(self, done: _Concluding, result: CellResult, quota_note: str | None) -> None:
+        """Append the cell (and its markers) to the audit trail."""
+        done.late.index = self.audit.append_execution(done.ex, done.collector.display_ids)
+        done.late.audit = self.audit
+        if done.updates:
+            self.audit.update_displays(done.updates, skip=done.late.index)
         if result.ending is not Ending.COMPLETED:
             self._loss_reported = True
             what = "died" if result.ending is Ending.DIED else "restarted"
             self._mark(f"Kernel {what} during the cell above; a fresh kernel was started. "
                        "All variables were lost.", what)
-        if over_quota or stopped_by_quota:
-            self._mark(over_quota or stopped_by_quota or "", "disk_quota")
-        if result.needs_new_kernel:
-            await self._replace_kernel(result.events[-1] if result.events else "unusable kernel")
+        if quota_note:
+            self._mark(quota_note, "disk_quota")
+
+    def _state_lost(self, reason: str) -> None:
+        """The namespace is gone: bring it back at the next use, if the policy says so."""
+        if self.recovery.enabled:
+            self._recover_reason = reason
+
+    async def _recover_if_needed(self) -> RecoveryReport | None:
+        """Rebuild the namespace after a loss (under the lock, with a live kernel)."""
+        reason, self._recover_reason = self._recover_reason, None
+        if reason is None or self._audit is None:
+            return None
+        report = await self._recoverer().recover(reason)
+        if report is not None:
+            self.last_recovery = report
+            log.info("session %s: recovery after %s: %s", self.id, reason, report.describe())
+        return report
+
+    async def _recover_if_alive(self) -> None:
+        """Before a request that reads the namespace: bring it back if it is due."""
+        kernel = self._kernel
+        if self._recover_reason is not None and kernel is not None and kernel.is_alive():
+            await self._recover_if_needed()
+
+    def _recoverer(self) -> Recoverer:
+        here = [str(self.workdir)]
+        return Recoverer(self.recovery, self.audit, workdir=self.workdir, run=self._run_unrecorded,
+                         evaluate=self._evaluate, workdirs=(here, here))
+
+    async def _run_unrecorded(self, code: str, timeout: float | None) -> Execution:
+        """Run a cell without recording it (a replay); the kernel is replaced if it must be."""
+        ex = Execution(code=code, started_at=utcnow())
+        if self._kernel is None or not self._kernel.is_alive():
+            ex.status, ex.state = "died", "lost"
+            return ex
+        await self._run_cell(ex, time.monotonic(), deadline_after(timeout), timeout, None, record=False)
+        return ex
+
+    async def _evaluate(self, expression: str, timeout: float) -> Any:
+        """The JSON value of a ``_kernel_analyst`` expression (None if it failed)."""
+        result = await self._silent({"v": expression}, timeout=timeout)
+        return expression_json(result.get("v")) if result else None
 
     async def _disk_quota_message(self) -> str | None:
         """If the working directory is over ``Limits.max_disk_mb``, say so (else None).
@@ -373,6 +486,7 @@ class KernelSession:
         if unseen:
             ex.state = "lost"
             ex.events.append("kernel died while idle; restarted")
+            self._state_lost("the kernel died while idle")
         return unseen
 
     async def _diff_after_error(self, ex: Execution) -> Any:
@@ -441,6 +555,7 @@ class KernelSession:
         self._check_open()
         async with self._lock:
             self._loss_reported = True
+            self._recover_reason = None  # asked for a clean kernel: nothing comes back
             await self._replace_kernel("restart requested")
             self._mark("Kernel restarted on request. All variables were lost.", "restart_requested")
 
@@ -448,6 +563,7 @@ class KernelSession:
         """Summaries of the user's variables, without adding a cell to the audit trail."""
         self._check_open()
         async with self._lock:
+            await self._recover_if_alive()
             result = await self._silent({"v": "_kernel_analyst.variables()"}, timeout=10.0)
         data = expression_json(result.get("v")) if result else None
         return [VariableInfo.from_dict(d) for d in data] if isinstance(data, list) else []
@@ -462,6 +578,7 @@ class KernelSession:
             raise VariableFetchError(f"{name!r} is not a variable name")
         expr = f"_kernel_analyst.fetch({name!r}, {format!r}, {int(max_bytes)})"
         async with self._lock:
+            await self._recover_if_alive()
             result = await self._silent({"v": expr}, timeout=60.0)
         data = expression_json(result.get("v")) if result else None
         if not isinstance(data, dict):
@@ -524,6 +641,18 @@ class KernelSession:
             await asyncio.wait([self._versions_task])  # complete metadata in every export
         async with self._lock:
             return await asyncio.to_thread(self.audit.export, path)
+
+
+@dataclass
+class _Concluding:
+    """What concluding one cell needs (see ``KernelSession._conclude``)."""
+
+    ex: Execution
+    collector: OutputCollector
+    updates: list[tuple[str, dict[str, Any]]]
+    late: _LateOutput
+    t0: float
+    record: bool
 
 
 class _LateOutput:
