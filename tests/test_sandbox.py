@@ -207,12 +207,17 @@ async def test_writes_outside_workdir_are_denied(open_manager: ManagerFactory, t
         str(s.session.notebook_path), str(local_kernel(s.session).runtime_dir / "ka-probe"),
         "/proc/sys/kernel/hostname", str(tmp_path / "ka-probe"),
     ]
+    readme = (ROOT / "README.md").read_bytes()
     ex = await s.run(f"PATHS = {targets!r}\n" + WRITE_PROBE)
     result = json_line(ex.text)
-    assert all(v != "written" for v in result.values()), result
+    # Paths under /tmp (a checkout there, pytest's tmp_path) exist in the sandbox only on
+    # its private tmpfs: a write there may succeed and must not reach the host.
+    host_paths = {t: v for t, v in result.items() if not t.startswith("/tmp/")}
+    assert all(v != "written" for v in host_paths.values()), result
     read_only = ("/usr/ka-probe", "/etc/ka-probe", "/proc/sys/kernel/hostname")
     assert {result[p] for p in read_only} == {"EROFS"}
     assert not any(os.path.exists(t) for t in targets if "ka-probe" in t)
+    assert (ROOT / "README.md").read_bytes() == readme
     assert (other.session.workdir / "mine.txt").read_text() == "other session"
     assert socket.gethostname() == hostname
     ok = await s.run("open('inside.txt', 'w').write('fine')")
