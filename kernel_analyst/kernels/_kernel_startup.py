@@ -462,6 +462,21 @@ def _kernel_analyst_setup(max_output_chars, max_rich_chars):
     return helper
 
 
+def _kernel_analyst_lossless_iopub():
+    """Make the kernel wait, instead of dropping output, when this process reads IOPub
+    slower than a cell writes (a busy host): a PUB socket silently drops messages past
+    its high-water mark; with XPUB_NODROP its send blocks until there is room."""
+    try:
+        import zmq
+
+        thread = get_ipython().kernel.iopub_thread  # noqa: F821 - defined by IPython
+        sock = thread.socket
+        # Set from the IOPub thread, which owns the socket (sockets are not thread-safe).
+        thread.io_loop.add_callback(lambda: sock.setsockopt(zmq.XPUB_NODROP, 1))
+    except Exception:
+        pass  # not ipykernel's IOPubThread: keep its default
+
+
 def _kernel_analyst_preload(names):
     import importlib
 
@@ -476,8 +491,9 @@ import os as _ka_os
 
 _kernel_analyst = _kernel_analyst_setup(int(_ka_os.environ.get("KERNEL_ANALYST_MAX_OUTPUT", "1000000")),
                                         int(_ka_os.environ.get("KERNEL_ANALYST_MAX_RICH", "20000000")))
+_kernel_analyst_lossless_iopub()
 _kernel_analyst_preload(_ka_os.environ.get("KERNEL_ANALYST_PRELOAD", ""))
 if _ka_os.environ.get("KERNEL_ANALYST_PRELOAD"):
     _kernel_analyst.versions()  # a pool kernel has time now; its first cell should not wait
 _kernel_analyst.reset_diff()
-del _ka_os, _kernel_analyst_setup, _kernel_analyst_preload
+del _ka_os, _kernel_analyst_setup, _kernel_analyst_preload, _kernel_analyst_lossless_iopub

@@ -98,6 +98,7 @@ class SessionManager:
         self._creating: dict[str, asyncio.Lock] = {}
         self._pool: list[tuple[RunningKernel, Path]] = []
         self._pool_tasks: set[asyncio.Task[None]] = set()
+        self._closing: set[asyncio.Future[None]] = set()
         self._pool_semaphore = asyncio.Semaphore(max(1, pool_concurrency))
         self._culler: asyncio.Task[None] | None = None
         self._started = False
@@ -156,6 +157,7 @@ class SessionManager:
             task.cancel()
         await asyncio.gather(*self._pool_tasks, return_exceptions=True)
         await self.close_all()
+        await asyncio.gather(*self._closing, return_exceptions=True)
         pool, self._pool = self._pool, []
         await asyncio.gather(*(k.shutdown(now=True) for k, _ in pool), return_exceptions=True)
         for _, path in pool:
@@ -226,7 +228,12 @@ class SessionManager:
         session = self._sessions.pop(conversation_id, None)
         if session is None:
             return False
-        await session.close(save=reason)
+        # A task of its own, awaited through a shield: a caller that is cancelled (the
+        # culler, at shutdown) cannot leave a kernel half closed, and aclose() waits for it.
+        closing = asyncio.ensure_future(session.close(save=reason))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+        await asyncio.shield(closing)
         return True
 
     async def close_all(self, *, reason: str = "shutdown") -> None:

@@ -117,6 +117,7 @@ class KernelSession:
             # path of the first result, instead of asking the kernel in the first cell.
             self._versions_recorded = True
             self._versions_task = asyncio.create_task(self._record_host_versions())
+        self.last_used = time.monotonic()  # idle from now, not from before the kernel started
         log.info("session %s started (isolation=%s)", self.id, kernel.isolation)
 
     def _reopen(self, kernel: RunningKernel) -> None:
@@ -597,6 +598,7 @@ class KernelSession:
         in the audit notebook's metadata.
         """
         self._check_open()
+        self.last_used = time.monotonic()
         max_bytes = self.limits.max_upload_mb * 1024 * 1024
         if self._kernel is not None and self._kernel.files is not None:
             async with self._lock:  # remote files go through the kernel, between cells
