@@ -16,6 +16,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import kernels
+from ..frontend.errors import classify
+from ..frontend.settings import package_version
 from .agent_bridge import AgentBridge, agent_router
 from .config import ServerConfig
 from .exceptions import ServiceError, TooManySessionsError
@@ -30,19 +32,7 @@ PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inl
             "frame-ancestors 'none'")
 """Policy of the web page: only its own script; notebooks are shown in sandboxed frames."""
 
-_STATUS_BY_ERROR: tuple[tuple[type[Exception], int], ...] = (
-    (kernels.UnsafeFileNameError, 400),
-    (kernels.FileTooLargeError, 413),
-    (kernels.SessionClosedError, 410),
-    (kernels.VariableFetchError, 404),
-    (kernels.DiskQuotaError, 507),
-    (kernels.KernelStartError, 503),
-    (kernels.SandboxUnavailableError, 503),
-    (kernels.KernelAnalystError, 503),
-    (FileNotFoundError, 404),
-)
-
-_VERSION = "0.1.0"
+_VERSION = package_version()
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
@@ -57,12 +47,11 @@ async def _service_error(request: Request, exc: Exception) -> Response:
 
 
 async def _library_error(request: Request, exc: Exception) -> Response:
-    for kind, status in _STATUS_BY_ERROR:
-        if isinstance(exc, kind):
-            if status >= 500:
-                log.warning("request failed: %s", exc)
-            return _problem(status, str(exc))
-    raise exc
+    """A library error as an HTTP status (the front ends' one mapping), its message as detail."""
+    failure = classify(exc)
+    if failure.http_status >= 500:
+        log.warning("request failed: %s", exc)
+    return _problem(failure.http_status, str(exc))
 
 
 class SecurityHeaders:
@@ -154,6 +143,6 @@ def _add_page(app: FastAPI, config: ServerConfig) -> None:
         bridge: AgentBridge = request.app.state.bridge
         return {"version": _VERSION, "ask_available": bridge.ask_available,
                 "max_upload_bytes": config.max_upload_bytes, "max_timeout_s": config.max_timeout_s,
-                "default_timeout_s": config.default_timeout_s}
+                "default_timeout_s": config.default_timeout_s, "auth": config.auth}
 
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
