@@ -246,8 +246,9 @@ def trim_traceback(traceback: list[str], *, workdir: str | None = None) -> tuple
     """The frames worth showing and the number left out.
 
     Of a chain of exceptions only the last is kept. Of its frames, those in the user's
-    cells are kept, and the last one (where the exception was raised); library frames in
-    between are dropped. The final ``ename: evalue`` line is kept. No host path is shown:
+    cells (and in files under ``workdir``, the user's own modules) are kept, and the last
+    one (where the exception was raised); library frames in between are dropped. The
+    final ``ename: evalue`` line is kept. No host path is shown:
     paths into site-packages or the standard library are shortened to the module path,
     paths under ``workdir`` become relative, any other path keeps its last two parts.
     """
@@ -259,14 +260,14 @@ def trim_traceback(traceback: list[str], *, workdir: str | None = None) -> tuple
     body = [e for e in entries if e.strip() and not _RULE_RE.match(e.strip())
             and "Traceback (most recent call last)" not in e]
     final = body.pop() if body and not _is_frame(body[-1]) else ""
-    keep = {i for i, frame in enumerate(body) if _is_user_frame(frame)}
+    keep = {i for i, frame in enumerate(body) if _is_user_frame(frame, workdir)}
     if body:
         keep.add(len(body) - 1)
     shown: list[str] = []
     for i in sorted(keep):
         if (shown and i - 1 not in keep) or (not shown and i > 0):
             shown.append("   ...")
-        frame = body[i] if _is_user_frame(body[i]) else _compact_frame(body[i])
+        frame = body[i] if _is_user_frame(body[i], workdir) else _compact_frame(body[i])
         shown.append(scrub_frame_path(frame, workdir))
     if final:
         shown.append(final)
@@ -311,8 +312,12 @@ def _is_frame(entry: str) -> bool:
     return text.startswith(("File ", "Cell In[", "Input In [")) or "<ipython-input-" in text
 
 
-def _is_user_frame(entry: str) -> bool:
+def _is_user_frame(entry: str, workdir: str | None = None) -> bool:
     text = entry.lstrip()
+    if workdir:
+        root = workdir.rstrip("/\\") + "/"
+        if text.startswith(("File " + root, 'File "' + root)):
+            return True
     return text.startswith(("Cell In[", "Input In [")) or "<ipython-input-" in text
 
 

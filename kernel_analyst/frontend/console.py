@@ -45,12 +45,14 @@ async def read_stdin(prompt: str) -> str | None:
 
 
 def code_is_complete(source: str) -> bool:
-    """True when ``source`` is a whole cell: complete Python, or something only the kernel
-    understands (magics, shell escapes), or a syntax error the kernel should report."""
+    """True when ``source`` is a whole cell, read as Python's own prompt reads it: a simple
+    statement at once, a compound one at the blank line after it (the console stops there).
+    Something only the kernel understands (magics, shell escapes) and a syntax error the
+    kernel should report count as complete."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return codeop.compile_command(source, "<cell>", "exec") is not None
+            return codeop.compile_command(source.rstrip("\n"), "<cell>", "single") is not None
     except (SyntaxError, ValueError, OverflowError):
         return True
 
