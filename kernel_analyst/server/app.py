@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -124,13 +125,25 @@ def _mcp_mount(config: ServerConfig, bridge: AgentBridge) -> Any:
     return McpMount(config, bridge)
 
 
+_STYLESHEET_LINK = '<link rel="stylesheet" href="/static/style.css">'
+
+
+@functools.cache
+def page_html() -> str:
+    """The web page with its stylesheet inlined: one round trip less before the first paint
+    (the CSP allows inline styles, never inline scripts). Read once, on first use."""
+    static = resources.files("kernel_analyst.server") / "static"
+    html = static.joinpath("index.html").read_text(encoding="utf-8")
+    css = static.joinpath("style.css").read_text(encoding="utf-8")
+    return html.replace(_STYLESHEET_LINK, f"<style>\n{css}</style>", 1)
+
+
 def _add_page(app: FastAPI, config: ServerConfig) -> None:
     static = resources.files("kernel_analyst.server") / "static"
 
     @app.get("/", include_in_schema=False)
     async def page() -> Response:
-        return HTMLResponse(static.joinpath("index.html").read_text(encoding="utf-8"),
-                            headers={"Content-Security-Policy": PAGE_CSP})
+        return HTMLResponse(page_html(), headers={"Content-Security-Policy": PAGE_CSP})
 
     @app.get("/healthz", tags=["service"])
     async def healthz() -> dict[str, str]:

@@ -112,9 +112,14 @@ function showSession(info) {
 async function openSession(id) {
   if (state.busy) return;
   try {
+    // Marks for benchmarks/web_page.py (cheap; visible in the browser's performance panel).
+    performance.mark("ka-cells-requested");
     const data = await getJson("/sessions/" + id + "/cells");
+    performance.mark("ka-cells-fetched");
     showSession(data.session);
     renderCells(data.cells);
+    performance.mark("ka-cells-rendered");
+    requestAnimationFrame(() => setTimeout(() => performance.mark("ka-cells-painted")));
     $("progress").hidden = true;
     $("notebook-frame").hidden = true;
     const closed = data.session.state === "closed";
