@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import importlib
 import logging
-import os
 import re
 import sys
 import traceback
@@ -30,7 +29,7 @@ from .frontend.errors import RunFailedError, UsageError, classify
 from .frontend.flags import add_debug_flag, add_kernel_flags, add_model_flags, kernel_settings, model_settings
 from .frontend.models import build_analyst, describe_model_failure, load_model
 from .frontend.outcomes import eda_outcome
-from .frontend.sessions import open_manager
+from .frontend.sessions import need_file, open_manager
 from .frontend.settings import ModelSettings, package_version
 from .frontend.terminal import StepPrinter, progress_line
 from .kernels import Limits
@@ -177,19 +176,6 @@ def _logging(debug: bool) -> Iterator[None]:
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
-
-
-def need_file(path: Path) -> Path:
-    """``path`` if it is a readable file; otherwise an OSError that says what is wrong."""
-    if not path.exists():
-        raise FileNotFoundError(2, "No such file or directory", str(path))
-    if path.is_dir():
-        raise IsADirectoryError(21, "Is a directory", str(path))
-    if not os.access(path, os.R_OK):
-        raise PermissionError(13, "Permission denied", str(path))
-    with open(path, "rb") as f:  # os.access says yes to root; the open is what counts
-        f.read(1)
-    return path
 
 
 # -- eda ----------------------------------------------------------------------------------------
@@ -357,4 +343,4 @@ if __name__ == "__main__":  # pragma: no cover
     main_entry()
 
 
-__all__ = ["build_parser", "main", "main_entry", "need_file"]
+__all__ = ["build_parser", "main", "main_entry"]

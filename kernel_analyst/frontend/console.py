@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..kernels import Execution, KernelSession
 from .errors import classify
+from .sessions import need_file
 from .terminal import StepPrinter, error_block, output_text, progress_line, status_line
 from .tracebacks import ErrorView
 
@@ -171,11 +172,7 @@ class Console:
         if not rest:
             self._say("  usage: /eda FILE")
             return
-        path = Path(rest).expanduser()
-        if not path.is_file():
-            source = path if path.exists() else None
-            raise (IsADirectoryError(21, "Is a directory", str(path)) if source
-                   else FileNotFoundError(2, "No such file", str(path)))
+        path = need_file(Path(rest).expanduser())
 
         def progress(event: Any) -> None:
             line = progress_line(event)

@@ -1,9 +1,11 @@
-"""Sessions for a front end: where kernels run and where their files go."""
+"""Sessions for a front end: where kernels run, where their files go, which input files
+can be read."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -28,6 +30,20 @@ def kernel_backend(settings: KernelSettings) -> KernelBackend | None:
     return backend
 
 
+def need_file(path: Path) -> Path:
+    """``path`` if it is a readable file; otherwise the OSError that says what is wrong (the
+    error mapping turns it into "no such file", "is a directory", "cannot read")."""
+    if not path.exists():
+        raise FileNotFoundError(2, "No such file or directory", str(path))
+    if path.is_dir():
+        raise IsADirectoryError(21, "Is a directory", str(path))
+    if not os.access(path, os.R_OK):
+        raise PermissionError(13, "Permission denied", str(path))
+    with open(path, "rb") as f:  # os.access says yes to root; the open is what counts
+        f.read(1)
+    return path
+
+
 @contextlib.contextmanager
 def session_root(settings: KernelSettings) -> Iterator[Path]:
     """``settings.session_dir``, or a temporary directory removed at the end."""
@@ -49,4 +65,4 @@ async def open_manager(settings: KernelSettings, limits: Limits | None = None,
             yield manager
 
 
-__all__ = ["kernel_backend", "open_manager", "session_root"]
+__all__ = ["kernel_backend", "need_file", "open_manager", "session_root"]

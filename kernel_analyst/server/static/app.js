@@ -310,9 +310,8 @@ async function runCode(code) {
 
 async function askQuestion(question) {
   const id = await ensureSession(question);
-  const files = Array.from($("files").querySelectorAll("a.download"), (a) => a.textContent)
-    .filter((name) => !name.startsWith("outputs/"));
-  await runStream("/sessions/" + id + "/ask", { question: question, files: files }, "Answering");
+  // No file list: the agent is told about every file in the session's working directory.
+  await runStream("/sessions/" + id + "/ask", { question: question, files: [] }, "Answering");
 }
 
 async function runEda(file) {
