@@ -232,3 +232,44 @@ async def test_an_eda_that_cannot_read_its_file_is_failed(browser: Any, server: 
         assert watch.errors == [] and watch.dialogs == []
     finally:
         await context.close()
+
+
+def _count_rows(call: Any) -> Any:
+    """A scripted model: run one cell, then answer with what it printed."""
+    from langchain_core.messages import ToolMessage
+
+    from kernel_analyst.agent.testing import tool_call
+
+    if isinstance(call.last_message, ToolMessage):
+        return f"The table has **{call.last_tool_output.split()[0]}** rows."
+    return tool_call("import pandas as pd\nprint(len(pd.read_csv('one.csv')))", text="Counting rows.")
+
+
+async def test_asking_in_the_page(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    from kernel_analyst.agent.testing import ScriptedChatModel
+
+    from .server_fixtures import start_server
+
+    running = start_server(tmp_path / "sessions", model=ScriptedChatModel(function=_count_rows), pool_size=0)
+    try:
+        context, page, watch = await open_page(browser, running)
+        await page.set_input_files("#file-input", files=[
+            {"name": "one.csv", "mimeType": "text/csv", "buffer": b"x\n1\n2\n3\n"}])
+        await page.wait_for_selector("#files a.download:text-is('one.csv')")
+        await page.check("input[name=mode][value=ask]")
+        assert await page.inner_text("#run") == "Ask"
+        await page.fill("#input", "How many rows?")
+        await page.press("#input", "Shift+Enter")
+        await page.wait_for_selector("#status.done:has-text('Answered after 1 step')", timeout=60_000)
+        cells = page.locator("#cells .cell")
+        assert "How many rows?" in await cells.first.inner_text()
+        code = page.locator("#cells .cell.code")
+        assert await code.count() == 1 and "status-ok" in (await code.get_attribute("class") or "")
+        assert await code.locator(".prompt").inner_text() == "[1]"
+        assert "3" in await code.locator(".outputs").inner_text()
+        assert await page.inner_text("#cells .cell.answer") == "The table has 3 rows."
+        await shoot(page, tmp_path, "ask")
+        assert watch.errors == [] and watch.dialogs == []
+        await context.close()
+    finally:
+        running.stop()

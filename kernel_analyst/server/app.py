@@ -44,7 +44,7 @@ def _problem(status: int, detail: str, headers: dict[str, str] | None = None) ->
 async def _service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, TooManySessionsError) else None
-    return _problem(exc.status, exc.message, headers)
+    return _problem(classify(exc).http_status, exc.message, headers)
 
 
 async def _library_error(request: Request, exc: Exception) -> Response:
