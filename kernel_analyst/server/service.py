@@ -310,8 +310,8 @@ class SessionService:
 
     async def stop(self, record: SessionRecord) -> StopResult:
         """Stop what runs in the session: a multi-step run (EDA, agent) is cancelled, which
-        interrupts its cell; a single cell is interrupted, again until it has ended (an
-        interrupt that lands before the cell starts is lost). The session stays usable."""
+        interrupts its cell; a single cell is interrupted (again while it goes on, for a cell
+        that catches KeyboardInterrupt). The session stays usable."""
         grace = self.config.limits.interrupt_grace_s + 5.0
         run = record.run
         if run is not None and not run.done():
