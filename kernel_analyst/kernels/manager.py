@@ -166,10 +166,11 @@ class SessionManager:
 
     # -- sessions ------------------------------------------------------------------------
 
-    async def session(self, conversation_id: str) -> KernelSession:
+    async def session(self, conversation_id: str, *, attach: str | None = None) -> KernelSession:
         """The conversation's session, created (with its kernel) on first use. A
         conversation already on disk under ``root_dir`` is resumed: the same notebook
-        goes on, and its variables come back by the recovery policy."""
+        goes on, and its variables come back by the recovery policy, or with the kernel
+        itself when ``attach`` names one still running on the backend (a gateway)."""
         self._check_open()
         existing = self._sessions.get(conversation_id)
         if existing is not None and not existing.closed:
@@ -183,21 +184,21 @@ class SessionManager:
                 raise KernelAnalystError(
                     f"{len(self._sessions)} sessions are open (max_sessions={self.max_sessions}); "
                     "close one first")
-            created = await self._create(conversation_id)
+            created = await self._create(conversation_id, attach)
             self._sessions[conversation_id] = created
             return created
 
-    async def _create(self, conversation_id: str) -> KernelSession:
+    async def _create(self, conversation_id: str, attach: str | None = None) -> KernelSession:
         directory = self.root_dir / directory_name(conversation_id)
-        kernel = await self._take_pooled(directory)
         resume = _is_conversation(directory, conversation_id)
+        kernel = None if resume and attach else await self._take_pooled(directory)
         if directory.exists() and not resume:
             _archive_notebook(directory)
         session = KernelSession(conversation_id, directory=directory, backend=self.backend,
                                 limits=self.limits, environment=self.environment,
                                 recovery=self.recovery)
         try:
-            await session.start(kernel, resume=resume)
+            await session.start(kernel, resume=resume, attach=attach)
         except BaseException:
             if kernel is not None:
                 await kernel.shutdown(now=True)
@@ -234,6 +235,15 @@ class SessionManager:
         self._closing.add(closing)
         closing.add_done_callback(self._closing.discard)
         await asyncio.shield(closing)
+        return True
+
+    async def detach(self, conversation_id: str) -> bool:
+        """Forget a conversation's session without stopping its kernel (another process
+        has taken it over); False if there was no such open session."""
+        session = self._sessions.pop(conversation_id, None)
+        if session is None:
+            return False
+        await session.detach()
         return True
 
     async def close_all(self, *, reason: str = "shutdown") -> None:

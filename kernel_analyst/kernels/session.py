@@ -92,14 +92,16 @@ class KernelSession:
 
     # -- lifecycle -------------------------------------------------------------------
 
-    async def start(self, kernel: RunningKernel | None = None, *, resume: bool = False) -> None:
+    async def start(self, kernel: RunningKernel | None = None, *, resume: bool = False,
+                    attach: str | None = None) -> None:
         """Start (or adopt a pre-started pool kernel) and create the audit notebook; with
         ``resume``, continue the notebook already in the session's directory (its
-        variables come back at first use, by the recovery policy)."""
+        variables come back at first use, by the recovery policy, unless ``attach``
+        names a kernel still running elsewhere that the backend could reattach to)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         adopted = kernel is not None
         if kernel is None:
-            kernel = await self._start_kernel()
+            kernel = await self._start_kernel(attach if resume else None)
         self._attach(kernel)
         if adopted:
             # A pool kernel started in another directory that was renamed to this one:
@@ -126,6 +128,10 @@ class KernelSession:
         reopened = self._audit.metadata.setdefault("kernel_analyst", {}).get("reopened", [])
         self._audit.update_metadata(reopened=[*reopened, utcnow()], isolation=kernel.isolation,
                                     backend=self._backend.name, limits=self.limits.to_dict())
+        if kernel.reattached:
+            self._mark("Conversation continued by another process; its kernel was still running, "
+                       "so every variable is as it was.", "reattached")
+            return
         if not cells_to_restore(self._audit.cells):
             return
         if self.recovery.enabled:
@@ -139,8 +145,9 @@ class KernelSession:
         if self._audit is not None and not self._closed:
             self._audit.update_metadata(versions=versions)
 
-    async def _start_kernel(self) -> RunningKernel:
-        request = KernelRequest(workdir=self.workdir, limits=self.limits, environment=self.environment)
+    async def _start_kernel(self, attach: str | None = None) -> RunningKernel:
+        request = KernelRequest(workdir=self.workdir, limits=self.limits, environment=self.environment,
+                                attach=attach)
         return await self._backend.start(request)
 
     def _attach(self, kernel: RunningKernel) -> None:
@@ -181,6 +188,28 @@ class KernelSession:
                 await self._kernel.shutdown()
             if self._quota is not None:
                 self._quota.close()
+
+    async def detach(self) -> None:
+        """Let go of the session without stopping its kernel (another process takes the
+        conversation over; only kernels that live apart from this one, on a gateway, keep
+        running). The notebook stays on disk."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._versions_task is not None:
+            self._versions_task.cancel()
+        async with self._lock:
+            if self._kernel is not None:
+                await self._kernel.detach()
+            if self._quota is not None:
+                self._quota.close()
+
+    @property
+    def kernel_id(self) -> str | None:
+        """The id of the kernel where a backend names kernels (a gateway), else None."""
+        described = self._kernel.describe() if self._kernel is not None else {}
+        found = described.get("kernel_id")
+        return str(found) if found else None
 
     async def _snapshot(self, reason: str) -> None:
         kernel = self._kernel

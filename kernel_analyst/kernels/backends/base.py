@@ -69,6 +69,10 @@ class KernelRequest:
     """Which Python to run."""
     preload: tuple[str, ...] = ()
     """Modules to import at start (warm pool kernels preload pandas and pyplot)."""
+    attach: str | None = None
+    """The id of a kernel that may still be running (a gateway kernel another process
+    started): reattach to it, namespace and all, instead of starting one. Backends that
+    cannot, or a kernel that is gone, start a fresh kernel."""
 
 
 class KernelFiles(abc.ABC):
@@ -103,6 +107,8 @@ class RunningKernel(abc.ABC):
     """``{"name", "display_name", "language"}`` for notebook metadata."""
     router: RequestRouter
     """Routes every incoming message to its request; all requests are sent through it."""
+    reattached: bool = False
+    """True when this kernel was already running (its namespace is intact)."""
 
     @abc.abstractmethod
     def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:
@@ -126,6 +132,11 @@ class RunningKernel(abc.ABC):
     async def shutdown(self, *, now: bool = False) -> None:
         """Stop the kernel: shutdown request, then SIGTERM, then SIGKILL (``now`` skips
         the polite steps). Always leaves no process behind; safe to call twice."""
+
+    async def detach(self) -> None:
+        """Let go of the kernel without stopping it (another process takes it over).
+        Only kernels that live apart from this process can; others shut down."""
+        await self.shutdown()
 
     def limit_file_size(self, max_bytes: int) -> None:  # noqa: B027 - optional, local kernels only
         """Let no file the kernel's processes write grow past ``max_bytes`` (the soft

@@ -235,6 +235,19 @@ class GatewayKernel(RunningKernel):
             for callback in self.on_shutdown:
                 callback(self)
 
+    async def detach(self) -> None:
+        """Close our websocket and forget the kernel; it keeps running on the gateway."""
+        if self._closed:
+            return
+        self._closed = True
+        self._mark_exited("detached", expected=True)
+        await self.channels.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for callback in self.on_shutdown:
+            callback(self)
+
     async def _delete(self) -> None:
         """DELETE the kernel: the gateway asks it to stop, then kills it (the API has no
         "now"). Retried briefly: a gateway answers 500 while it is restarting the kernel."""
@@ -259,6 +272,20 @@ class GatewayKernel(RunningKernel):
                 "kernel_id": self.kernel_id}
 
     # -- start ---------------------------------------------------------------------------
+
+    async def _reconnect_existing(self) -> None:
+        """Open the websocket of a running kernel and adopt its marker: it must be one of
+        ours (started with the startup code), or its namespace is not what we recorded."""
+        await self.channels.open()
+        self._spawn(self._watch())
+        info = await self.request("kernel_info_request", {}, timeout=self._http.request_timeout_s)
+        self.kernel_info = info["content"]
+        entry = await self.evaluate(f"{_FILES_VAR}.marker")
+        marker = entry.get("data", {}).get("text/plain") if entry.get("status") == "ok" else None
+        if not isinstance(marker, str) or not marker.startswith("'"):
+            raise KernelStartError(f"gateway kernel {self.kernel_id} is not a kernel-analyst kernel "
+                                   "(or it was restarted); its namespace is not the recorded one")
+        self.marker = marker.strip("'")
 
     async def _start(self, code: str) -> None:
         """Open the websocket, wait for kernel_info, then run the startup code."""
@@ -431,6 +458,12 @@ class GatewayBackend(KernelBackend):
                 "language": spec.get("language", "python")}
 
     async def start(self, request: KernelRequest) -> RunningKernel:
+        if request.attach:
+            try:
+                return await self._reattach(request)
+            except (GatewayError, KernelStartError) as exc:
+                log.info("could not reattach to gateway kernel %s (%s); starting a new one",
+                         request.attach, exc)
         spec = await self._spec_meta(request)
         timeout = request.limits.startup_timeout_s
         deadline = time.monotonic() + timeout
@@ -457,6 +490,30 @@ class GatewayBackend(KernelBackend):
             await self._discard(kernel)
             raise
         log.info("started gateway kernel %s on %s", kernel.kernel_id, self.url)
+        return kernel
+
+    async def _reattach(self, request: KernelRequest) -> GatewayKernel:
+        """Connect to a kernel of ours still running on the gateway (another replica
+        started it); raises GatewayError or KernelStartError when that is not possible."""
+        kernel_id = str(request.attach)
+        model = await self._http.call("GET", f"/api/kernels/{kernel_id}", missing_ok=True)
+        if model is None:
+            raise GatewayError(f"the gateway has no kernel {kernel_id}")
+        spec = await self._spec_meta(request)
+        kernel = GatewayKernel(self._http, kernel_id, poll_interval_s=self.poll_interval_s,
+                               reconnect_window_s=self.reconnect_window_s)
+        kernel.kernelspec = spec
+        kernel.reattached = True
+        self._kernels.add(kernel)
+        kernel.on_shutdown.append(self._kernels.discard)
+        try:
+            await asyncio.wait_for(kernel._reconnect_existing(), request.limits.startup_timeout_s)
+            mirror = request.workdir / ".gateway-uploads" if self.restore_uploads else None
+            kernel.files = GatewayFiles(kernel.evaluate, mirror=mirror)
+        except BaseException:
+            await kernel.detach()
+            raise
+        log.info("reattached to gateway kernel %s on %s", kernel_id, self.url)
         return kernel
 
     async def _attach_files(self, kernel: GatewayKernel, request: KernelRequest) -> None:
