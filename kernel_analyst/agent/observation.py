@@ -122,6 +122,7 @@ def observe(
     lost_variables: Iterable[str] | None = None,
     save_as: str | None = None,
     workdir: str | None = None,
+    recovering: bool = False,
 ) -> Observation:
     """Turn ``ex`` into the observation the model reads.
 
@@ -129,10 +130,11 @@ def observe(
     a step that lost the kernel's state (``None``: not known). ``save_as`` is the file name
     under which the caller will store the full output when it does not fit. ``workdir``
     (the kernel's working directory) lets traceback paths inside it show as relative.
+    ``recovering``: the session rebuilds lost variables before the next step.
     """
     figures = _Figures(attach=send_images, max_images=max_images)
     output = _output_text(ex.outputs, figures)
-    head = _notices(ex, lost_variables)
+    head = _notices(ex, lost_variables, recovering=recovering)
     tail = [note for note in (_variables_note(ex), _dropped_note(ex)) if note]
     room = max(budget - sum(len(part) + 1 for part in head + tail), _MIN_OUTPUT_ROOM)
     error = ""
@@ -337,19 +339,32 @@ def format_error(error: ExecutionError, *, limit: int, workdir: str | None = Non
 # -- notices ----------------------------------------------------------------------------
 
 
-def _notices(ex: Execution, lost_variables: Iterable[str] | None) -> list[str]:
+def _notices(ex: Execution, lost_variables: Iterable[str] | None, *, recovering: bool = False) -> list[str]:
     seconds = f"{ex.duration_s:.1f}"
+    restored = [_restored_note(ex)] if ex.recovery is not None else []
     if ex.state != "lost":
-        return [message("timeout_kept", seconds=seconds)] if ex.status == "timeout" else []
+        timeout = [message("timeout_kept", seconds=seconds)] if ex.status == "timeout" else []
+        return restored + timeout
     if ex.status == "died":
         what = message("died")
     elif ex.status == "timeout":
         what = message("timeout_restarted", seconds=seconds)
     else:
         what = message("died_before")
+    if recovering:
+        return [*restored, what, message("lost_recovering")]
     names = sorted(lost_variables) if lost_variables is not None else []
     lost = message("lost_named", names=", ".join(names)) if names else message("lost_all")
-    return [what, lost]
+    return [*restored, what, lost]
+
+
+def _restored_note(ex: Execution) -> str:
+    report = ex.recovery
+    assert report is not None
+    how = {"snapshot": "loaded from a snapshot", "replay": "earlier steps re-run"}.get(report.method,
+                                                                                   report.method)
+    lines = report.describe().splitlines()[1:]  # the first line repeats how and why
+    return message("restored", how=f"{how}; {report.reason}", report=" ".join(lines))
 
 
 def _variables_note(ex: Execution) -> str:
@@ -389,9 +404,11 @@ async def observe_step(
     chosen = settings or ObservationSettings()
     lost = list(lost_variables) if lost_variables is not None else None
 
+    recovering = session.recovery.enabled
+
     def render(name: str | None) -> Observation:
         return observe(ex, budget=chosen.budget, send_images=chosen.send_images, max_images=chosen.max_images,
-                       lost_variables=lost, save_as=name)
+                       lost_variables=lost, save_as=name, recovering=recovering)
 
     return await store_saved_output(session, render(save_as), lambda: render(None))
 
