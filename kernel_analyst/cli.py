@@ -22,6 +22,7 @@ import sys
 import traceback
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from .frontend.outcomes import eda_outcome
 from .frontend.sessions import need_file, open_manager
 from .frontend.settings import ModelSettings, package_version
 from .frontend.terminal import StepPrinter, progress_line
-from .kernels import Limits
+from .kernels import ConversationInfo, KernelSession, Limits
 
 PROG = "kernel-analyst"
 
@@ -88,6 +89,9 @@ def _add_ask(commands: Any, shared: argparse.ArgumentParser) -> None:
     p.add_argument("items", nargs="+", metavar="DATA... QUESTION", help="data files, then the question")
     add_model_flags(p, required=True)
     p.add_argument("-o", "--output", type=Path, metavar="OUT.ipynb", help="write the audit notebook here")
+    p.add_argument("--conversation", default="ask", metavar="ID",
+                   help="the conversation to continue under --session-dir (its notebook, files and "
+                        "variables; default: %(default)s)")
     p.set_defaults(func=_cmd_ask)
 
 
@@ -98,6 +102,9 @@ def _add_chat(commands: Any, shared: argparse.ArgumentParser) -> None:
                                         "agent. Commands: /files, /vars, /save [PATH], /eda FILE, "
                                         "/traceback, /reset, /help, /quit.")
     p.add_argument("data", nargs="*", type=Path, metavar="DATA", help="data files to upload first")
+    p.add_argument("--resume", type=Path, metavar="CONVERSATION_DIR",
+                   help="continue the conversation kept in this directory (one under --session-dir): "
+                        "the same notebook, files and variables")
     add_model_flags(p, required=False, purpose="without it, chat is a code console")
     p.set_defaults(func=_cmd_chat)
 
@@ -295,10 +302,12 @@ def _cmd_ask(args: argparse.Namespace) -> int:
 
 async def _ask(args: argparse.Namespace, settings: ModelSettings, model: Any, files: list[Path],
                question: str) -> int:
-    async with open_manager(kernel_settings(args)) as manager:
+    conversation = args.conversation
+    async with open_manager(kernel_settings(args), recovery="replay") as manager:
         analyst = build_analyst(model, manager, settings)
-        answer = await analyst.ask("ask", question, files=files, on_event=StepPrinter(sys.stdout).dispatch)
-        written = await (await manager.session("ask")).export(args.output) if args.output else None
+        answer = await analyst.ask(conversation, question, files=files,
+                                   on_event=StepPrinter(sys.stdout).dispatch)
+        written = await (await manager.session(conversation)).export(args.output) if args.output else None
     if answer.stop_reason == "error":
         if written is not None:
             print(f"\nnotebook: {written}")
@@ -321,22 +330,50 @@ def _answer_error(error: str, settings: ModelSettings) -> str:
 def _cmd_chat(args: argparse.Namespace) -> int:
     files = [need_file(p) for p in args.data]
     settings = model_settings(args)
+    resume = _resumed_conversation(args.resume) if args.resume is not None else None
     model = _load_model(settings) if settings.spec else None
-    return asyncio.run(_chat(args, settings, model, files))
+    return asyncio.run(_chat(args, settings, model, files, resume))
 
 
-async def _chat(args: argparse.Namespace, settings: ModelSettings, model: Any, files: list[Path]) -> int:
+def _resumed_conversation(directory: Path) -> ConversationInfo:
+    """The conversation kept in ``directory`` (``chat --resume``), or a one-line error."""
+    if not directory.is_dir():
+        raise UsageError(f"--resume {directory}: not a directory")
+    info = ConversationInfo.read(directory / "audit.ipynb")
+    if info is None:
+        raise UsageError(f"--resume {directory}: no conversation there (no kernel-analyst audit.ipynb)")
+    return info
+
+
+async def _chat(args: argparse.Namespace, settings: ModelSettings, model: Any, files: list[Path],
+                resume: ConversationInfo | None) -> int:
     from .frontend.console import Console
 
-    async with open_manager(kernel_settings(args)) as manager:
-        session = await manager.session("chat")
+    kernels = kernel_settings(args)
+    conversation = "chat"
+    if resume is not None:
+        kernels = replace(kernels, session_dir=resume.directory.parent)
+        conversation = resume.id
+    async with open_manager(kernels, recovery="replay") as manager:
+        session = await manager.session(conversation)
+        if resume is not None:
+            await _report_resume(session)
         for path in files:
             await session.upload(path)
         analyst = build_analyst(model, manager, settings) if model is not None else None
-        console = Console(session, "chat", sys.stdout, analyst=analyst)
+        console = Console(session, conversation, sys.stdout, analyst=analyst)
         if files:
             print(f"uploaded: {', '.join(p.name for p in files)}", flush=True)
         return await console.run()
+
+
+async def _report_resume(session: KernelSession) -> None:
+    """Bring the variables back now, and say what came back."""
+    names = [v.name for v in await session.variables()]
+    report = session.last_recovery
+    print(f"resumed conversation {session.id!r} ({session.notebook_path})", flush=True)
+    print(report.describe() if report is not None else f"variables: {', '.join(names) or 'none'}",
+          flush=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

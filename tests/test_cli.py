@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -285,3 +286,58 @@ def test_chat_commands(capsys: pytest.CaptureFixture[str], tmp_path: Path,
     assert f"notebook: {saved}" in out and saved.is_file()
     assert "kernel restarted" in out and "(no variables)" in out
     assert "commands: /files" in out
+
+
+def test_chat_resume_continues_a_conversation(tmp_path: Path) -> None:
+    """A console session left with /quit (its namespace snapshotted), continued with
+    --resume: the same notebook, and the variables are back."""
+    sessions = tmp_path / "sessions"
+    first = _cli("chat", "--session-dir", str(sessions), *KERNEL,
+                 stdin="answer = 6 * 7\nwords = ['durable']\n/quit\n")
+    assert first.returncode == 0, first.stderr
+    resumed = _cli("chat", "--resume", str(sessions / "chat"), *KERNEL,
+                   stdin="print(answer, words)\n/quit\n")
+    assert resumed.returncode == 0, resumed.stderr
+    out = resumed.stdout
+    assert out.startswith("resumed conversation 'chat'") and "loaded from a snapshot" in out
+    assert "42 ['durable']" in out
+    notebook = json.loads((sessions / "chat" / "audit.ipynb").read_text())
+    sources = ["".join(c["source"]).strip() for c in notebook["cells"] if c["cell_type"] == "code"]
+    assert sources == ["answer = 6 * 7", "words = ['durable']", "print(answer, words)"]
+
+
+def test_chat_resume_needs_a_conversation(tmp_path: Path) -> None:
+    done = _cli("chat", "--resume", str(tmp_path), *KERNEL)
+    assert done.returncode == 2
+    assert one_error_line(done.stderr) == (
+        f"kernel-analyst: error: --resume {tmp_path}: no conversation there (no kernel-analyst audit.ipynb)")
+
+
+def test_ask_continues_a_conversation(tmp_path: Path) -> None:
+    """Two ``ask`` runs (two processes) on one --session-dir and --conversation: the second
+    uses a variable the first made (its namespace was snapshotted at the end of the first)."""
+    from tests.openai_server import OpenAIServer, ScriptedReply
+
+    data = tmp_path / "points.csv"
+    data.write_text("x\n1\n3\n2\n")
+    sessions = tmp_path / "sessions"
+    common = ["--session-dir", str(sessions), "--conversation", "study", *KERNEL]
+    load = "import pandas as pd\ntotal = int(pd.read_csv('points.csv').x.sum())\ntotal"
+    replies = [ScriptedReply(code=load), ScriptedReply(text="The total is 6."),
+               ScriptedReply(code="total * 7"), ScriptedReply(text="Seven times it is 42.")]
+    with OpenAIServer(replies) as server:
+        model = ["--model", "openai:scripted-model", "--base-url", server.url]
+        first = _cli("ask", str(data), "What is the total?", *model, *common)
+        assert first.returncode == 0, first.stderr
+        second = _cli("ask", str(data), "And seven times that?", *model, *common)
+        assert second.returncode == 0, second.stderr
+        messages = server.requests[-1]["messages"]
+    last_tool = next(m["content"] for m in reversed(messages) if m["role"] == "tool")
+    assert "Seven times it is 42." in second.stdout and last_tool.startswith("42")
+    assert [c.id for c in _conversations(sessions)] == ["study"]
+
+
+def _conversations(root: Path) -> list[Any]:
+    from kernel_analyst.kernels import ConversationInfo
+
+    return [info for nb in root.glob("*/audit.ipynb") if (info := ConversationInfo.read(nb)) is not None]

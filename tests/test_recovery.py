@@ -290,3 +290,16 @@ async def test_recovery_happens_before_variables_too(tmp_path: Path) -> None:
         assert "x" in names
         assert os.path.exists(s.notebook_path)
         assert await asyncio.wait_for(s.fetch("x"), 30) == 41
+
+
+async def test_an_upload_after_a_loss_waits_for_the_recovery(tmp_path: Path) -> None:
+    """A new version of an input uploaded after a loss must not feed the replay of cells
+    that read the old one: the upload first brings the namespace back."""
+    async with SessionManager(tmp_path, limits=_limits(), recovery="replay") as m:
+        s = await m.session("reupload")
+        await _converse(s)
+        await s.execute("import os; os._exit(1)")
+        await s.upload(b"species,body_mass_g\nAdelie,1\n", name="penguins.csv")
+        assert s.last_recovery is not None and s.last_recovery.complete
+        ex = await s.execute("print(len(df), len(pd.read_csv('penguins.csv')))")
+        assert ex.text.split() == ["344", "1"], ex.text

@@ -328,10 +328,7 @@ class KernelSession:
                               on_output: OutputCallback | None, *, waited: float) -> Execution:
         ex = Execution(code=code, started_at=utcnow())
         t0 = time.monotonic()
-        if await self._ensure_kernel(ex):
-            self._mark("Kernel had died while idle; started a fresh kernel. All variables were lost.",
-                       "died")
-        report = await self._recover_if_needed()
+        report = await self._ready(ex)
         if report is not None:
             ex.recovery = report
             ex.events.append(f"state {'restored' if report.complete else 'partly restored'} "
@@ -447,11 +444,13 @@ class KernelSession:
             log.info("session %s: recovery after %s: %s", self.id, reason, report.describe())
         return report
 
-    async def _recover_if_alive(self) -> None:
-        """Before a request that reads the namespace: bring it back if it is due."""
-        kernel = self._kernel
-        if self._recover_reason is not None and kernel is not None and kernel.is_alive():
-            await self._recover_if_needed()
+    async def _ready(self, ex: Execution | None) -> RecoveryReport | None:
+        """Under the lock, before a request: a live kernel (a dead one replaced, its loss
+        marked) with the namespace brought back if it was lost and the policy says so."""
+        if await self._ensure_kernel(ex):
+            self._mark("Kernel had died while idle; started a fresh kernel. All variables were lost.",
+                       "died")
+        return await self._recover_if_needed()
 
     def _recoverer(self) -> Recoverer:
         here = [str(self.workdir)]
@@ -505,7 +504,7 @@ class KernelSession:
             ex.outputs.append({"output_type": "error", "ename": "DiskQuotaError", "evalue": text,
                                "traceback": [f"DiskQuotaError: {text}"]})
 
-    async def _ensure_kernel(self, ex: Execution) -> bool:
+    async def _ensure_kernel(self, ex: Execution | None) -> bool:
         """Start a kernel if there is none alive; return True if state was lost unseen."""
         kernel = self._kernel
         if kernel is not None and kernel.is_alive() and kernel.router.failure is None:
@@ -514,8 +513,9 @@ class KernelSession:
         reason = "kernel died while idle" if unseen else "kernel restarted after death"
         await self._replace_kernel(reason)
         if unseen:
-            ex.state = "lost"
-            ex.events.append("kernel died while idle; restarted")
+            if ex is not None:
+                ex.state = "lost"
+                ex.events.append("kernel died while idle; restarted")
             self._state_lost("the kernel died while idle")
         return unseen
 
@@ -593,7 +593,7 @@ class KernelSession:
         """Summaries of the user's variables, without adding a cell to the audit trail."""
         self._check_open()
         async with self._lock:
-            await self._recover_if_alive()
+            await self._ready(None)
             result = await self._silent({"v": "_kernel_analyst.variables()"}, timeout=10.0)
         data = expression_json(result.get("v")) if result else None
         return [VariableInfo.from_dict(d) for d in data] if isinstance(data, list) else []
@@ -608,7 +608,7 @@ class KernelSession:
             raise VariableFetchError(f"{name!r} is not a variable name")
         expr = f"_kernel_analyst.fetch({name!r}, {format!r}, {int(max_bytes)})"
         async with self._lock:
-            await self._recover_if_alive()
+            await self._ready(None)
             result = await self._silent({"v": expr}, timeout=60.0)
         data = expression_json(result.get("v")) if result else None
         if not isinstance(data, dict):
@@ -629,11 +629,15 @@ class KernelSession:
         self._check_open()
         self.last_used = time.monotonic()
         max_bytes = self.limits.max_upload_mb * 1024 * 1024
-        if self._kernel is not None and self._kernel.files is not None:
-            async with self._lock:  # remote files go through the kernel, between cells
+        async with self._lock:  # between cells; and a pending recovery goes first
+            if self.recovery.enabled:
+                # The recorded cells ran with the file as it was: restore their effects
+                # before a new upload can replace it.
+                await self._ready(None)
+            if self._kernel is not None and self._kernel.files is not None:
                 info = await self._kernel.files.upload(source, name, max_bytes)
-        else:
-            info = await asyncio.to_thread(_files.store, self.workdir, source, name, max_bytes)
+            else:
+                info = await asyncio.to_thread(_files.store, self.workdir, source, name, max_bytes)
         audit = self.audit
         recorded = [f for f in audit.metadata["kernel_analyst"].get("files", []) if f["name"] != info.name]
         audit.update_metadata(files=[*recorded, {**info.to_dict(), "uploaded_at": utcnow()}])
