@@ -62,7 +62,8 @@ CONVERSATION = [
     PLOT.format(body="(df.price - df.predicted).plot.hist(bins=60)"),
     "top = df.nlargest(10, 'price')[['carat', 'cut', 'color', 'clarity', 'price']]\ntop",
     "share = df.cut.value_counts(normalize=True).round(3)\nshare",
-    "summary = {'rows': len(df), 'median_price': float(df.price.median()), 'slope': round(slope, 3)}\nsummary",
+    "summary = {'rows': len(df), 'median_price': float(df.price.median()),\n"
+    "           'slope': round(slope, 3)}\nsummary",
     "print(f\"{summary['rows']:,} diamonds; median price ${summary['median_price']:,.0f}\")",
 ]
 
@@ -136,7 +137,8 @@ async def main() -> int:
             print(f"  replay / recorded durations: median {median:.2f}x (goal <= 1.2x); "
                   f"replay / re-running by hand: median {statistics.median(hand):.2f}x")
         if args.part in ("snapshot", "both"):
-            results = [await snapshot_round(Path(tmp) / f"snap-{i}", limits, args.gb) for i in range(args.rounds)]
+            results = [await snapshot_round(Path(tmp) / f"snap-{i}", limits, args.gb)
+                       for i in range(args.rounds)]
             print(f"snapshot of a {args.gb:g} GB namespace (isolation={args.isolation}):")
             for save_s, load_s, size, _ in results:
                 print(f"  save {save_s:6.2f} s   load {load_s:6.2f} s   {size / 2**30:5.2f} GiB on disk")
