@@ -7,6 +7,12 @@ the machine hits both, and the median round of each is compared::
 
     python benchmarks/server_load.py                # 20 clients x 20 executes, 3 rounds
     python benchmarks/server_load.py --clients 5 --requests 50 --code "sum(range(1000))"
+    python benchmarks/server_load.py --creates 20    # only: 20 clients create sessions at once
+
+**Creation burst.** Before the throughput rounds, ``--creates`` clients (default 20) each
+``POST /sessions`` at the same moment against a fresh server with its default warm pool
+(what a team opening the page at once does). Goal: every answer 201, none slower than
+15 s on this machine's 2 cores.
 
 The server runs as a subprocess (``python -m kernel_analyst.server serve``) on 127.0.0.1
 with a token of its own, so this process (the load generator) and the server do not
@@ -196,6 +202,71 @@ async def open_server_sessions(clients: list[httpx.AsyncClient]) -> list[str]:
     return sids
 
 
+async def creation_burst(url: str, headers: dict[str, str], count: int) -> tuple[list[int], list[float]]:
+    """``count`` clients create a session at the same moment; (statuses, seconds each)."""
+    clients = [httpx.AsyncClient(base_url=url, headers=headers, timeout=180) for _ in range(count)]
+    go = asyncio.Event()
+
+    async def create(client: httpx.AsyncClient) -> tuple[int, float]:
+        await go.wait()
+        t0 = time.perf_counter()
+        try:
+            response = await client.post("/sessions", json={"label": "burst"})
+        except httpx.HTTPError as exc:
+            print("  create failed:", type(exc).__name__, exc)
+            return 0, time.perf_counter() - t0
+        return response.status_code, time.perf_counter() - t0
+
+    try:
+        await wait_healthy(clients[0])
+        tasks = [asyncio.ensure_future(create(c)) for c in clients]
+        await asyncio.sleep(0.1)  # every request is waiting on the event
+        go.set()
+        done = await asyncio.gather(*tasks)
+    finally:
+        for client in clients:
+            await client.aclose()
+    return [s for s, _ in done], [t for _, t in done]
+
+
+def creation_server(root: Path, token: str, count: int,
+                    isolation: str) -> tuple[subprocess.Popen[bytes], str]:
+    """A server with its default pool, for the creation burst."""
+    (root / "tokens").write_text(f"bench {token}\n")
+    command = [sys.executable, "-m", "kernel_analyst.server", "serve", "--port", "0",
+               "--session-dir", str(root / "server"), "--isolation", isolation,
+               "--token-file", str(root / "tokens"), "--max-sessions", str(count),
+               "--max-sessions-per-tenant", str(count)]
+    log = root / "server.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = re.search(r"serving on (http://[\d.]+:\d+)/", log.read_text(errors="replace"))
+        if found:
+            return proc, found.group(1)
+        time.sleep(0.05)
+    proc.kill()
+    raise SystemExit(f"the server did not start:\n{log.read_text(errors='replace')[-2000:]}")
+
+
+async def run_creation_burst(count: int, isolation: str) -> bool:
+    with tempfile.TemporaryDirectory(prefix="ka-server-create-") as tmp:
+        token = secrets.token_urlsafe(24)
+        proc, url = creation_server(Path(tmp), token, count, isolation)
+        try:
+            statuses, seconds = await creation_burst(url, {"Authorization": f"Bearer {token}"}, count)
+        finally:
+            stop(proc)
+    ok = all(s == 201 for s in statuses) and max(seconds) <= 15
+    ordered = sorted(seconds)
+    print(f"creation burst: {count} clients at once (isolation={isolation}): "
+          f"{sum(s == 201 for s in statuses)} x 201, others {sorted(s for s in statuses if s != 201)}; "
+          f"p50 {statistics.median(ordered):.1f} s, max {ordered[-1]:.1f} s (goal: all 201, max <= 15 s)")
+    return ok
+
+
 def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.send_signal(signal.SIGINT)
     try:
@@ -228,7 +299,13 @@ async def main() -> int:
     parser.add_argument("--isolation", default="process", choices=("none", "process", "sandbox"))
     parser.add_argument("--client", default="raw", choices=("raw", "httpx"),
                         help="load generator: a minimal asyncio HTTP/1.1 client (default) or httpx")
+    parser.add_argument("--creates", type=int, default=20,
+                        help="clients creating sessions at once before the throughput rounds (0: skip)")
+    parser.add_argument("--only-creates", action="store_true", help="run the creation burst only")
     args = parser.parse_args()
+    created_ok = await run_creation_burst(args.creates, args.isolation) if args.creates else True
+    if args.only_creates:
+        return 0 if created_ok else 1
     raw: list[RawClient] = []
     lib_rounds: list[Round] = []
     srv_rounds: list[Round] = []
@@ -267,7 +344,7 @@ async def main() -> int:
     print(f"server/library throughput ratio: {ratio:.2f} (goal >= 0.80); errors: {len(errors)} (goal 0)")
     for error in errors[:5]:
         print("  error:", error)
-    return 0 if not errors else 1
+    return 0 if not errors and created_ok else 1
 
 
 if __name__ == "__main__":
