@@ -159,12 +159,14 @@ def raw_one(clients: list[RawClient], sids: list[str], code: str) -> One:
     return one
 
 
-def start_server(args: argparse.Namespace, root: Path, token: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(root: Path, token: str, *, isolation: str, max_sessions: int,
+                 extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen[bytes], str]:
+    """``kernel-analyst serve`` on 127.0.0.1 with a token of its own; (process, URL)."""
     (root / "tokens").write_text(f"bench {token}\n")
-    command = [sys.executable, "-m", "kernel_analyst.server", "serve", "--port", "0", "--pool-size", "0",
-               "--session-dir", str(root / "server"), "--isolation", args.isolation,
-               "--token-file", str(root / "tokens"), "--idle-timeout", "0",
-               "--max-sessions", str(args.clients), "--max-sessions-per-tenant", str(args.clients)]
+    command = [sys.executable, "-m", "kernel_analyst.server", "serve", "--port", "0",
+               "--session-dir", str(root / "server"), "--isolation", isolation,
+               "--token-file", str(root / "tokens"), "--max-sessions", str(max_sessions),
+               "--max-sessions-per-tenant", str(max_sessions), *extra]
     log = root / "server.log"  # a file, not a pipe: a full pipe would stall the server's access log
     with open(log, "wb") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
@@ -229,32 +231,11 @@ async def creation_burst(url: str, headers: dict[str, str], count: int) -> tuple
     return [s for s, _ in done], [t for _, t in done]
 
 
-def creation_server(root: Path, token: str, count: int,
-                    isolation: str) -> tuple[subprocess.Popen[bytes], str]:
-    """A server with its default pool, for the creation burst."""
-    (root / "tokens").write_text(f"bench {token}\n")
-    command = [sys.executable, "-m", "kernel_analyst.server", "serve", "--port", "0",
-               "--session-dir", str(root / "server"), "--isolation", isolation,
-               "--token-file", str(root / "tokens"), "--max-sessions", str(count),
-               "--max-sessions-per-tenant", str(count)]
-    log = root / "server.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None:
-        found = re.search(r"serving on (http://[\d.]+:\d+)/", log.read_text(errors="replace"))
-        if found:
-            return proc, found.group(1)
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit(f"the server did not start:\n{log.read_text(errors='replace')[-2000:]}")
-
-
 async def run_creation_burst(count: int, isolation: str) -> bool:
     with tempfile.TemporaryDirectory(prefix="ka-server-create-") as tmp:
         token = secrets.token_urlsafe(24)
-        proc, url = creation_server(Path(tmp), token, count, isolation)
+        # The server's defaults otherwise (its warm pool included): what users start.
+        proc, url = start_server(Path(tmp), token, isolation=isolation, max_sessions=count)
         try:
             statuses, seconds = await creation_burst(url, {"Authorization": f"Bearer {token}"}, count)
         finally:
@@ -312,7 +293,8 @@ async def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ka-server-bench-") as tmp:
         root = Path(tmp)
         token = secrets.token_urlsafe(24)
-        proc, url = start_server(args, root, token)
+        proc, url = start_server(root, token, isolation=args.isolation, max_sessions=args.clients,
+                                 extra=("--pool-size", "0", "--idle-timeout", "0"))
         headers = {"Authorization": f"Bearer {token}"}
         clients = [httpx.AsyncClient(base_url=url, headers=headers, timeout=120) for _ in range(args.clients)]
         limits = Limits(isolation=args.isolation, timeout_s=120)

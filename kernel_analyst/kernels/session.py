@@ -176,6 +176,15 @@ class KernelSession:
         namespace when the recovery policy asks for snapshots, so that resuming the
         conversation loads it instead of replaying every cell.
         """
+        await self._end(save=save, keep_kernel=False)
+
+    async def detach(self) -> None:
+        """Let go of the session without stopping its kernel (another process takes the
+        conversation over; only kernels that live apart from this one, on a gateway, keep
+        running). The notebook stays on disk."""
+        await self._end(save=None, keep_kernel=True)
+
+    async def _end(self, *, save: str | None, keep_kernel: bool) -> None:
         if self._closed:
             return
         self._closed = True
@@ -185,22 +194,7 @@ class KernelSession:
             if save is not None:
                 await self._snapshot(save)
             if self._kernel is not None:
-                await self._kernel.shutdown()
-            if self._quota is not None:
-                self._quota.close()
-
-    async def detach(self) -> None:
-        """Let go of the session without stopping its kernel (another process takes the
-        conversation over; only kernels that live apart from this one, on a gateway, keep
-        running). The notebook stays on disk."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._versions_task is not None:
-            self._versions_task.cancel()
-        async with self._lock:
-            if self._kernel is not None:
-                await self._kernel.detach()
+                await (self._kernel.detach() if keep_kernel else self._kernel.shutdown())
             if self._quota is not None:
                 self._quota.close()
 

@@ -1,25 +1,10 @@
 """Re-run an audit notebook in a fresh session and check that it reproduces.
 
-The rules, in the order they are applied:
-
-1. **Inputs.** Every file recorded in ``metadata.kernel_analyst.files`` must be found (in
-   the given data directories, else beside the notebook or in its session's ``work/``)
-   with the recorded sha256. A missing or changed file is reported and nothing runs.
-   Files are uploaded at the point of the session where they were uploaded first.
-2. **Status.** Each code cell must end the same way: ``ok``, ``error``, ``timeout`` or
-   ``died``. A cell recorded as failed must fail with the same exception class and the
-   same (normalised) message.
-3. **Text.** Streams are compared per stream (all of stdout, all of stderr; the
-   interleaving of the two is not deterministic); rich outputs in order. ``text/plain`` is
-   compared exactly after normalisation; other text formats only when an output has no
-   ``text/plain``.
-4. **Normalisation** replaces volatile parts before comparing: memory addresses
-   (``0x7f...``), timings (``Wall time: ...``, ``CPU times: ...``, timeit lines, "took 1.2
-   s"), ipykernel's per-process temp paths, the session's working directory, and the ids
-   in SVG images.
-5. **Images** reproduce when their bytes are equal or, decoded, they have the same size
-   and at most 0.1% of the pixels differ by more than 16 levels in any channel (so a
-   different zlib or antialiasing rounding passes; a changed plot does not).
+Inputs are checked first (a missing or changed one stops the run), then every code cell
+runs in order and is compared with its record by the rules in ``reproduce.py`` (status,
+streams, rich outputs after normalisation, images by pixels). Input files are uploaded at
+the point of the session where they were uploaded first; a ``restart_requested`` marker
+restarts the kernel there.
 """
 
 from __future__ import annotations

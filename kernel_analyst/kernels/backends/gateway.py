@@ -227,20 +227,18 @@ class GatewayKernel(RunningKernel):
         try:
             await self._delete()
         finally:
-            self._mark_exited("shut down", expected=True)
-            await self.channels.close()
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-            for callback in self.on_shutdown:
-                callback(self)
+            await self._let_go("shut down")
 
     async def detach(self) -> None:
         """Close our websocket and forget the kernel; it keeps running on the gateway."""
         if self._closed:
             return
         self._closed = True
-        self._mark_exited("detached", expected=True)
+        await self._let_go("detached")
+
+    async def _let_go(self, why: str) -> None:
+        """Stop everything of ours that talks to the kernel."""
+        self._mark_exited(why, expected=True)
         await self.channels.close()
         for task in list(self._tasks):
             task.cancel()
