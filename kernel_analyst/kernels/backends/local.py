@@ -266,6 +266,7 @@ async def _wait_ready(kernel: LocalKernel, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     router = kernel.router
     probes: list[Request] = []
+    iopub_wait = _IOPUB_PROBE_S
     try:
         while True:
             _check_starting(kernel, deadline, timeout)
@@ -275,7 +276,9 @@ async def _wait_ready(kernel: LocalKernel, timeout: float) -> None:
                 continue
             kernel.kernel_info = answered.content
             if not any(p.busy.done() for p in probes):
-                await router.wait_any([p.busy for p in probes], time.monotonic() + _IOPUB_PROBE_S)
+                await router.wait_any([p.busy for p in probes], time.monotonic() + iopub_wait)
+                # The subscription is slow to arrive (a busy machine): probe less often.
+                iopub_wait = min(2 * iopub_wait, _SHELL_PROBE_S)
             if any(p.busy.done() for p in probes):
                 await _drain_probes(router, probes, deadline)
                 return
