@@ -303,3 +303,17 @@ async def test_an_upload_after_a_loss_waits_for_the_recovery(tmp_path: Path) -> 
         assert s.last_recovery is not None and s.last_recovery.complete
         ex = await s.execute("print(len(df), len(pd.read_csv('penguins.csv')))")
         assert ex.text.split() == ["344", "1"], ex.text
+
+
+async def test_verify_reproduces_a_trail_with_a_recovery(tmp_path: Path) -> None:
+    from kernel_analyst.kernels.verify import verify_notebook
+
+    async with SessionManager(tmp_path / "run", limits=_limits(), recovery="replay") as m:
+        s = await m.session("verified")
+        await _converse(s)
+        await s.execute("import os; os._exit(1)")
+        assert (await s.execute(CHECK)).recovery is not None
+        notebook = s.notebook_path
+    async with SessionManager(tmp_path / "verify", limits=_limits()) as m:
+        report = await verify_notebook(notebook, m)
+    assert report.reproduced, [c.describe() for c in report.failures]

@@ -20,6 +20,7 @@ from typing import Any
 
 from .exceptions import NotebookFormatError
 from .manager import SessionManager, directory_name
+from .recovery import RecoveryPolicy
 from .reproduce import (
     PIXEL_FRACTION,
     PIXEL_TOLERANCE,
@@ -168,6 +169,10 @@ async def _rerun(session: KernelSession, nb: dict[str, Any], report: VerifyRepor
     workdirs = (recorded_dirs, [str(session.workdir)])
     default = session.limits.timeout_s
     previous_lost = False
+    if any(_marker(c) == "resumed" for c in nb["cells"]):
+        # The recorded run brought its variables back after a loss: so does the rerun,
+        # from its own (identical) cells, when the same cell loses the kernel again.
+        session.recovery = RecoveryPolicy(mode="replay", snapshot=False)
     for index, cell in enumerate(nb["cells"]):
         if _is_restart_marker(cell) and not previous_lost:
             await session.restart()
@@ -195,9 +200,16 @@ def _recorded_workdirs(meta: dict[str, Any]) -> list[str | re.Pattern[str]]:
     return [re.compile(r"[^\s'\"]*/" + re.escape(directory_name(sid)) + r"/work")]
 
 
-def _is_restart_marker(cell: dict[str, Any]) -> bool:
+def _marker(cell: dict[str, Any]) -> str | None:
     meta = cell.get("metadata", {}).get("kernel_analyst", {})
-    return cell.get("cell_type") == "markdown" and meta.get("marker") == "restart_requested"
+    marker = meta.get("marker") if cell.get("cell_type") == "markdown" and isinstance(meta, dict) else None
+    return str(marker) if marker else None
+
+
+def _is_restart_marker(cell: dict[str, Any]) -> bool:
+    """Where the recorded run went on in an empty namespace (a restart asked for, or a
+    conversation reopened without recovery): the rerun restarts there too."""
+    return _marker(cell) in ("restart_requested", "reopened")
 
 
 def _cell_timeout(cell: dict[str, Any], default: float | None) -> float | None:
