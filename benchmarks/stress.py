@@ -13,7 +13,8 @@ Each round, with ``--burners`` processes spinning on the CPU beside it:
    start within ``Limits.startup_timeout_s`` is a **startup timeout**.
 2. **raw**: the same number of kernels started at once with jupyter_client's
    ``AsyncKernelManager`` + ``AsyncKernelClient.wait_for_ready`` (what a user would pick
-   instead), each then sending the same ten raw requests.
+   instead), each then sending the same burst through jupyter_client (the cells, a
+   user-expressions request, an interrupt, the ten raw requests).
 
 Ours and raw alternate which goes first, so load changes hit both. Reported: lost replies
 and startup timeouts (goal: 0 of each), and the p95 time to ready, ours / raw (goal at
@@ -163,17 +164,10 @@ async def raw(n: int) -> Tally:
             tally.errors.append(f"raw start {i}: {exc}")
             return
         tally.ready_s.append(time.monotonic() - t0)
-        ids = [kc.kernel_info() if j % 2 else kc.execute("", silent=True) for j in range(RAW_REQUESTS)]
-        pending = set(ids)
-        deadline = time.monotonic() + BURST_TIMEOUT_S
-        while pending and time.monotonic() < deadline:
-            try:
-                msg = await kc._async_get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
-            except Exception:
-                break
-            pending.discard(msg["parent_header"].get("msg_id"))
-        tally.lost_replies += len(pending)
-        kc.stop_channels()
+        try:
+            tally.lost_replies += await _raw_client_burst(km, kc)
+        finally:
+            kc.stop_channels()
 
     try:
         await asyncio.gather(*(one(i) for i in range(n)))
@@ -181,6 +175,29 @@ async def raw(n: int) -> Tally:
         await asyncio.gather(*(km.shutdown_kernel(now=True) for km in managers if km.has_kernel),
                              return_exceptions=True)
     return tally
+
+
+async def _raw_client_burst(km: AsyncKernelManager, kc: Any) -> int:
+    """The same burst through jupyter_client: two cells, a variables request (user
+    expressions), an interrupt once the first cell runs, and the ten raw requests."""
+    first = kc.execute("import time\nx = 1\ntime.sleep(2)")
+    names = "sorted(k for k in globals() if not k.startswith('_'))"
+    ids = {first, kc.execute("y = x + 1\ny"), kc.execute("", silent=True, user_expressions={"v": names})}
+    ids |= {kc.kernel_info() if j % 2 else kc.execute("", silent=True) for j in range(RAW_REQUESTS)}
+    deadline = time.monotonic() + BURST_TIMEOUT_S
+    while time.monotonic() < deadline:  # wait for the first cell to start, then interrupt
+        msg = await kc._async_get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if msg["parent_header"].get("msg_id") == first and msg["msg_type"] == "execute_input":
+            await km.interrupt_kernel()
+            break
+    pending = set(ids)
+    while pending and time.monotonic() < deadline:
+        try:
+            msg = await kc._async_get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
+        except Exception:
+            break
+        pending.discard(msg["parent_header"].get("msg_id"))
+    return len(pending)
 
 
 # -- the run ---------------------------------------------------------------------------------------
