@@ -46,6 +46,7 @@ def _kill_leftover_kernels() -> None:
 STARTUP_FILE = Path(__file__).resolve().parent.parent / "_kernel_startup.py"
 _IOPUB_PROBE_S = 0.02
 _SHELL_PROBE_S = 0.5
+_SHELL_PROBE_MAX_S = 4.0
 
 
 def kernel_argv(env: KernelEnvironment) -> tuple[list[str], dict[str, Any]]:
@@ -257,8 +258,8 @@ async def _wait_ready(kernel: LocalKernel, timeout: float) -> None:
     """Ready = a reply to a ``kernel_info`` probe on shell, and a status message of one
     on IOPub (the SUB socket is connected and subscribed).
 
-    Probes go out every ``_SHELL_PROBE_S`` until one is answered (a kernel still
-    starting queues them all); the reply to any probe counts, and the replies to the
+    Probes go out at growing intervals until one is answered (a kernel still starting
+    queues them all); the reply to any probe counts, and the replies to the
     others are awaited before the kernel is handed over, so no request of the ready
     loop is still unanswered when the first cell is sent. Tighter than jupyter_client's
     loop, which loses 0.2 s per missed IOPub probe.
@@ -266,13 +267,16 @@ async def _wait_ready(kernel: LocalKernel, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     router = kernel.router
     probes: list[Request] = []
-    iopub_wait = _IOPUB_PROBE_S
+    iopub_wait, shell_wait = _IOPUB_PROBE_S, _SHELL_PROBE_S
     try:
         while True:
             _check_starting(kernel, deadline, timeout)
             probes.append(router.send("shell", "kernel_info_request", {}))
-            answered = await _first_reply(router, probes, min(deadline, time.monotonic() + _SHELL_PROBE_S))
+            answered = await _first_reply(router, probes, min(deadline, time.monotonic() + shell_wait))
             if answered is None:
+                # A probe waits in the kernel's socket until it can answer, so more are
+                # only insurance; on a busy machine each one costs the kernel a reply.
+                shell_wait = min(2 * shell_wait, _SHELL_PROBE_MAX_S)
                 continue
             kernel.kernel_info = answered.content
             if not any(p.busy.done() for p in probes):
