@@ -26,6 +26,7 @@ from .. import sandbox
 from ..exceptions import KernelConnectionError, KernelStartError
 from ..limits import Limits
 from ..request import Outcome, Request, RequestRouter
+from ._process import ChildProcess
 from ._zmq import ZmqConnection
 from .base import Channel, KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
 
@@ -84,7 +85,7 @@ def _ipykernel_flags(argv: list[str]) -> list[str]:
 class LocalKernel(RunningKernel):
     """A kernel process started by :class:`LocalBackend`."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, plan: sandbox.LaunchPlan,
+    def __init__(self, proc: ChildProcess, plan: sandbox.LaunchPlan,
                  conn: ZmqConnection, runtime_dir: Path, log_path: Path) -> None:
         self.proc = proc
         self.plan = plan
@@ -222,14 +223,7 @@ class LocalBackend(KernelBackend):
                                    runtime_dir=runtime_dir, readable=[STARTUP_FILE])
         log_path = runtime_dir / "kernel.log"
         with open(log_path, "wb") as logf:
-            try:
-                proc = await asyncio.create_subprocess_exec(
-                    *plan.argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                    cwd=plan.cwd, env=plan.env, preexec_fn=plan.preexec, start_new_session=True,
-                )
-            except (OSError, subprocess.SubprocessError) as exc:  # preexec failures too
-                plan.release()
-                raise KernelStartError(f"could not run {plan.argv[0]!r}: {exc}") from exc
+            proc = await _spawn(plan, logf)
         assert self._context is not None
         conn = ZmqConnection(dict(info), self._context,
                              max_message_bytes=max_message_bytes(request.limits))
@@ -246,6 +240,26 @@ class LocalBackend(KernelBackend):
         if self._context is not None:
             self._context.term()
             self._context = None
+
+
+async def _spawn(plan: sandbox.LaunchPlan, logf: Any) -> ChildProcess:
+    """Start the kernel process of ``plan`` (off the event loop; see ``_process``)."""
+    spawning = asyncio.ensure_future(ChildProcess.spawn(
+        plan.argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, cwd=plan.cwd,
+        env=plan.env, preexec_fn=plan.preexec, start_new_session=True))
+    try:
+        return await asyncio.shield(spawning)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):  # started after all: leave no process behind
+            started = await spawning
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(started.pid, signal.SIGKILL)
+            await started.wait()
+        plan.release()
+        raise
+    except (OSError, subprocess.SubprocessError) as exc:  # preexec failures too
+        plan.release()
+        raise KernelStartError(f"could not run {plan.argv[0]!r}: {exc}") from exc
 
 
 def max_message_bytes(limits: Limits) -> int:
