@@ -62,14 +62,17 @@ def _shared_flags() -> argparse.ArgumentParser:
 
 
 def _add_eda(commands: Any, shared: argparse.ArgumentParser) -> None:
-    p = commands.add_parser("eda", parents=[shared], help="exploratory analysis of a CSV file (no LLM)",
-                            description="Run the built-in EDA playbook on a delimited text file and "
-                                        "write the audit notebook.")
-    p.add_argument("data", type=Path, metavar="DATA", help="a CSV / TSV / delimited text file")
+    p = commands.add_parser("eda", parents=[shared], help="exploratory analysis of a data file (no LLM)",
+                            description="Run the built-in EDA playbook on a table and write the report "
+                                        "notebook (summary first), and optionally an HTML report.")
+    p.add_argument("data", type=Path, metavar="DATA", help="CSV / TSV / delimited text, .xlsx / .xls, .parquet, "
+                   ".json / .jsonl; any of them .gz / .bz2 / .xz / .zip")
     p.add_argument("-o", "--output", type=Path, metavar="OUT.ipynb",
                    help="notebook to write (default: DATA's name + -eda.ipynb, in the current directory)")
-    p.add_argument("--html", type=Path, metavar="OUT.html", help="also write an HTML rendering (nbconvert)")
+    p.add_argument("--html", type=Path, metavar="OUT.html", help="also write an HTML report (code folded away)")
     p.add_argument("--steps", metavar="NAMES", help="comma-separated subset of the playbook's steps")
+    p.add_argument("--target", metavar="COLUMN", help="a column to explain: every feature against it, ranked")
+    p.add_argument("--sheet", metavar="NAME", help="the Excel sheet to profile (name or 0-based position)")
     p.set_defaults(func=_cmd_eda)
 
 
@@ -209,24 +212,28 @@ def _need_file(path: Path) -> Path:
 
 
 def _cmd_eda(args: argparse.Namespace) -> int:
-    from .agent.playbook import PlaybookOptions
+    from .eda import PlaybookOptions, detect
 
+    if args.data.is_dir():
+        raise CliError(f"{args.data} is a directory; give one data file (CSV, Excel, Parquet, JSON)")
     data = _need_file(args.data)
     steps = tuple(s.strip() for s in args.steps.split(",") if s.strip()) if args.steps else None
-    options = PlaybookOptions(steps=steps)
-    output = args.output or Path(f"{data.stem}-eda.ipynb")
-    return asyncio.run(_eda(args, data, output, options))
+    options = PlaybookOptions(steps=steps, target=args.target, sheet=args.sheet)
+    plan = detect(data, sheet=args.sheet)  # an unreadable file fails here: no kernel, nothing written
+    output = args.output or Path(f"{data.name.split('.')[0] or data.stem}-eda.ipynb")
+    return asyncio.run(_eda(args, data, output, options, plan))
 
 
-async def _eda(args: argparse.Namespace, data: Path, output: Path, options: Any) -> int:
-    from .agent.playbook import run_playbook
+async def _eda(args: argparse.Namespace, data: Path, output: Path, options: Any, plan: Any) -> int:
+    from .eda import run_playbook, write_notebook
 
     async with _manager(args, _limits(args)) as manager:
         session = await manager.session(f"eda-{uuid.uuid4().hex[:8]}")
-        report = await run_playbook(session, data, options=options, on_progress=_print_progress)
-        written = await session.export(output)
-    if report.plan is None:
-        raise CliError(report.error or f"{data.name}: could not be read")
+        report = await run_playbook(session, data, options=options, on_progress=_print_progress, plan=plan)
+        loaded = report.plan is not None and all(s.ok for s in report.steps if s.name in ("setup", "load"))
+        if not loaded:
+            raise CliError(report.error or f"{data.name}: could not be read; nothing was written")
+        written = await write_notebook(session, output)
     print(_plain(report.summary_markdown) or f"The playbook stopped: {report.error}")
     print(f"\nnotebook: {written}")
     if args.html:
@@ -244,21 +251,17 @@ def _print_progress(progress: Any) -> None:
 
 
 def _plain(markdown: str) -> str:
-    """Markdown made readable on a terminal: no ``**`` or backticks, headings bare."""
+    """Markdown made readable on a terminal: no ``**`` or backticks, headings bare, tables as rows."""
     text = re.sub(r"\*\*|`", "", markdown)
+    text = re.sub(r"^\| --- .*\n", "", text, flags=re.MULTILINE)
+    text = re.sub(r"^\| (.*) \|$", lambda m: "  " + m.group(1).replace(" | ", "  "), text, flags=re.MULTILINE)
     return re.sub(r"^#+ ", "", text, flags=re.MULTILINE)
 
 
 def _to_html(notebook: Path, target: Path) -> Path:
-    try:
-        nbconvert = importlib.import_module("nbconvert")
-        nbformat = importlib.import_module("nbformat")
-    except ImportError as exc:
-        raise CliError(f"--html needs nbconvert: pip install 'kernel-analyst[html]' ({exc})") from exc
-    body, _ = nbconvert.HTMLExporter().from_notebook_node(nbformat.read(notebook, as_version=4))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(body, encoding="utf-8")
-    return target
+    from .eda import write_html
+
+    return write_html(notebook, target)
 
 
 # -- verify -------------------------------------------------------------------------------------

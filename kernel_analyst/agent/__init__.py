@@ -16,7 +16,7 @@ from .exceptions import (
 )
 from .models import ModelEnvironment, ModelSpec, load_chat_model
 from .observation import Observation, SavedOutput, observe
-from .playbook import EdaReport, PlaybookOptions, run_playbook
+from ..eda import EdaReport, PlaybookOptions, run_playbook
 from .results import Answer, Step, StopReason, Usage
 from .tool import TOOL_NAME, KernelTool, KernelToolInput
 

@@ -124,7 +124,7 @@ class AgentBridge:
     async def eda(self, service: SessionService, record: SessionRecord, file: str, emit: Emit, *,
                   html: bool = False) -> None:
         """Run the EDA playbook on an uploaded file, emitting each cell as it lands."""
-        from ..agent.playbook import run_playbook
+        from ..eda import run_playbook
 
         source = _files.resolve_inside(record.workdir, file)
         async with service.use(record) as session:

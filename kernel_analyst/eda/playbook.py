@@ -2,9 +2,9 @@
 
 Every step is a real cell run through :meth:`KernelSession.execute`, so it lands in the
 audit notebook with its outputs, and ``kernel-analyst verify`` can re-run it. Headings
-and the closing summary of findings are markdown cells. How the file is read is decided
-on the host from its bytes (see ``_loader``) and written out as one plain
-``pd.read_csv(...)`` call.
+and the summary of findings are markdown cells; :func:`~kernel_analyst.eda.report.write_notebook`
+puts the summary first in the exported report. How the file is read is decided on the
+host from its bytes (see :mod:`.loader`) and written out as one plain pandas call.
 
     async with SessionManager("runs") as manager:
         session = await manager.session("eda-penguins")
@@ -21,9 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from ..kernels import Execution, KernelSession, VariableFetchError
-from . import _eda_cells as cells
-from ._eda_cells import PlaybookOptions
-from ._loader import LoadPlan, UnreadableFileError, detect
+from . import _cells as cells
+from . import _cells_plots as plots
+from . import _cells_relations as relations
+from .exceptions import UnreadableFileError
+from .loader import Plan, detect
+from .options import PlaybookOptions
+from .summary import summary_markdown
 
 __all__ = ["STEPS", "EdaReport", "PlannedCell", "PlaybookOptions", "Progress", "StepResult",
            "UnreadableFileError", "plan_cells", "run_playbook"]
@@ -34,29 +38,44 @@ class _Step:
     name: str
     title: str
     intro: str
-    code: Callable[[PlaybookOptions, LoadPlan], str]
+    code: Callable[[PlaybookOptions, Plan], str]
+    needs: tuple[str, ...] = ()
 
 
 _STEPS: tuple[_Step, ...] = (
-    _Step("shape", "Shape and memory", "", lambda o, p: cells.shape(o)),
-    _Step("dtypes", "Column types", "", lambda o, p: cells.dtypes(o)),
-    _Step("missing", "Missing values", "Missing cells per column.", lambda o, p: cells.missing(o)),
-    _Step("duplicates", "Duplicate rows", "Rows identical in every column.",
-          lambda o, p: cells.duplicates(o)),
-    _Step("numeric", "Numeric summary", "", lambda o, p: cells.numeric(o)),
-    _Step("histograms", "Distributions", "Histograms of the numeric columns.",
-          lambda o, p: cells.histograms(o)),
-    _Step("categories", "Top values", "The most frequent values of the categorical columns.",
-          lambda o, p: cells.categories(o)),
-    _Step("dates", "Date ranges", "", lambda o, p: cells.dates(o, (*p.dates, *p.utc_dates))),
-    _Step("correlations", "Correlations", "Pearson correlation of the numeric columns.",
-          lambda o, p: cells.correlations(o)),
+    _Step("overview", "Overview", "Size, and one row per column: type, kind, present, missing and distinct "
+          "values.", lambda o, p: cells.overview(o)),
+    _Step("alerts", "Alerts", "The checks profiling tools make, each with the rule it applies, most severe "
+          "first.", lambda o, p: cells.alerts(o)),
+    _Step("missing", "Missing values", "Missing cells per column, where they fall, and which columns go "
+          "missing together.", lambda o, p: cells.missing(o)),
+    _Step("duplicates", "Duplicate rows", "Rows identical in every column.", lambda o, p: cells.duplicates(o)),
+    _Step("numeric", "Numeric summary", "Counts, quantiles, share of zeros and skewness.",
+          lambda o, p: cells.numeric(o)),
+    _Step("distributions", "Distributions", "Histograms of the numeric columns; skewed columns on a log "
+          "axis (all values positive) or their 1-99% range.", lambda o, p: plots.distributions(o)),
+    _Step("categories", "Top values", "The most frequent values of the categorical columns; missing values "
+          "are a bar of their own.", lambda o, p: plots.categories(o)),
+    _Step("dates", "Dates", "Date ranges, rows over time, and numeric columns over time.",
+          lambda o, p: plots.dates(o, (*p.dates, *p.utc_dates))),
+    _Step("associations", "Associations", "Pearson r and Spearman ρ (numeric pairs), Cramér's V "
+          "(categorical pairs), correlation ratio η (categorical-numeric), each with its row count n.",
+          lambda o, p: relations.associations(o)),
+    _Step("scatter", "Strongest pairs", "Scatter plots of the most strongly associated numeric pairs.",
+          lambda o, p: relations.scatter(o), needs=("associations",)),
     _Step("outliers", "Outliers", "Values outside the interquartile-range fences, per numeric column.",
-          lambda o, p: cells.outliers(o)),
+          lambda o, p: plots.outliers(o)),
+    _Step("profiles", "Column profiles", "The columns with alerts or strong associations, in full.",
+          lambda o, p: plots.profiles(o), needs=("alerts", "associations")),
+    _Step("target", "Target", "The target's distribution and every feature against it, ranked by "
+          "strength of association.", lambda o, p: relations.target(o)),
 )
 STEPS: tuple[str, ...] = tuple(s.name for s in _STEPS)
-"""Names of the analysis steps, in order (setup and loading always run first)."""
-_NEEDS_SAMPLE = ("histograms", "correlations")  # they use the `sample` that "shape" defines
+"""Names of the analysis steps, in order (setup, loading and the overview always run;
+``target`` only with ``PlaybookOptions.target``)."""
+_ALIASES = {"shape": "overview", "dtypes": "overview", "histograms": "distributions",
+            "correlations": "associations"}
+"""Step names of earlier versions, still accepted."""
 
 
 @dataclass(frozen=True)
@@ -102,14 +121,14 @@ class EdaReport:
     """The data file's name in the session."""
     notebook_path: Path
     """The session's live audit notebook."""
-    plan: LoadPlan | None = None
+    plan: Plan | None = None
     """How the file was read (None when it could not be)."""
     steps: list[StepResult] = field(default_factory=list)
     """Every cell's outcome, in order."""
     findings: dict[str, Any] = field(default_factory=dict)
-    """The numbers the steps recorded (shape, missing, duplicates, correlations ...)."""
+    """The numbers the steps recorded (shape, alerts, missing, associations ...)."""
     summary_markdown: str = ""
-    """The closing summary, as written to the notebook."""
+    """The summary of findings, as written to the notebook."""
     error: str | None = None
     """Why the file could not be read, or which step failed."""
 
@@ -121,6 +140,7 @@ class EdaReport:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
         data = asdict(self)
+        data["plan"] = self.plan.to_dict() if self.plan is not None else None
         data["notebook_path"] = str(self.notebook_path)
         data["ok"] = self.ok
         return data
@@ -136,13 +156,15 @@ async def run_playbook(
     name: str | None = None,
     options: PlaybookOptions | None = None,
     on_progress: ProgressCallback | None = None,
+    plan: Plan | None = None,
 ) -> EdaReport:
     """Upload ``source`` into ``session`` and run the EDA playbook on it.
 
-    ``name`` is the file's name in the session (default: its own name). A file that is
-    not a readable table gets a markdown cell saying why and ``report.error``; no code
+    ``name`` is the file's name in the session (default: its own name); ``plan`` a
+    loading plan already made by :func:`detect` for it (default: made here). A file that
+    is not a readable table gets a markdown cell saying why and ``report.error``; no code
     cell fails. Raises only for infrastructure failures (closed session, dead kernel
-    that cannot restart, unsafe name, missing source file).
+    that cannot restart, unsafe name, missing source file) and for unknown steps.
     """
     opts = options or PlaybookOptions()
     _selected(opts)  # refuse unknown steps before anything runs
@@ -151,27 +173,28 @@ async def run_playbook(
     report = EdaReport(file=info.name, notebook_path=session.notebook_path)
     await session.add_markdown(f"# Exploratory analysis of `{info.name}`\n\n"
                                "Written by the kernel-analyst EDA playbook: every code cell below ran "
-                               "in this notebook's kernel, in order.", playbook="eda")
+                               "in this notebook's kernel, in order.", playbook="eda", step="title")
     try:
-        plan = await asyncio.to_thread(detect, path, name=info.name)
+        report.plan = plan or await asyncio.to_thread(detect, path, name=info.name, sheet=opts.sheet)
     except UnreadableFileError as exc:
         report.error = str(exc)
         await session.add_markdown(f"**Could not read `{info.name}` as a table.** {exc}", playbook="eda")
         return report
-    report.plan = plan
-    await _run_steps(session, report, plan, opts, on_progress)
-    await _summarise(session, report)
+    await _run_steps(session, report, report.plan, opts, on_progress)
+    await _summarise(session, report, opts)
     return report
 
 
 def _selected(opts: PlaybookOptions) -> list[_Step]:
+    wanted_steps = [s for s in _STEPS if s.name != "target" or opts.target is not None]
     if opts.steps is None:
-        return list(_STEPS)
-    unknown = set(opts.steps) - set(STEPS)
+        return wanted_steps
+    names = {_ALIASES.get(n, n) for n in opts.steps}
+    unknown = names - set(STEPS)
     if unknown:
         raise ValueError(f"unknown playbook steps {sorted(unknown)}; choose from {', '.join(STEPS)}")
-    wanted = set(opts.steps) | ({"shape"} if set(opts.steps) & set(_NEEDS_SAMPLE) else set())
-    return [s for s in _STEPS if s.name in wanted]
+    names |= {"overview"} | {need for s in _STEPS if s.name in names for need in s.needs}
+    return [s for s in wanted_steps if s.name in names]
 
 
 @dataclass(frozen=True)
@@ -188,20 +211,22 @@ class PlannedCell:
     """The code cell's source."""
 
 
-def plan_cells(plan: LoadPlan, options: PlaybookOptions | None = None) -> list[PlannedCell]:
+def plan_cells(plan: Plan, options: PlaybookOptions | None = None) -> list[PlannedCell]:
     """The cells a run with ``options`` executes for a file read by ``plan``, in order."""
     opts = options or PlaybookOptions()
     return [
-        PlannedCell("setup", "Setup", "", cells.SETUP),
+        PlannedCell("setup", "Setup", "", cells.fill(cells.SETUP, max_categories=opts.max_categories)),
         PlannedCell("load", "Loading", _loading_markdown(plan), plan.code()),
         *(PlannedCell(s.name, s.title, s.intro, s.code(opts, plan)) for s in _selected(opts)),
     ]
 
 
-async def _run_steps(session: KernelSession, report: EdaReport, plan: LoadPlan,
+async def _run_steps(session: KernelSession, report: EdaReport, plan: Plan,
                      opts: PlaybookOptions, on_progress: ProgressCallback | None) -> None:
     planned = plan_cells(plan, opts)
     for index, cell in enumerate(planned, start=1):
+        if cell.step == "target" and not await _target_exists(session, report, opts):
+            return
         await _notify(on_progress, Progress(index, len(planned), cell.title))
         if cell.step != "setup":
             heading = f"## {cell.title}" + (f"\n\n{cell.intro}" if cell.intro else "")
@@ -210,9 +235,23 @@ async def _run_steps(session: KernelSession, report: EdaReport, plan: LoadPlan,
         result = _result(cell.step, cell.title, ex)
         report.steps.append(result)
         await _notify(on_progress, Progress(index, len(planned), cell.title, result))
-        if not result.ok and cell.step in ("setup", "load", "shape"):
+        if not result.ok and cell.step in ("setup", "load", "overview"):
             report.error = f"step {cell.title!r} failed: {result.error}"
             return
+
+
+async def _target_exists(session: KernelSession, report: EdaReport, opts: PlaybookOptions) -> bool:
+    """The target column must exist; a clear message (not an error cell) when it does not."""
+    try:
+        columns = (await session.fetch("findings")).get("columns", [])
+    except VariableFetchError:
+        columns = []
+    if opts.target in columns:
+        return True
+    shown = ", ".join(f"`{c}`" for c in columns[:30])
+    report.error = f"no column named {opts.target!r} for --target; the columns are {shown}"
+    await session.add_markdown(f"**Target:** {report.error}.", playbook="eda", step="target")
+    return False
 
 
 def _result(step: str, title: str, ex: Execution) -> StepResult:
@@ -228,115 +267,18 @@ async def _notify(callback: ProgressCallback | None, progress: Progress) -> None
         await outcome
 
 
-def _loading_markdown(plan: LoadPlan) -> str:
+def _loading_markdown(plan: Plan) -> str:
     notes = "\n".join(f"- {note}" for note in plan.notes if note)
-    return ("Read options detected from the file's bytes; the cell states each one, so "
+    return ("How to read the file was decided from its bytes; the cell states each choice, so "
             f"rerunning it loads the file the same way.\n\n{notes}")
 
 
-async def _summarise(session: KernelSession, report: EdaReport) -> None:
-    if report.error is not None:
-        await session.add_markdown(f"## Summary\n\nThe playbook stopped: {report.error}", playbook="eda")
-        return
+async def _summarise(session: KernelSession, report: EdaReport, opts: PlaybookOptions) -> None:
     try:
         found = await session.fetch("findings")
     except VariableFetchError:
         found = {}
     report.findings = found if isinstance(found, dict) else {}
-    report.summary_markdown = summary_markdown(report)
+    report.summary_markdown = summary_markdown(report.file, report.findings, plan=report.plan,
+                                               steps=report.steps, error=report.error)
     await session.add_markdown(report.summary_markdown, playbook="eda", step="summary")
-
-
-# -- the summary ------------------------------------------------------------------------
-
-
-def summary_markdown(report: EdaReport) -> str:
-    """The closing "Summary of findings" markdown for a finished run."""
-    f = report.findings
-    lines = [f"## Summary of findings: `{report.file}`", ""]
-    for item in (_size(f), _types(f), _missing(f), _duplicates(f), _correlations(f), _outliers(f),
-                 _dates(f), _loading(report.plan), _failed(report.steps)):
-        if item:
-            lines.append(f"- {item}")
-    return "\n".join(lines)
-
-
-def _size(f: dict[str, Any]) -> str:
-    if "shape" not in f:
-        return ""
-    rows, cols = f["shape"]
-    return f"**Size:** {rows:,} rows x {cols:,} columns ({f.get('memory_mib', 0):,.1f} MiB in memory)."
-
-
-def _types(f: dict[str, Any]) -> str:
-    kinds: dict[str, int] = f.get("dtypes", {})
-    if not kinds:
-        return ""
-    ordered = sorted(kinds.items(), key=lambda kv: -kv[1])
-    return "**Column types:** " + ", ".join(f"{n} {k}" for k, n in ordered) + "."
-
-
-def _missing(f: dict[str, Any]) -> str:
-    if "missing_cells" not in f:
-        return ""
-    if not f["missing_cells"]:
-        return "**Missing values:** none."
-    rows = max(f.get("shape", [1])[0], 1)
-    worst = ", ".join(f"`{c}` {n:,} ({100 * n / rows:.1f}%)" for c, n in f.get("missing", {}).items())
-    return (f"**Missing values:** {f['missing_cells']:,} cells in {f.get('missing_columns', 0)} column(s); "
-            f"most in {worst}.")
-
-
-def _duplicates(f: dict[str, Any]) -> str:
-    if "duplicates" not in f:
-        return ""
-    n = f["duplicates"]
-    return "**Duplicate rows:** none." if not n else f"**Duplicate rows:** {n:,}."
-
-
-def _correlations(f: dict[str, Any]) -> str:
-    pairs = f.get("correlations") or []
-    strong = [p for p in pairs if abs(p[2]) >= 0.5][:3]
-    if not pairs:
-        return ""
-    if not strong:
-        return "**Correlations:** no pair of numeric columns has |r| >= 0.5."
-    shown = "; ".join(f"`{a}` ~ `{b}` r = {r:+.2f}" for a, b, r in strong)
-    return f"**Strongest correlations:** {shown}."
-
-
-def _outliers(f: dict[str, Any]) -> str:
-    if "outliers" not in f:
-        return ""
-    flagged = f["outliers"]
-    if not flagged:
-        return "**Outliers (IQR rule):** none."
-    return "**Outliers (IQR rule):** " + "; ".join(f"`{c}` {n:,} ({p:g}%)" for c, n, p in flagged) + "."
-
-
-def _dates(f: dict[str, Any]) -> str:
-    spans: dict[str, list[str]] = f.get("dates") or {}
-    if not spans:
-        return ""
-    return "**Dates:** " + "; ".join(f"`{c}` from {a} to {b}" for c, (a, b) in spans.items()) + "."
-
-
-def _loading(plan: LoadPlan | None) -> str:
-    if plan is None:
-        return ""
-    parts = [f"encoding {plan.encoding}", f"delimiter {plan.sep!r}"]
-    if plan.decimal != ".":
-        parts.append("decimal comma")
-    if plan.skiprows:
-        parts.append(f"{plan.skiprows} line(s) above the header skipped")
-    if plan.ragged is not None:
-        parts.append(f"{plan.ragged.count:,} ragged row(s) kept (see Loading)")
-    return "**Loading:** " + ", ".join(parts) + "."
-
-
-def _failed(steps: list[StepResult]) -> str:
-    failed = [s for s in steps if not s.ok]
-    if not failed:
-        return ""
-    return "**Steps that failed:** " + "; ".join(f"{s.title} ({s.error})" for s in failed) + "."
-
