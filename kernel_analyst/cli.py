@@ -65,11 +65,12 @@ def _add_eda(commands: Any, shared: argparse.ArgumentParser) -> None:
     p = commands.add_parser("eda", parents=[shared], help="exploratory analysis of a data file (no LLM)",
                             description="Run the built-in EDA playbook on a table and write the report "
                                         "notebook (summary first), and optionally an HTML report.")
-    p.add_argument("data", type=Path, metavar="DATA", help="CSV / TSV / delimited text, .xlsx / .xls, .parquet, "
-                   ".json / .jsonl; any of them .gz / .bz2 / .xz / .zip")
+    p.add_argument("data", type=Path, metavar="DATA", help="CSV / TSV / delimited text, .xlsx / .xls, "
+                   ".parquet, .json / .jsonl; any of them .gz / .bz2 / .xz / .zip")
     p.add_argument("-o", "--output", type=Path, metavar="OUT.ipynb",
                    help="notebook to write (default: DATA's name + -eda.ipynb, in the current directory)")
-    p.add_argument("--html", type=Path, metavar="OUT.html", help="also write an HTML report (code folded away)")
+    p.add_argument("--html", type=Path, metavar="OUT.html",
+                   help="also write an HTML report (code folded away)")
     p.add_argument("--steps", metavar="NAMES", help="comma-separated subset of the playbook's steps")
     p.add_argument("--target", metavar="COLUMN", help="a column to explain: every feature against it, ranked")
     p.add_argument("--sheet", metavar="NAME", help="the Excel sheet to profile (name or 0-based position)")
@@ -255,7 +256,7 @@ def _plain(markdown: str) -> str:
     text = re.sub(r"\*\*|`", "", markdown)
     text = re.sub(r"^\| --- .*\n", "", text, flags=re.MULTILINE)
     text = re.sub(r"^\| (.*) \|$", lambda m: "  " + m.group(1).replace(" | ", "  "), text, flags=re.MULTILINE)
-    return re.sub(r"^#+ ", "", text, flags=re.MULTILINE)
+    return re.sub(r"^#+ ", "", text, flags=re.MULTILINE).replace("\\|", "|")
 
 
 def _to_html(notebook: Path, target: Path) -> Path:

@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kernel_analyst.eda import detect
-from kernel_analyst.eda import STEPS, PlaybookOptions, Progress, plan_cells, run_playbook
+from kernel_analyst.eda import STEPS, PlaybookOptions, Progress, detect, plan_cells, run_playbook
 from kernel_analyst.kernels import KernelSession, SessionManager
 
 from .conftest import MESSY, ROOT, SEABORN, SHARED

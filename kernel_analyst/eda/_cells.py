@@ -104,7 +104,8 @@ def overview(o: PlaybookOptions) -> str:
     return fill('''\
 rows, cols = df.shape
 memory_mib = df.memory_usage(deep=True).sum() / 2**20
-print(f"{rows:,} rows x {cols:,} columns, {memory_mib:,.1f} MiB in memory")
+size = f"{memory_mib:,.1f} MiB" if memory_mib >= 1 else f"{memory_mib * 1024:,.0f} KiB"
+print(f"{rows:,} rows x {cols:,} columns, {size} in memory")
 # Long tables: associations use a fixed random sample of $sample_rows rows.
 sample = df.sample($sample_rows, random_state=0) if rows > $sample_rows else df
 if sample is not df:
@@ -127,8 +128,8 @@ def kind_of(col):
 
 kinds = pd.Series({col: kind_of(col) for col in df.columns}, dtype=object)
 overview = pd.DataFrame({"type": df.dtypes.astype(str), "kind": kinds, "present": present,
-                         "missing": rows - present, "missing %": (100 * (rows - present) / max(rows, 1)).round(1),
-                         "distinct": distinct})
+                         "missing": rows - present,
+                         "missing %": (100 * (rows - present) / max(rows, 1)).round(1), "distinct": distinct})
 findings["shape"] = [rows, cols]
 findings["memory_mib"] = round(float(memory_mib), 2)
 findings["columns"] = [str(c) for c in df.columns]
@@ -158,7 +159,8 @@ def looks_mixed(col):
         return ", ".join(f"{n} distinct {t}" for t, n in types.items())
     numbers = pd.to_numeric(values, errors="coerce").notna()
     if len(values) >= 5 and 0.5 <= numbers.mean() < 1:
-        return f"{numbers.mean():.0%} of distinct values are numbers, others text such as {values[~numbers].iloc[0]!r}"
+        example = values[~numbers].iloc[0]
+        return f"{numbers.mean():.0%} of distinct values are numbers, others text such as {example!r}"
     return None
 
 
@@ -172,18 +174,21 @@ for col in df.columns:
         alert(3 if missing_share >= 0.9 else 2, col, "mostly missing",
               f"{missing_share:.1%} missing (rule: at least {MOSTLY_MISSING:.0%})")
     if distinct[col] == 1:
-        alert(3, col, "constant", f"one value, {short_label(df[col].dropna().iloc[0])!r}, in every present row")
+        value = short_label(df[col].dropna().iloc[0])
+        alert(3, col, "constant", f"one value, {value!r}, in every present row")
         continue
     integers = kind == "numeric" and pd.api.types.is_integer_dtype(df[col])
     if (kind in ("categorical", "text") or integers) and distinct[col] == n and n >= ID_MIN_ROWS:
         alert(2, col, "unique (ID-like)", f"all {n:,} values differ: an identifier, not a feature")
     elif kind == "text":
-        alert(1, col, "high cardinality", f"{distinct[col]:,} distinct values (rule: more than {HIGH_CARDINALITY})")
+        alert(1, col, "high cardinality",
+              f"{distinct[col]:,} distinct values (rule: more than {HIGH_CARDINALITY})")
     if kind == "numeric":
         values = df[col].dropna()
         zeros = float((values == 0).mean())
         if zeros >= MOSTLY_ZEROS:
-            alert(1, col, "mostly zeros", f"{zeros:.1%} of present values are 0 (rule: at least {MOSTLY_ZEROS:.0%})")
+            alert(1, col, "mostly zeros",
+                  f"{zeros:.1%} of present values are 0 (rule: at least {MOSTLY_ZEROS:.0%})")
         infinite = int(np.isinf(values.astype("float64")).sum())
         if infinite:
             alert(2, col, "infinite values", f"{infinite:,} values are ±inf")
@@ -235,7 +240,8 @@ else:
     fig, axes = plt.subplots(1, 2 if together else 1, squeeze=False,
                              figsize=(min(12, 2.5 + 0.45 * len(shown)) * (2 if together else 1), 4.2))
     ax = axes[0, 0]
-    ax.imshow(nullity.iloc[picked].values, aspect="auto", interpolation="nearest", cmap="Greys", vmin=0, vmax=1)
+    ax.imshow(nullity.iloc[picked].values, aspect="auto", interpolation="nearest", cmap="Greys",
+              vmin=0, vmax=1)
     ax.set_xticks(range(len(shown)), labels=[short_label(c, 18) for c in shown], rotation=90)
     ax.set_ylabel(f"row ({len(picked):,} of {rows:,} shown)")
     ax.set_title("Missing values (dark = missing)")
@@ -249,9 +255,11 @@ else:
         fig.colorbar(image, ax=ax, shrink=0.8)
     show(fig)
     if together:
-        pairs = [(a, b, int((nullity[a] & nullity[b]).sum())) for i, a in enumerate(shown) for b in shown[i + 1:]]
+        pairs = [(a, b, int((nullity[a] & nullity[b]).sum()))
+                 for i, a in enumerate(shown) for b in shown[i + 1:]]
         co_missing = pd.DataFrame(pairs, columns=["a", "b", "both missing"])
-        co_missing["% of a's missing"] = (100 * co_missing["both missing"] / missing[co_missing["a"]].values).round(1)
+        share = co_missing["both missing"] / missing[co_missing["a"]].values
+        co_missing["% of a's missing"] = (100 * share).round(1)
         co_missing = co_missing[co_missing["both missing"] > 0].sort_values("both missing", ascending=False)
         if not co_missing.empty:
             print("Columns missing in the same rows:")
@@ -284,4 +292,4 @@ else:
     numeric_summary["skew"] = finite.skew()
     if numeric.shape[1] > $n:
         print(f"Table below: the first $n of {numeric.shape[1]} numeric columns.")
-    display(numeric_summary.head($n))''', n=o.max_table_rows)
+    display(numeric_summary.head($n).round(4))''', n=o.max_table_rows)

@@ -186,12 +186,14 @@ def profile_of(col):
     stats = {"kind": kind, "type": str(values.dtype), "present": int(present[col]),
              "missing %": round(100 * (1 - present[col] / max(rows, 1)), 1), "distinct": int(distinct[col])}
     if len(counts):
-        stats["most common"] = f"{short_label(counts.index[0], 20)} ({counts.iloc[0] / max(present[col], 1):.0%})"
+        share = counts.iloc[0] / max(present[col], 1)
+        stats["most common"] = f"{short_label(counts.index[0], 20)} ({share:.0%})"
     if kind == "numeric" and present[col]:
         finite = values.astype("float64")[lambda s: np.isfinite(s)]
         stats.update({"mean": finite.mean(), "std": finite.std(), "min": finite.min(),
                       "5%": finite.quantile(0.05), "median": finite.median(), "95%": finite.quantile(0.95),
-                      "max": finite.max(), "skew": finite.skew(), "zeros %": round(100 * (finite == 0).mean(), 1)})
+                      "max": finite.max(), "skew": finite.skew(),
+                      "zeros %": round(100 * (finite == 0).mean(), 1)})
     if kind == "date" and present[col]:
         stats.update({"min": values.min(), "max": values.max()})
     stats["alerts"] = "; ".join(alerts.loc[alerts["column"] == str(col), "alert"]) or "-"
@@ -202,6 +204,6 @@ def profile_of(col):
     return pd.Series(stats, dtype=object)
 
 
-column_profiles = pd.DataFrame({col: profile_of(col) for col in interesting})
+column_profiles = pd.concat({col: profile_of(col) for col in interesting}, axis=1, sort=False)
 print(f"Profiles of {len(interesting)} column(s): {', '.join(map(str, interesting))}")
 column_profiles''', n=o.max_profiles, target=target)

@@ -67,7 +67,8 @@ else:
     size = min(7.5, max(3.6, 0.42 * len(used) + 1.6))
     fig, axes = plt.subplots(1, len(shown), figsize=(size * len(shown) + 1, size), squeeze=False)
     for ax, (matrix, title, low) in zip(axes.flat, shown):
-        image = ax.imshow(matrix.values.astype(float), cmap="coolwarm" if low < 0 else "Reds", vmin=low, vmax=1)
+        image = ax.imshow(matrix.values.astype(float), cmap="coolwarm" if low < 0 else "Reds",
+                          vmin=low, vmax=1)
         labels = [short_label(c, 16) for c in matrix.columns]
         ax.set_xticks(range(len(labels)), labels=labels, rotation=90)
         ax.set_yticks(range(len(labels)), labels=labels)
@@ -79,7 +80,8 @@ else:
         fig.colorbar(image, ax=ax, shrink=0.75)
     show(fig)
     print(f"Strongest pairs ({len(sample):,} rows; n = rows where both are present):")
-    display(ranked.drop(columns="strength").head(15))''', max_num=o.max_corr_columns, max_cat=o.max_cat_columns)
+    display(ranked.drop(columns="strength").head(15))''',
+                max_num=o.max_corr_columns, max_cat=o.max_cat_columns)
 
 
 def scatter(o: PlaybookOptions) -> str:
@@ -90,18 +92,19 @@ if numeric_pairs.empty:
     print("No pair of numeric columns to plot.")
 else:
     points = sample.sample($points, random_state=0) if len(sample) > $points else sample
-    print(f"Each panel draws {len(points):,} of {rows:,} rows" + (" (a random sample)." if len(points) < rows else "."))
+    print(f"Each panel draws {len(points):,} of {rows:,} rows"
+          + (" (a random sample)." if len(points) < rows else "."))
     fig, axes = panels(len(numeric_pairs), width=3, size=(3.8, 3.2))
     for ax, pair in zip(axes, numeric_pairs.itertuples()):
         ax.scatter(points[pair.a], points[pair.b], s=6, alpha=0.35, color="tab:purple", linewidths=0)
         ax.set_xlabel(short_label(pair.a, 30))
         ax.set_ylabel(short_label(pair.b, 30))
         ax.set_title(f"{pair.measure} {pair.value:+.2f} (n = {pair.n:,})")
+        ax.locator_params(nbins=4)
         for axis in "xy":
             values = points[pair.a if axis == "x" else pair.b]
             if values.min() > 0 and abs(values.skew()) >= SKEWED:
                 (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
-        ax.locator_params(nbins=4)
     show(fig)''', points=o.plot_points)
 
 
@@ -126,13 +129,15 @@ for col in features:
         rows_t.append((col, "Cramér's V", *cramers_v(sample[col], sample[target])))
     else:
         rows_t.append((col, "correlation ratio η", *correlation_ratio(sample[col], sample[target])))
-target_associations = pd.DataFrame(rows_t, columns=["feature", "measure", "value", "n"]).dropna(subset=["value"])
+target_associations = pd.DataFrame(rows_t, columns=["feature", "measure", "value", "n"])
+target_associations = target_associations.dropna(subset=["value"])
 target_associations["caveat"] = np.where(target_associations["n"] < SMALL_N, "few rows: unreliable", "")
 target_associations = (target_associations.assign(strength=target_associations["value"].abs())
                        .sort_values("strength", ascending=False, kind="stable").drop(columns="strength")
                        .reset_index(drop=True))
 findings["target"] = {"column": str(target), "classes": bool(classes), "ranked": [
-    [str(r.feature), r.measure, round(float(r.value), 4), int(r.n)] for r in target_associations.head(5).itertuples()]}
+    [str(r.feature), r.measure, round(float(r.value), 4), int(r.n)]
+    for r in target_associations.head(5).itertuples()]}
 display(target_associations.head(20))
 
 shown = list(target_associations["feature"][:8])
@@ -154,7 +159,9 @@ for ax, col in zip(axes[1:], shown):
     elif classes:
         shares = pd.crosstab(df[col], y, normalize="index").loc[df[col].value_counts().index[:8], levels]
         shares.index = [short_label(v, 14) for v in shares.index]
-        shares.plot.barh(stacked=True, ax=ax, legend=ax is axes[1], width=0.8)
+        shares.plot.barh(stacked=True, ax=ax, width=0.8)
+        ax.legend([short_label(v, 12) for v in levels], fontsize=7, loc="upper left", bbox_to_anchor=(1, 1),
+                  frameon=False)
         ax.set_xlabel(f"share of {short_label(target, 18)}")
     elif kinds[col] == "numeric":
         points = sample.sample($points, random_state=0) if len(sample) > $points else sample

@@ -25,7 +25,6 @@ import io
 import statistics
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from . import _values
@@ -211,7 +210,8 @@ def detect_delimited(source: Source, name: str) -> LoadPlan:
                     header=structure.header, comment=structure.comment,
                     low_memory=source.path.stat().st_size < (1 << 20),
                     compression=source.compression, member=source.member,
-                    notes=(*stored, f"Encoding **{enc.encoding}**: {enc.reason}.", sep_note, *structure.notes))
+                    notes=(*stored, f"Encoding **{enc.encoding}**: {enc.reason}.", sep_note,
+                           *structure.notes))
     plan = _with_ragged(plan, source, structure)
     return _with_values(plan, source)
 

@@ -101,8 +101,8 @@ def detect_excel(source: Source, name: str, kind: str, sheet: str | None) -> Exc
     try:
         sheets = _sheet_sizes(data, engine)
         chosen = _choose_sheet(source, sheets, sheet)
-        top = pd.read_excel(io.BytesIO(data), sheet_name=chosen, engine=engine, header=None,
-                            nrows=_HEADER_ROWS, dtype=str)
+        top = pd.read_excel(io.BytesIO(data), sheet_name=chosen, engine=engine,  # type: ignore[call-overload]
+                            header=None, nrows=_HEADER_ROWS, dtype=str)
     except UnreadableFileError:
         raise
     except Exception as exc:  # each engine raises its own types for a damaged workbook
@@ -265,7 +265,7 @@ class JsonPlan:
                     "  # JSON types kept; dates below"]
             lines = reading_code(path or self.file, self.compression, self.member, call)
         else:
-            lines = self._parse_lines(path or self.file) + [self._table_line(var)]
+            lines = [*self._parse_lines(path or self.file), self._table_line(var)]
         return "\n".join(lines + self._date_lines(var))
 
     def _parse_lines(self, file: str) -> list[str]:
@@ -314,8 +314,8 @@ def detect_json(source: Source, name: str, kind: str) -> JsonPlan:
         notes.insert(0, f"Stored: {source.describe()}.")
     dates = _json_dates(records, layout, nested)
     if dates:
-        notes.append("Text columns that look like dates: " + ", ".join(f"`{c}` ({f})" for c, f in dates.items())
-                     + "; converted only when every value parses.")
+        listed = ", ".join(f"`{c}` ({f})" for c, f in dates.items())
+        notes.append(f"Text columns that look like dates: {listed}; converted only when every value parses.")
     return JsonPlan(name, lines, layout, record_path, nested, source.compression, source.member,
                     tuple(notes), dates)
 
@@ -337,7 +337,7 @@ def _layout(source: Source, doc: Any) -> tuple[str, str | None, list[Any]]:
     if isinstance(doc, list) and doc and all(isinstance(r, dict) for r in doc[:_SAMPLE_RECORDS]):
         return "records", None, doc
     if isinstance(doc, list) and len(doc) > 1 and all(isinstance(r, list) for r in doc[:_SAMPLE_RECORDS]):
-        return "rows", None, [dict(zip(map(str, doc[0]), r)) for r in doc[1:_SAMPLE_RECORDS]]
+        return "rows", None, [dict(zip(map(str, doc[0]), r, strict=False)) for r in doc[1:_SAMPLE_RECORDS]]
     if isinstance(doc, dict):
         lists = {k: v for k, v in doc.items() if isinstance(v, list) and v and isinstance(v[0], dict)}
         if lists:

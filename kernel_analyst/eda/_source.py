@@ -14,7 +14,7 @@ import json
 import lzma
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,8 +56,9 @@ class Source:
             with zipfile.ZipFile(self.path) as archive, archive.open(str(self.member)) as f:
                 yield f
             return
-        opener = {"gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open, None: open}[self.compression]
-        with opener(self.path, "rb") as f:
+        openers: dict[str | None, Callable[[Path, str], IO[bytes]]] = {
+            "gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open, None: open}  # type: ignore[dict-item]
+        with openers[self.compression](self.path, "rb") as f:
             yield f
 
     def head(self, size: int = HEAD_BYTES) -> bytes:
@@ -180,7 +181,8 @@ def reading_code(file: str, compression: str | None, member: str | None, call: l
         lines.append(f"with zipfile.ZipFile({file!r}) as archive, archive.open({member!r}) as f:  "
                      "# a ZIP archive holding one table")
     else:
-        lines.append(f"with {module}.open({file!r}) as f:  # {compression}-compressed (detected from the bytes)")
+        lines.append(f"with {module}.open({file!r}) as f:  # {compression}-compressed "
+                     "(detected from the bytes)")
     if seekable:
         lines.append("    data = io.BytesIO(f.read())  # the reader needs random access")
         return lines + [line.replace("{src}", "data") for line in call]

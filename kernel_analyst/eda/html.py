@@ -24,11 +24,13 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CSS = """
 :root { --ink: #1f2328; --muted: #59636e; --line: #d1d9e0; --soft: #f6f8fa; --accent: #0969da; }
 * { box-sizing: border-box; }
-body { margin: 0; font: 15px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink); }
+body { margin: 0; font: 15px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+       color: var(--ink); }
 .layout { display: grid; grid-template-columns: 240px minmax(0, 1fr); max-width: 1320px; margin: 0 auto; }
 nav.toc { position: sticky; top: 0; align-self: start; max-height: 100vh; overflow: auto;
           padding: 24px 16px; border-right: 1px solid var(--line); font-size: 14px; }
-nav.toc h2 { font-size: 13px; text-transform: uppercase; letter-spacing: .05em; color: var(--muted); margin: 0 0 8px; }
+nav.toc h2 { font-size: 13px; text-transform: uppercase; letter-spacing: .05em; color: var(--muted);
+             margin: 0 0 8px; }
 nav.toc ol { list-style: none; padding: 0; margin: 0; }
 nav.toc a { display: block; padding: 3px 8px; border-radius: 6px; color: var(--ink); text-decoration: none; }
 nav.toc a:hover { background: var(--soft); color: var(--accent); }
@@ -38,8 +40,8 @@ h2 { font-size: 21px; margin: 36px 0 8px; padding-top: 12px; border-top: 1px sol
 h3 { font-size: 17px; }
 code { font: 13px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; background: var(--soft);
        padding: 1px 4px; border-radius: 4px; }
-pre { font: 13px/1.45 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; margin: 0; white-space: pre-wrap;
-      word-break: break-word; }
+pre { font: 13px/1.45 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; margin: 0;
+      white-space: pre-wrap; word-break: break-word; }
 .summary { background: #fffbe6; border: 1px solid #eed888; border-radius: 10px; padding: 4px 20px 12px; }
 .summary h2 { border: 0; margin-top: 12px; }
 details.code { margin: 10px 0 6px; }
@@ -59,8 +61,9 @@ td:first-child, th:first-child { text-align: left; }
 .markdown table td, .markdown table th { text-align: left; }
 tbody tr:hover { background: #f0f6ff; }
 footer { color: var(--muted); font-size: 13px; margin-top: 40px; }
-@media (max-width: 900px) { .layout { grid-template-columns: 1fr; } nav.toc { position: static; max-height: none;
-  border-right: 0; border-bottom: 1px solid var(--line); } main { padding: 16px; } }
+@media (max-width: 900px) { .layout { grid-template-columns: 1fr; }
+  nav.toc { position: static; max-height: none; border-right: 0; border-bottom: 1px solid var(--line); }
+  main { padding: 16px; } }
 """
 
 
@@ -129,7 +132,8 @@ def _markdown_cell(source: str, render: Any, toc: list[tuple[str, str]], *, summ
         return f'<h{match.group(1)} id="{slug}">{match.group(2)}</h{match.group(1)}>'
 
     rendered = re.sub(r"<h([12])>(.*?)</h\1>", anchor, rendered, count=1)
-    rendered = rendered.replace("<table>", '<div class="table-wrap"><table>').replace("</table>", "</table></div>")
+    rendered = rendered.replace("<table>", '<div class="table-wrap"><table>')
+    rendered = rendered.replace("</table>", "</table></div>")
     css = "markdown summary" if summary else "markdown"
     return f'<section class="{css}">{rendered}</section>'
 

@@ -10,7 +10,6 @@ and JSON lines; any of them gzip-, bz2- or xz-compressed, or alone in a ZIP arch
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Union
 
 from ._delimited import LoadPlan, RaggedRows, detect_delimited
 from ._formats import ExcelPlan, JsonPlan, ParquetPlan, detect_excel, detect_json, detect_parquet
@@ -19,7 +18,7 @@ from .exceptions import UnreadableFileError
 
 __all__ = ["ExcelPlan", "JsonPlan", "LoadPlan", "ParquetPlan", "Plan", "RaggedRows", "detect"]
 
-Plan = Union[LoadPlan, ExcelPlan, ParquetPlan, JsonPlan]
+Plan = LoadPlan | ExcelPlan | ParquetPlan | JsonPlan
 """A loading plan of any format; all have ``file``, ``format``, ``notes``, ``dates``,
 ``utc_dates``, ``describe()``, ``code()`` and ``to_dict()``."""
 

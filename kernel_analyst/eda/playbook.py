@@ -49,7 +49,8 @@ _STEPS: tuple[_Step, ...] = (
           "first.", lambda o, p: cells.alerts(o)),
     _Step("missing", "Missing values", "Missing cells per column, where they fall, and which columns go "
           "missing together.", lambda o, p: cells.missing(o)),
-    _Step("duplicates", "Duplicate rows", "Rows identical in every column.", lambda o, p: cells.duplicates(o)),
+    _Step("duplicates", "Duplicate rows", "Rows identical in every column.",
+          lambda o, p: cells.duplicates(o)),
     _Step("numeric", "Numeric summary", "Counts, quantiles, share of zeros and skewness.",
           lambda o, p: cells.numeric(o)),
     _Step("distributions", "Distributions", "Histograms of the numeric columns; skewed columns on a log "
@@ -175,12 +176,14 @@ async def run_playbook(
                                "Written by the kernel-analyst EDA playbook: every code cell below ran "
                                "in this notebook's kernel, in order.", playbook="eda", step="title")
     try:
-        report.plan = plan or await asyncio.to_thread(detect, path, name=info.name, sheet=opts.sheet)
+        chosen = plan if plan is not None else await asyncio.to_thread(detect, path, name=info.name,
+                                                                       sheet=opts.sheet)
     except UnreadableFileError as exc:
         report.error = str(exc)
         await session.add_markdown(f"**Could not read `{info.name}` as a table.** {exc}", playbook="eda")
         return report
-    await _run_steps(session, report, report.plan, opts, on_progress)
+    report.plan = chosen
+    await _run_steps(session, report, chosen, opts, on_progress)
     await _summarise(session, report, opts)
     return report
 
@@ -204,7 +207,7 @@ class PlannedCell:
     step: str
     """Step name (``setup``, ``load``, then names from ``STEPS``)."""
     title: str
-    """Heading (no heading cell for ``setup``)."""
+    """The heading of the step's markdown cell."""
     intro: str
     """Markdown under the heading."""
     code: str
@@ -215,7 +218,8 @@ def plan_cells(plan: Plan, options: PlaybookOptions | None = None) -> list[Plann
     """The cells a run with ``options`` executes for a file read by ``plan``, in order."""
     opts = options or PlaybookOptions()
     return [
-        PlannedCell("setup", "Setup", "", cells.fill(cells.SETUP, max_categories=opts.max_categories)),
+        PlannedCell("setup", "Setup", _SETUP_INTRO,
+                    cells.fill(cells.SETUP, max_categories=opts.max_categories)),
         PlannedCell("load", "Loading", _loading_markdown(plan), plan.code()),
         *(PlannedCell(s.name, s.title, s.intro, s.code(opts, plan)) for s in _selected(opts)),
     ]
@@ -228,9 +232,8 @@ async def _run_steps(session: KernelSession, report: EdaReport, plan: Plan,
         if cell.step == "target" and not await _target_exists(session, report, opts):
             return
         await _notify(on_progress, Progress(index, len(planned), cell.title))
-        if cell.step != "setup":
-            heading = f"## {cell.title}" + (f"\n\n{cell.intro}" if cell.intro else "")
-            await session.add_markdown(heading, playbook="eda", step=cell.step)
+        heading = f"## {cell.title}" + (f"\n\n{cell.intro}" if cell.intro else "")
+        await session.add_markdown(heading, playbook="eda", step=cell.step)
         ex = await session.execute(cell.code, timeout=opts.cell_timeout_s)
         result = _result(cell.step, cell.title, ex)
         report.steps.append(result)
@@ -265,6 +268,10 @@ async def _notify(callback: ProgressCallback | None, progress: Progress) -> None
     outcome = callback(progress)
     if asyncio.iscoroutine(outcome):
         await outcome
+
+
+_SETUP_INTRO = ("Imports, the thresholds every alert below applies, and small helpers (one PNG per figure, "
+                "Cramér's V, the correlation ratio).")
 
 
 def _loading_markdown(plan: Plan) -> str:

@@ -50,7 +50,9 @@ def _size(f: dict[str, Any]) -> str:
     if "shape" not in f:
         return ""
     rows, cols = f["shape"]
-    return f"**Size:** {rows:,} rows x {cols:,} columns ({f.get('memory_mib', 0):,.1f} MiB in memory)."
+    mib = f.get("memory_mib", 0)
+    size = f"{mib:,.1f} MiB" if mib >= 1 else f"{mib * 1024:,.0f} KiB"
+    return f"**Size:** {rows:,} rows x {cols:,} columns ({size} in memory)."
 
 
 def _missing(f: dict[str, Any]) -> str:

@@ -122,14 +122,15 @@ class AgentBridge:
         emit("done", {"summary": "Answered."})
 
     async def eda(self, service: SessionService, record: SessionRecord, file: str, emit: Emit, *,
-                  html: bool = False) -> None:
+                  html: bool = False, target: str | None = None, sheet: str | None = None) -> None:
         """Run the EDA playbook on an uploaded file, emitting each cell as it lands."""
-        from ..eda import run_playbook
+        from ..eda import PlaybookOptions, run_playbook
 
         source = _files.resolve_inside(record.workdir, file)
         async with service.use(record) as session:
             follower = AuditFollower(session, emit, html=html)
-            report = await run_playbook(session, source, name=file,
+            options = PlaybookOptions(target=target, sheet=sheet)
+            report = await run_playbook(session, source, name=file, options=options,
                                         on_progress=lambda _progress: follower.flush())
             follower.flush()
         failed = [s.title for s in report.steps if not s.ok]
@@ -137,7 +138,8 @@ class AgentBridge:
                    + (f", failed: {', '.join(failed)}" if failed else ", all ran without error")
                    + (f". {report.error}" if report.error else "."))
         emit("done", {"summary": summary, "ok": report.ok, "file": report.file,
-                      "findings": report.findings, "error": report.error})
+                      "findings": report.findings, "error": report.error,
+                      "summary_markdown": report.summary_markdown})
 
 
 def _emit_agent_event(event: Any, emit: Emit, html: bool) -> None:
@@ -212,7 +214,7 @@ async def eda(request: Request, sid: str, body: EdaRequest, tenant: Tenant,
     _check_file(record, body.file)
 
     async def work(emit: Emit) -> None:
-        await bridge.eda(service, record, body.file, emit, html=html)
+        await bridge.eda(service, record, body.file, emit, html=html, target=body.target, sheet=body.sheet)
 
     return _stream(service, record, work)
 
