@@ -3,7 +3,9 @@
 Each detector opens the file on the host with the same reader the loading cell will use,
 so a corrupt file fails here, with a clear message, before any kernel work; each plan
 renders one plain pandas call (inside the lines that decompress, when needed). The
-readers are optional extras: openpyxl (``.xlsx``), xlrd (``.xls``), pyarrow (Parquet).
+readers are optional extras: python-calamine for every Excel format (the engine pandas
+recommends since xlrd's deprecation; it reads ``.xlsx``, ``.xls`` and ``.ods`` alike, so one
+package instead of openpyxl + xlrd + odfpy) and pyarrow for Parquet.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ._delimited import _header_index, _modal_width
 from ._source import STREAM_ERRORS, Source, reading_code
 from .exceptions import ReaderMissingError, UnreadableFileError
 
-_EXTRAS = {"openpyxl": "excel", "xlrd": "excel", "pyarrow": "parquet"}
+_EXTRAS = {"python_calamine": "excel", "pyarrow": "parquet"}
 _SAMPLE_RECORDS = 2000
 _HEADER_ROWS = 30
 _DATE_SAMPLE = 500
@@ -49,8 +51,8 @@ class ExcelPlan:
 
     file: str
     """The file's name in the session."""
-    engine: str
-    """``openpyxl`` (.xlsx) or ``xlrd`` (.xls)."""
+    kind: str
+    """``xlsx``, ``xls`` or ``ods``, from the file's bytes."""
     sheet: str
     """The sheet profiled."""
     sheets: tuple[tuple[str, int, int], ...]
@@ -70,20 +72,20 @@ class ExcelPlan:
 
     @property
     def format(self) -> str:
-        """``xlsx`` or ``xls``."""
-        return "xls" if self.engine == "xlrd" else "xlsx"
+        """``xlsx``, ``xls`` or ``ods``."""
+        return self.kind
 
     def describe(self) -> str:
         """One line on how the file is read, for the summary."""
-        return (f"Excel workbook ({self.format}), {len(self.sheets)} sheet(s); sheet {self.sheet!r} profiled"
+        return (f"spreadsheet (.{self.kind}), {len(self.sheets)} sheet(s); sheet {self.sheet!r} profiled"
                 + (f", {self.skiprows} row(s) above the header skipped" if self.skiprows else ""))
 
     def code(self, var: str = "df", path: str | None = None) -> str:
         """The loading cell: list the sheets, read one."""
         skip = f", skiprows={self.skiprows}" if self.skiprows else ""
-        call = [f"with pd.ExcelFile({{src}}, engine={self.engine!r}) as book:",
+        call = ["with pd.ExcelFile({src}, engine='calamine') as book:",
                 "    print(f\"{len(book.sheet_names)} sheet(s): {book.sheet_names}\")",
-                f"    {var} = book.parse({self.sheet!r}{skip})  # the sheet profiled below"]
+                f"    {var} = pd.read_excel(book, sheet_name={self.sheet!r}{skip})  # the sheet profiled below"]
         return "\n".join(reading_code(path or self.file, self.compression, self.member, call, seekable=True))
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,33 +94,31 @@ class ExcelPlan:
 
 
 def detect_excel(source: Source, name: str, kind: str, sheet: str | None) -> ExcelPlan:
-    """Plan reading ``sheet`` (default: the first sheet with data) of an Excel workbook."""
-    engine = "xlrd" if kind == "xls" else "openpyxl"
-    _require(engine, f"an Excel .{kind} workbook")
-    import pandas as pd
-
+    """Plan reading ``sheet`` (default: the first sheet with data) of a workbook."""
+    _require("python_calamine", f"a .{kind} spreadsheet")
+    calamine = importlib.import_module("python_calamine")
     data = _bytes(source)
     try:
-        sheets = _sheet_sizes(data, engine)
+        book = calamine.CalamineWorkbook.from_filelike(io.BytesIO(data))
+        sheets = [(n, book.get_sheet_by_name(n).height, book.get_sheet_by_name(n).width) for n in book.sheet_names]
         chosen = _choose_sheet(source, sheets, sheet)
-        top = pd.read_excel(io.BytesIO(data), sheet_name=chosen, engine=engine,  # type: ignore[call-overload]
-                            header=None, nrows=_HEADER_ROWS, dtype=str)
+        top = book.get_sheet_by_name(chosen).to_python(skip_empty_area=False, nrows=_HEADER_ROWS)
     except UnreadableFileError:
         raise
-    except Exception as exc:  # each engine raises its own types for a damaged workbook
-        raise UnreadableFileError(f"{source.path.name}: the Excel workbook cannot be read "
+    except Exception as exc:  # calamine raises its own error types for a damaged workbook
+        raise UnreadableFileError(f"{source.path.name}: the spreadsheet cannot be read "
                                   f"({_first_line(exc)}); nothing was profiled") from exc
-    rows = [[("" if v is None or v != v else str(v)) for v in row] for row in top.itertuples(index=False)]
+    rows = [["" if v is None or v == "" else str(v) for v in row] for row in top]
     skiprows = _header_index(rows, _modal_width([[c for c in r if c] for r in rows])) if rows else 0
     listed = "; ".join(f"`{n}` ({r:,} x {c:,})" for n, r, c in sheets)
-    notes = [f"Excel workbook (.{kind}, read with {engine}); sheets: {listed}.",
+    notes = [f"Spreadsheet (.{kind}, read with calamine); sheets: {listed}.",
              f"Profiled sheet: `{chosen}`" + (" (given with --sheet)." if sheet else " (the first with data; "
                                                "choose another with --sheet).")]
     if source.compression:
         notes.insert(0, f"Stored: {source.describe()}.")
     if skiprows:
         notes.append(f"Skipped {skiprows} row(s) above the header (titles or notes).")
-    return ExcelPlan(name, engine, chosen, tuple(sheets), skiprows, source.compression, source.member,
+    return ExcelPlan(name, kind, chosen, tuple(sheets), skiprows, source.compression, source.member,
                      tuple(notes))
 
 
@@ -128,19 +128,6 @@ def _bytes(source: Source) -> bytes:
             return f.read()
     except STREAM_ERRORS as exc:
         raise UnreadableFileError(f"{source.path.name}: cannot be decompressed ({exc})") from exc
-
-
-def _sheet_sizes(data: bytes, engine: str) -> list[tuple[str, int, int]]:
-    if engine == "xlrd":
-        xlrd = importlib.import_module("xlrd")
-        book = xlrd.open_workbook(file_contents=data, on_demand=True)
-        return [(s.name, s.nrows, s.ncols) for s in (book.sheet_by_index(i) for i in range(book.nsheets))]
-    openpyxl = importlib.import_module("openpyxl")
-    book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
-    try:
-        return [(ws.title, ws.max_row or 0, ws.max_column or 0) for ws in book.worksheets]
-    finally:
-        book.close()
 
 
 def _choose_sheet(source: Source, sheets: list[tuple[str, int, int]], sheet: str | None) -> str:
@@ -261,7 +248,7 @@ class JsonPlan:
     def code(self, var: str = "df", path: str | None = None) -> str:
         """The loading cell: parse, then make a table; text dates converted when every value parses."""
         if self.lines and not self.nested:
-            call = [f"{var} = pd.read_json({{src}}, lines=True, dtype=False, convert_dates=False)"
+            call = [f"{var} = pd.read_json({{src}}, lines=True, dtype=False)"
                     "  # JSON types kept; dates below"]
             lines = reading_code(path or self.file, self.compression, self.member, call)
         else:

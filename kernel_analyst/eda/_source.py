@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import json
 import lzma
 import zipfile
@@ -23,7 +24,7 @@ from typing import IO, Literal
 from .exceptions import UnreadableFileError
 
 Compression = Literal["gzip", "bz2", "xz", "zip"]
-Format = Literal["text", "parquet", "xlsx", "xls", "json", "jsonl"]
+Format = Literal["text", "parquet", "xlsx", "xls", "ods", "json", "jsonl"]
 
 HEAD_BYTES = 64_000
 _COMPRESSION_MAGIC: tuple[tuple[bytes, Compression], ...] = (
@@ -122,10 +123,8 @@ def _zip_source(path: Path) -> tuple[Source, Format]:
             names = archive.namelist()
     except STREAM_ERRORS as exc:
         raise UnreadableFileError(f"{path.name}: a ZIP archive that cannot be opened ({exc})") from exc
-    if "xl/workbook.xml" in names:
-        return Source(path), "xlsx"
-    if "content.xml" in names and "mimetype" in names:
-        raise UnreadableFileError(f"{path.name}: an OpenDocument spreadsheet; save it as .xlsx or CSV")
+    if (kind := _workbook_kind(names)) is not None:
+        return Source(path), kind
     tables = [n for n in names if not n.endswith("/") and not n.startswith(_ARCHIVE_NOISE)
               and not n.rsplit("/", 1)[-1].startswith(".")]
     if not tables:
@@ -138,17 +137,36 @@ def _zip_source(path: Path) -> tuple[Source, Format]:
     return source, _format(path, source, source.head())
 
 
+def _workbook_kind(names: list[str]) -> Format | None:
+    if "xl/workbook.xml" in names:
+        return "xlsx"
+    if "content.xml" in names and "mimetype" in names:
+        return "ods"
+    return None
+
+
 def _format(path: Path, source: Source, head: bytes) -> Format:
     if head.startswith(b"PAR1"):
         return "parquet"
     if head.startswith(_OLE2):
         return "xls"
+    if head.startswith(b"PK\x03\x04") and (kind := _compressed_workbook(source)) is not None:
+        return kind
     if head.startswith((b"PK\x03\x04", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")):
         raise UnreadableFileError(f"{path.name}: an archive inside an archive; extract the table first")
     for magic, what in _FOREIGN_MAGIC:
         if head.startswith(magic):
             raise UnreadableFileError(f"{path.name}: this is {what}, not a table")
     return _json_kind(head) or "text"
+
+
+def _compressed_workbook(source: Source) -> Format | None:
+    """An .xlsx / .ods inside gzip or a ZIP archive (a workbook is itself a ZIP archive)."""
+    try:
+        with source.open() as f, zipfile.ZipFile(io.BytesIO(f.read())) as inner:
+            return _workbook_kind(inner.namelist())
+    except STREAM_ERRORS:
+        return None
 
 
 def _json_kind(head: bytes) -> Literal["json", "jsonl"] | None:

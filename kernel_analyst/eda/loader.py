@@ -34,10 +34,10 @@ def detect(path: str | Path, *, name: str | None = None, sheet: str | None = Non
     """
     source, kind = sniff(Path(path))
     file = name or source.path.name
-    if sheet is not None and kind not in ("xlsx", "xls"):
+    if sheet is not None and kind not in ("xlsx", "xls", "ods"):
         raise UnreadableFileError(f"{source.path.name}: a sheet was chosen ({sheet!r}), but this is not an "
                                   "Excel workbook")
-    if kind in ("xlsx", "xls"):
+    if kind in ("xlsx", "xls", "ods"):
         return detect_excel(source, file, kind, sheet)
     if kind == "parquet":
         return detect_parquet(source, file)
