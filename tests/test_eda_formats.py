@@ -120,7 +120,7 @@ def test_excel_lists_every_sheet_and_takes_the_first_with_data_or_the_chosen_one
     assert "sheet_names" in plan.code()
     plan, df = _load(path, sheet="Other")
     assert plan.sheet == "Other" and len(df) == 2
-    with pytest.raises(UnreadableFileError, match="no sheet 'Nope'.*Empty"):
+    with pytest.raises(UnreadableFileError, match=r"no sheet 'Nope'.*Empty"):
         detect(path, sheet="Nope")
     with pytest.raises(UnreadableFileError, match="not an Excel workbook"):
         detect(_write(tmp_path / "x.csv", b"a\n1\n"), sheet="Data")
@@ -210,7 +210,7 @@ def test_archives_with_several_or_no_tables(tmp_path: Path) -> None:
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("a.csv", "x\n1\n")
         archive.writestr("b.csv", "x\n2\n")
-    with pytest.raises(UnreadableFileError, match="holds 2 files.*a.csv, b.csv"):
+    with pytest.raises(UnreadableFileError, match=r"holds 2 files.*a\.csv, b\.csv"):
         detect(_write(tmp_path / "two.zip", buffer.getvalue()))
     with pytest.raises(UnreadableFileError, match="empty once decompressed"):
         detect(_write(tmp_path / "empty.csv.gz", gzip.compress(b"")))

@@ -85,7 +85,7 @@ class ExcelPlan:
         skip = f", skiprows={self.skiprows}" if self.skiprows else ""
         call = ["with pd.ExcelFile({src}, engine='calamine') as book:",
                 "    print(f\"{len(book.sheet_names)} sheet(s): {book.sheet_names}\")",
-                f"    {var} = pd.read_excel(book, sheet_name={self.sheet!r}{skip})  # the sheet profiled below"]
+                f"    {var} = pd.read_excel(book, sheet_name={self.sheet!r}{skip})  # the sheet profiled"]
         return "\n".join(reading_code(path or self.file, self.compression, self.member, call, seekable=True))
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,7 +100,8 @@ def detect_excel(source: Source, name: str, kind: str, sheet: str | None) -> Exc
     data = _bytes(source)
     try:
         book = calamine.CalamineWorkbook.from_filelike(io.BytesIO(data))
-        sheets = [(n, book.get_sheet_by_name(n).height, book.get_sheet_by_name(n).width) for n in book.sheet_names]
+        sheets = [(n, sheet_of.height, sheet_of.width)
+                  for n in book.sheet_names for sheet_of in [book.get_sheet_by_name(n)]]
         chosen = _choose_sheet(source, sheets, sheet)
         top = book.get_sheet_by_name(chosen).to_python(skip_empty_area=False, nrows=_HEADER_ROWS)
     except UnreadableFileError:
