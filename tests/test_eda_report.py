@@ -41,9 +41,9 @@ async def session(manager: SessionManager) -> AsyncIterator[KernelSession]:
 def generated(path: Path, rows: int = 400) -> Path:
     """A held-out-style table: clean columns of each kind, and one crafted column per alert."""
     rng = np.random.default_rng(7)
-    zeros = np.where(rng.random(rows) < 0.95, 0.0, rng.gamma(2.0, 10.0, rows)).round(2)
-    zeros[:20] = 0.0
-    zeros[20:40] = rng.gamma(2.0, 10.0, 20).round(2) + 1  # exactly 95% zeros
+    zeros = np.zeros(rows)
+    zeros[rng.choice(rows, rows // 20, replace=False)] = rng.gamma(2.0, 10.0, rows // 20).round(2) + 1
+    # exactly 95% zeros
     mostly_missing = np.full(rows, np.nan)
     mostly_missing[[3, 50, 120, 300]] = [1.5, 2.5, 3.5, 4.5]  # 99% missing
     words = ["about 5", "see note", "twelve", "n.k.", "approx. 3"]
@@ -157,6 +157,10 @@ async def test_numbers_and_alerts_on_a_generated_table(session: KernelSession, t
     assert severity == sorted(severity, reverse=True)
     missing_alert = next(a for a in alerts if a[1] == "mostly_missing")
     assert missing_alert[0] == 3 and "99.0% missing (rule: at least 50%)" in missing_alert[3]
+    zeros_alert = next(a for a in alerts if a[1] == "mostly_zero" and a[2] == "mostly zeros")
+    assert "95.0% of present values are 0" in zeros_alert[3]
+    reliable = checked["findings"]["associations"][0]
+    assert reliable[4] >= 30, "pairs from few rows rank after every reliable one"
 
 
 async def test_small_samples_get_a_caveat(session: KernelSession, tmp_path: Path) -> None:

@@ -233,17 +233,20 @@ else:
         print(f"Table and matrix below: the $n columns with most missing values.")
     display(pd.DataFrame({"missing": missing, "percent": (100 * missing / rows).round(1)}).head($n))
     shown = list(missing.index[:$n])
-    # Matrix: dark = missing, rows in file order (at most 1,000, evenly spaced).
-    picked = np.unique(np.linspace(0, rows - 1, min(rows, 1000)).astype(int))
     nullity = df[shown].isna()
+    # Matrix: rows in file order, in blocks of `block` rows; a block is dark when any of its rows
+    # misses the value (sampling rows instead would hide rare missing values).
+    block = max(1, -(-rows // 500))
+    starts = np.arange(0, rows, block)
+    blocks = np.maximum.reduceat(nullity.to_numpy(dtype=np.uint8), starts, axis=0)
     together = len(shown) >= 2
     fig, axes = plt.subplots(1, 2 if together else 1, squeeze=False,
                              figsize=(min(12, 2.5 + 0.45 * len(shown)) * (2 if together else 1), 4.2))
     ax = axes[0, 0]
-    ax.imshow(nullity.iloc[picked].values, aspect="auto", interpolation="nearest", cmap="Greys",
-              vmin=0, vmax=1)
+    ax.imshow(blocks, aspect="auto", interpolation="nearest", cmap="Greys", vmin=0, vmax=1,
+              extent=(-0.5, len(shown) - 0.5, rows, 0))
     ax.set_xticks(range(len(shown)), labels=[short_label(c, 18) for c in shown], rotation=90)
-    ax.set_ylabel(f"row ({len(picked):,} of {rows:,} shown)")
+    ax.set_ylabel("row" + (f" (blocks of {block:,} rows)" if block > 1 else ""))
     ax.set_title("Missing values (dark = missing)")
     if together:
         co = nullity.astype(float).corr()

@@ -174,7 +174,7 @@ def profiles(o: PlaybookOptions) -> str:
     return fill('''\
 # Most interesting first: the target, columns with serious alerts, then those in the strongest associations.
 interesting = [$target] if $target in df.columns else []
-for col in [*alerts.loc[alerts["severity"] >= 2, "column"], *ranked["a"], *ranked["b"]]:
+for col in [*alerts.loc[alerts["severity"] >= 2, "column"], *ranked[["a", "b"]].to_numpy().ravel()]:
     if col in df.columns and col not in interesting:
         interesting.append(col)
 interesting = interesting[:$n] or list(df.columns[:$n])
@@ -206,4 +206,4 @@ def profile_of(col):
 
 column_profiles = pd.concat({col: profile_of(col) for col in interesting}, axis=1, sort=False)
 print(f"Profiles of {len(interesting)} column(s): {', '.join(map(str, interesting))}")
-column_profiles''', n=o.max_profiles, target=target)
+column_profiles.fillna("")''', n=o.max_profiles, target=target)

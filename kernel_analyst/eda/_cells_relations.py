@@ -48,9 +48,10 @@ def caveat(row):
 
 
 associations["caveat"] = associations.apply(caveat, axis=1) if len(associations) else []
-ranked = (associations.assign(strength=associations["value"].abs())
-          .sort_values("strength", ascending=False, kind="stable")
-          .drop_duplicates(["a", "b"]).reset_index(drop=True))
+# Strongest first, but pairs measured on fewer than SMALL_N rows after every reliable one.
+ranked = (associations.assign(strength=associations["value"].abs(), reliable=associations["n"] >= SMALL_N)
+          .sort_values(["reliable", "strength"], ascending=False, kind="stable")
+          .drop_duplicates(["a", "b"]).drop(columns="reliable").reset_index(drop=True))
 findings["associations"] = [[str(r.a), str(r.b), r.measure, round(float(r.value), 4), int(r.n), r.caveat]
                             for r in ranked.head(5).itertuples()]
 findings["correlations"] = [[str(r.a), str(r.b), round(float(r.value), 4)]
