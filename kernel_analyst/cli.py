@@ -213,33 +213,49 @@ def _need_file(path: Path) -> Path:
 
 
 def _cmd_eda(args: argparse.Namespace) -> int:
-    from .eda import PlaybookOptions, detect
+    from .eda import PlaybookOptions
 
     if args.data.is_dir():
         raise CliError(f"{args.data} is a directory; give one data file (CSV, Excel, Parquet, JSON)")
     data = _need_file(args.data)
     steps = tuple(s.strip() for s in args.steps.split(",") if s.strip()) if args.steps else None
     options = PlaybookOptions(steps=steps, target=args.target, sheet=args.sheet)
-    plan = detect(data, sheet=args.sheet)  # an unreadable file fails here: no kernel, nothing written
     output = args.output or Path(f"{data.name.split('.')[0] or data.stem}-eda.ipynb")
-    return asyncio.run(_eda(args, data, output, options, plan))
+    return asyncio.run(_eda(args, data, output, options))
 
 
-async def _eda(args: argparse.Namespace, data: Path, output: Path, options: Any, plan: Any) -> int:
-    from .eda import run_playbook, write_notebook
+async def _eda(args: argparse.Namespace, data: Path, output: Path, options: Any) -> int:
+    from .eda import detect, run_playbook, write_notebook
 
+    # The file is read on the host while the kernel starts; the report's writers are
+    # imported while the cells run (the host is idle then). An unreadable file stops the
+    # run before anything is written.
     async with _manager(args, _limits(args)) as manager:
-        session = await manager.session(f"eda-{uuid.uuid4().hex[:8]}")
+        starting = asyncio.create_task(manager.session(f"eda-{uuid.uuid4().hex[:8]}"))
+        try:
+            plan = await asyncio.to_thread(detect, data, sheet=options.sheet)
+        finally:
+            session = await starting
+        warming = asyncio.create_task(asyncio.to_thread(_warm_report_imports, html=bool(args.html)))
         report = await run_playbook(session, data, options=options, on_progress=_print_progress, plan=plan)
-        loaded = report.plan is not None and all(s.ok for s in report.steps if s.name in ("setup", "load"))
+        loaded = all(s.ok for s in report.steps if s.name in ("setup", "load"))
         if not loaded:
             raise CliError(report.error or f"{data.name}: could not be read; nothing was written")
+        await warming
         written = await write_notebook(session, output)
+        page = _to_html(written, args.html) if args.html else None
     print(_plain(report.summary_markdown) or f"The playbook stopped: {report.error}")
     print(f"\nnotebook: {written}")
-    if args.html:
-        print(f"html: {_to_html(written, args.html)}")
+    if page is not None:
+        print(f"html: {page}")
     return 0 if report.ok else 1
+
+
+def _warm_report_imports(*, html: bool) -> None:
+    """Import what writing the report needs (nbformat's schema checks take ~1 s to import)."""
+    for name in ("nbformat", *(("markdown_it", "pygments.lexers.python") if html else ())):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
 
 def _print_progress(progress: Any) -> None:

@@ -23,6 +23,7 @@ def fill(template: str, **values: object) -> str:
 
 SETUP = '''\
 import io
+import json
 import warnings
 
 import matplotlib.pyplot as plt
@@ -84,16 +85,25 @@ def cramers_v(a, b):
     return float(np.sqrt(chi2 / n / (min(table.shape) - 1))), n
 
 
+def correlation_ratios(categories, numbers):
+    """η of each numeric column against one categorical column, over the rows where both are
+    present: how much of the column's spread the categories explain (0 to 1). One grouping
+    for all columns; values are centred first, so large numbers lose no precision."""
+    numbers = numbers[categories.notna()]
+    codes = categories[categories.notna()]
+    centred = numbers - numbers.mean()  # mean over rows with both present (NaN values skip)
+    groups = centred.groupby(codes, observed=True).agg(["sum", "count"])
+    sums, counts = groups.xs("sum", axis=1, level=1), groups.xs("count", axis=1, level=1)
+    between = (sums**2 / counts.where(counts > 0)).sum() - sums.sum() ** 2 / counts.sum()
+    total = (centred**2).sum()
+    eta = np.sqrt((between / total.where(total > 0)).clip(0, 1))
+    return pd.DataFrame({"eta": eta, "n": numbers.notna().sum()})
+
+
 def correlation_ratio(categories, values):
-    """η: how much of a numeric column's spread the categories explain (0 to 1): (η, n)."""
-    both = pd.DataFrame({"c": categories, "v": values}).dropna()
-    n = len(both)
-    total = ((both["v"] - both["v"].mean()) ** 2).sum()
-    if n < 2 or total == 0:
-        return np.nan, n
-    groups = both.groupby("c", observed=True)["v"].agg(["mean", "size"])
-    between = (groups["size"] * (groups["mean"] - both["v"].mean()) ** 2).sum()
-    return float(np.sqrt(between / total)), n
+    """η of one numeric column against one categorical column: (η, n)."""
+    row = correlation_ratios(categories, values.to_frame("v")).loc["v"]
+    return float(row["eta"]), int(row["n"])
 
 
 findings = {}  # each step records a few numbers here; the report's summary reads them'''
@@ -102,9 +112,15 @@ findings = {}  # each step records a few numbers here; the report's summary read
 def overview(o: PlaybookOptions) -> str:
     """Size, a sample for the costly steps, and one row per column: type, kind, counts."""
     return fill('''\
+# Cells holding lists or objects (JSON) cannot be counted or compared: profile them as JSON text.
+nested = [c for c in df.columns if df[c].dtype == object
+          and df[c].map(lambda v: isinstance(v, (list, dict))).any()]
+if nested:
+    df[nested] = df[nested].map(lambda v: json.dumps(v, default=str) if isinstance(v, (list, dict)) else v)
+    print(f"Kept as JSON text (they hold lists or objects): {', '.join(map(str, nested))}")
 rows, cols = df.shape
 memory_mib = df.memory_usage(deep=True).sum() / 2**20
-size = f"{memory_mib:,.1f} MiB" if memory_mib >= 1 else f"{memory_mib * 1024:,.0f} KiB"
+size = f"{memory_mib:,.1f} MiB" if memory_mib >= 1 else f"{max(memory_mib * 1024, 1):,.0f} KiB"
 print(f"{rows:,} rows x {cols:,} columns, {size} in memory")
 # Long tables: associations use a fixed random sample of $sample_rows rows.
 sample = df.sample($sample_rows, random_state=0) if rows > $sample_rows else df
@@ -113,6 +129,7 @@ if sample is not df:
 
 present = df.notna().sum()
 distinct = df.nunique()
+duplicated = df.duplicated()  # rows equal to an earlier row in every column (alerts, duplicates)
 
 
 def kind_of(col):
@@ -198,7 +215,7 @@ for col in df.columns:
     elif kind in ("categorical", "text") and (mixed := looks_mixed(col)):
         alert(2, col, "mixed types", mixed)
 
-duplicate_rows = int(df.duplicated().sum())
+duplicate_rows = int(duplicated.sum())
 if duplicate_rows:
     share = duplicate_rows / rows
     alert(2 if share >= 0.01 else 1, "(all columns)", "duplicate rows",
@@ -272,7 +289,6 @@ else:
 def duplicates(o: PlaybookOptions) -> str:
     """Rows identical in every column."""
     return '''\
-duplicated = df.duplicated()
 findings["duplicates"] = int(duplicated.sum())
 print(f"{int(duplicated.sum()):,} duplicate rows ({duplicated.mean() if len(df) else 0:.1%} of all rows).")
 if duplicated.any():

@@ -34,8 +34,8 @@ for i, a in enumerate(cat_cols):
     for b in cat_cols[i + 1:]:
         pairs.append((a, b, "Cramér's V", *cramers_v(sample[a], sample[b])))
 for a in cat_cols:
-    for b in num_cols:
-        pairs.append((a, b, "correlation ratio η", *correlation_ratio(sample[a], data[b])))
+    for b, row in correlation_ratios(sample[a], data).iterrows():
+        pairs.append((a, b, "correlation ratio η", row["eta"], int(row["n"])))
 associations = pd.DataFrame(pairs, columns=["a", "b", "measure", "value", "n"]).dropna(subset=["value"])
 
 

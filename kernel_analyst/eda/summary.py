@@ -51,7 +51,7 @@ def _size(f: dict[str, Any]) -> str:
         return ""
     rows, cols = f["shape"]
     mib = f.get("memory_mib", 0)
-    size = f"{mib:,.1f} MiB" if mib >= 1 else f"{mib * 1024:,.0f} KiB"
+    size = f"{mib:,.1f} MiB" if mib >= 1 else f"{max(mib * 1024, 1):,.0f} KiB"
     return f"**Size:** {rows:,} rows x {cols:,} columns ({size} in memory)."
 
 
