@@ -215,6 +215,20 @@ async def test_unknown_target_is_a_message_not_an_error_cell(session: KernelSess
     assert all(s.ok for s in report.steps) and "target" not in [s.name for s in report.steps]
 
 
+async def test_edge_tables_and_targets_profile_without_error_cells(session: KernelSession,
+                                                                   tmp_path: Path) -> None:
+    tables = {"header_only.csv": "a,b,c\n", "one_row.csv": "a,b\n1,x\n",
+              "text_only.csv": "n,c\nann,oslo\nbob,lima\n", "all_missing.csv": "a,b\n,\n,\n",
+              "infinite.csv": "x,y\ninf,1\n-inf,2\n3,3\n4,4\n"}
+    for name, text in tables.items():
+        (tmp_path / name).write_text(text)
+        report = await run_playbook(session, tmp_path / name)
+        assert report.ok, (name, [s for s in report.steps if not s.ok])
+    dated = await run_playbook(session, generated(tmp_path / "dated.csv"),
+                               options=PlaybookOptions(target="when", steps=("target",)))
+    assert dated.ok and dated.findings["target"]["ranked"] == []
+
+
 async def test_profile_in_the_kernel_matches_the_host(session: KernelSession) -> None:
     path = SEABORN / "titanic.csv"
     await session.upload(path)

@@ -89,6 +89,8 @@ def correlation_ratios(categories, numbers):
     """η of each numeric column against one categorical column, over the rows where both are
     present: how much of the column's spread the categories explain (0 to 1). One grouping
     for all columns; values are centred first, so large numbers lose no precision."""
+    if numbers.shape[1] == 0:
+        return pd.DataFrame({"eta": [], "n": []}, dtype=float)
     numbers = numbers[categories.notna()]
     codes = categories[categories.notna()]
     centred = numbers - numbers.mean()  # mean over rows with both present (NaN values skip)

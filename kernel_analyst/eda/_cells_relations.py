@@ -24,7 +24,8 @@ num_cols, cat_cols = num_cols[:$max_num], cat_cols[:$max_cat]
 data = sample[num_cols].astype("float64").replace([np.inf, -np.inf], np.nan)
 pearson = data.corr()
 spearman = data.corr(method="spearman")
-pair_n = data.notna().astype(int).T @ data.notna().astype(int)  # rows where both are present
+both = data.notna().astype(int)
+pair_n = both.T @ both if num_cols else pd.DataFrame()  # rows where both are present
 pairs = []
 for i, a in enumerate(num_cols):
     for b in num_cols[i + 1:]:
@@ -114,63 +115,72 @@ def target(o: PlaybookOptions) -> str:
     return fill('''\
 target = $target
 y = df[target]
-classes = kinds[target] in ("categorical", "boolean") or distinct[target] <= 10
-print(f"Target `{target}`: {'classes' if classes else 'numeric'}, {int(present[target]):,} present, "
-      f"{int(distinct[target]):,} distinct values.")
-features = [c for c in df.columns if c != target and kinds[c] in ("numeric", "categorical", "boolean")
-            and distinct[c] > 1]
-rows_t = []
-for col in features:
-    if kinds[col] == "numeric" and classes:
-        rows_t.append((col, "correlation ratio η", *correlation_ratio(sample[target], sample[col])))
-    elif kinds[col] == "numeric":
-        both = sample[[col, target]].astype("float64").dropna()
-        rows_t.append((col, "Spearman ρ", both[col].corr(both[target], method="spearman"), len(both)))
-    elif classes:
-        rows_t.append((col, "Cramér's V", *cramers_v(sample[col], sample[target])))
-    else:
-        rows_t.append((col, "correlation ratio η", *correlation_ratio(sample[col], sample[target])))
-target_associations = pd.DataFrame(rows_t, columns=["feature", "measure", "value", "n"])
-target_associations = target_associations.dropna(subset=["value"])
-target_associations["caveat"] = np.where(target_associations["n"] < SMALL_N, "few rows: unreliable", "")
-target_associations = (target_associations.assign(strength=target_associations["value"].abs())
-                       .sort_values("strength", ascending=False, kind="stable").drop(columns="strength")
-                       .reset_index(drop=True))
-findings["target"] = {"column": str(target), "classes": bool(classes), "ranked": [
-    [str(r.feature), r.measure, round(float(r.value), 4), int(r.n)]
-    for r in target_associations.head(5).itertuples()]}
-display(target_associations.head(20))
-
-shown = list(target_associations["feature"][:8])
-fig, axes = panels(1 + len(shown), width=3, size=(4.2, 3.0))
-if classes:
-    counts = y.value_counts(dropna=False).head(12)
-    axes[0].bar(["(missing)" if pd.isna(v) else short_label(v, 12) for v in counts.index], counts.values,
-                color="tab:red")
-    axes[0].tick_params(axis="x", labelrotation=30)
+if kinds[target] not in ("numeric", "categorical", "boolean") or distinct[target] < 2:
+    print(f"Target `{target}` is a {kinds[target]} column with {int(distinct[target]):,} distinct "
+          "value(s): there is nothing to rank features against (choose a numeric or categorical column).")
+    findings["target"] = {"column": str(target), "classes": False, "ranked": []}
 else:
-    axes[0].hist(y.dropna().astype("float64"), bins=30, color="tab:red")
-axes[0].set_title(f"target: {short_label(target, 28)}")
-levels = list(y.value_counts().index[:6]) if classes else []
-for ax, col in zip(axes[1:], shown):
-    if classes and kinds[col] == "numeric":
-        ax.boxplot([df.loc[y == level, col].dropna() for level in levels], showfliers=False)
-        ax.set_xticks(range(1, len(levels) + 1), labels=[short_label(v, 10) for v in levels])
-        ax.set_xlabel(short_label(target, 24))
-    elif classes:
-        shares = pd.crosstab(df[col], y, normalize="index").loc[df[col].value_counts().index[:8], levels]
-        shares.index = [short_label(v, 14) for v in shares.index]
-        shares.plot.barh(stacked=True, ax=ax, width=0.8)
-        ax.legend([short_label(v, 12) for v in levels], fontsize=7, loc="upper left", bbox_to_anchor=(1, 1),
-                  frameon=False)
-        ax.set_xlabel(f"share of {short_label(target, 18)}")
-    elif kinds[col] == "numeric":
-        points = sample.sample($points, random_state=0) if len(sample) > $points else sample
-        ax.scatter(points[col], points[target], s=6, alpha=0.35, linewidths=0)
-        ax.set_ylabel(short_label(target, 24))
+    classes = kinds[target] in ("categorical", "boolean") or distinct[target] <= 10
+    print(f"Target `{target}`: {'classes' if classes else 'numeric'}, {int(present[target]):,} present, "
+          f"{int(distinct[target]):,} distinct values.")
+    features = [c for c in df.columns if c != target and kinds[c] in ("numeric", "categorical", "boolean")
+                and distinct[c] > 1]
+    rows_t = []
+    for col in features:
+        if kinds[col] == "numeric" and classes:
+            rows_t.append((col, "correlation ratio η", *correlation_ratio(sample[target], sample[col])))
+        elif kinds[col] == "numeric":
+            both = sample[[col, target]].astype("float64").dropna()
+            rows_t.append((col, "Spearman ρ", both[col].corr(both[target], method="spearman"), len(both)))
+        elif classes:
+            rows_t.append((col, "Cramér's V", *cramers_v(sample[col], sample[target])))
+        else:
+            rows_t.append((col, "correlation ratio η", *correlation_ratio(sample[col], sample[target])))
+    target_associations = pd.DataFrame(rows_t, columns=["feature", "measure", "value", "n"])
+    target_associations = target_associations.dropna(subset=["value"])
+    target_associations["caveat"] = np.where(target_associations["n"] < SMALL_N, "few rows: unreliable", "")
+    target_associations = (target_associations.assign(strength=target_associations["value"].abs())
+                           .sort_values("strength", ascending=False, kind="stable").drop(columns="strength")
+                           .reset_index(drop=True))
+    findings["target"] = {"column": str(target), "classes": bool(classes), "ranked": [
+        [str(r.feature), r.measure, round(float(r.value), 4), int(r.n)]
+        for r in target_associations.head(5).itertuples()]}
+    display(target_associations.head(20))
+
+    shown = list(target_associations["feature"][:8])
+    fig, axes = panels(1 + len(shown), width=3, size=(4.2, 3.0))
+    if classes:
+        counts = y.value_counts(dropna=False).head(12)
+        axes[0].bar(["(missing)" if pd.isna(v) else short_label(v, 12) for v in counts.index], counts.values,
+                    color="tab:red")
+        axes[0].tick_params(axis="x", labelrotation=30)
     else:
-        top = df[col].value_counts().index[:8]
-        ax.boxplot([df.loc[df[col] == level, target].dropna() for level in top], showfliers=False)
-        ax.set_xticks(range(1, len(top) + 1), labels=[short_label(v, 10) for v in top], rotation=30)
-    ax.set_title(short_label(col, 30))
-show(fig)''', target=repr(o.target), points=o.plot_points)
+        axes[0].hist(y.dropna().astype("float64"), bins=30, color="tab:red")
+    axes[0].set_title(f"target: {short_label(target, 28)}")
+    levels = list(y.value_counts().index[:6]) if classes else []
+    for ax, col in zip(axes[1:], shown):
+        if classes and kinds[col] == "numeric":
+            ax.boxplot([df.loc[y == level, col].dropna() for level in levels], showfliers=False)
+            ax.set_xticks(range(1, len(levels) + 1), labels=[short_label(v, 10) for v in levels])
+            ax.set_xlabel(short_label(target, 24))
+        elif classes:
+            top = df[col].value_counts().index[:8]
+            shares = pd.crosstab(df[col], y, normalize="index")
+            shares = shares.reindex(index=top, columns=levels, fill_value=0)
+            left = np.zeros(len(shares))
+            for level in levels:  # one stacked bar per value of the feature
+                ax.barh([short_label(v, 14) for v in shares.index], shares[level], left=left, height=0.8,
+                        label=short_label(level, 12))
+                left += shares[level].to_numpy()
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1), frameon=False)
+            ax.set_xlabel(f"share of {short_label(target, 18)}")
+        elif kinds[col] == "numeric":
+            points = sample.sample($points, random_state=0) if len(sample) > $points else sample
+            ax.scatter(points[col], points[target], s=6, alpha=0.35, linewidths=0)
+            ax.set_ylabel(short_label(target, 24))
+        else:
+            top = df[col].value_counts().index[:8]
+            ax.boxplot([df.loc[df[col] == level, target].dropna() for level in top], showfliers=False)
+            ax.set_xticks(range(1, len(top) + 1), labels=[short_label(v, 10) for v in top], rotation=30)
+        ax.set_title(short_label(col, 30))
+    show(fig)''', target=repr(o.target), points=o.plot_points)
