@@ -1,7 +1,8 @@
 """Robust loading of a delimited text file: detect on the host, load with plain pandas.
 
-:func:`detect` reads the file's bytes on the host and decides every ``pd.read_csv``
-option explicitly; :meth:`LoadPlan.code` renders them as one plain call a reader can
+:func:`detect_delimited` reads the text's bytes on the host (decompressed, when
+``_source`` found gzip, bz2, xz or a ZIP member) and decides every ``pd.read_csv`` option
+explicitly; :meth:`LoadPlan.code` renders them as one plain call a reader can
 rerun. Tools, in order of use:
 
 - encoding: byte-order marks, a strict UTF-8 pass, then charset-normalizer (``_encoding``);

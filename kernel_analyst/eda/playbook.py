@@ -184,7 +184,7 @@ async def run_playbook(
         return report
     report.plan = chosen
     await _run_steps(session, report, chosen, opts, on_progress)
-    await _summarise(session, report, opts)
+    await _summarise(session, report)
     return report
 
 
@@ -280,7 +280,7 @@ def _loading_markdown(plan: Plan) -> str:
             f"rerunning it loads the file the same way.\n\n{notes}")
 
 
-async def _summarise(session: KernelSession, report: EdaReport, opts: PlaybookOptions) -> None:
+async def _summarise(session: KernelSession, report: EdaReport) -> None:
     try:
         found = await session.fetch("findings")
     except VariableFetchError:
