@@ -203,6 +203,8 @@ async def test_target_mode_ranks_features_and_the_notebook_reproduces(
     notebook = await write_notebook(fresh, tmp_path / "titanic-eda.ipynb")
     cells = json.loads(notebook.read_text())["cells"]
     assert cells[1]["source"].startswith("## Summary of findings")
+    plain = await fresh.export(tmp_path / "plain.ipynb")
+    assert notebook.stat().st_mode == plain.stat().st_mode  # moving the summary keeps permissions
     verified = await verify_notebook(notebook, manager, data_dirs=[SEABORN])
     assert verified.reproduced, [c.describe() for c in verified.failures]
     await manager.close(fresh.id)

@@ -47,10 +47,12 @@ async def write_notebook(session: KernelSession, path: str | Path) -> Path:
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    mode = path.stat().st_mode & 0o7777  # keep the exported file's permissions (mkstemp makes 0600)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
