@@ -29,7 +29,7 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import Image, Markdown, display
+from IPython.display import Image, display
 
 plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "font.size": 9, "axes.titlesize": 10,
                      "axes.spines.top": False, "axes.spines.right": False, "figure.max_open_warning": 0})
@@ -64,7 +64,9 @@ def panels(count, width=4, size=(3.6, 2.7)):
     """One figure with `count` panels (one figure is much faster than one per column)."""
     columns = max(1, min(width, count))
     rows = -(-count // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(size[0] * columns, size[1] * rows), squeeze=False)
+    scale = 1.4 if count == 1 else 1.0  # a lone chart gets more room
+    fig, axes = plt.subplots(rows, columns, figsize=(size[0] * columns * scale, size[1] * rows * scale),
+                             squeeze=False)
     for ax in axes.flat[count:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:count])

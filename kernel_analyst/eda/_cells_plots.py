@@ -200,7 +200,10 @@ def profile_of(col):
     partners = ranked[(ranked["a"] == col) | (ranked["b"] == col)].head(1)
     for _, pair in partners.iterrows():
         other = pair["b"] if pair["a"] == col else pair["a"]
-        stats["strongest association"] = f"{short_label(other, 20)}: {pair['measure']} {pair['value']:+.2f}"
+        signed = pair["measure"] in ("Pearson r", "Spearman ρ")
+        value = f"{pair['value']:+.2f}" if signed else f"{pair['value']:.2f}"
+        measure = f"{pair['measure']} {value} (n = {pair['n']:,})"
+        stats["strongest association"] = f"{short_label(other, 20)}: {measure}"
     return pd.Series(stats, dtype=object)
 
 

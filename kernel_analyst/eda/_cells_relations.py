@@ -89,9 +89,11 @@ else:
 def scatter(o: PlaybookOptions) -> str:
     """Scatter plots of the strongest numeric pairs, on a sample of points."""
     return fill('''\
-numeric_pairs = ranked[ranked["measure"].isin(["Pearson r", "Spearman ρ"])].head(6)
+# Pairs worth a look: numeric, from at least SMALL_N rows, |r| or |ρ| at least 0.3.
+numeric_pairs = ranked[ranked["measure"].isin(["Pearson r", "Spearman ρ"]) & (ranked["n"] >= SMALL_N)
+                       & (ranked["strength"] >= 0.3)].head(6)
 if numeric_pairs.empty:
-    print("No pair of numeric columns to plot.")
+    print(f"No pair of numeric columns with |r| or |ρ| at least 0.3 over at least {SMALL_N} rows.")
 else:
     points = sample.sample($points, random_state=0) if len(sample) > $points else sample
     print(f"Each panel draws {len(points):,} of {rows:,} rows"
