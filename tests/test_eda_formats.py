@@ -138,6 +138,32 @@ def test_old_excel_xls(tmp_path: Path) -> None:
     assert str(df["sold_on"].dtype).startswith("datetime64")
 
 
+def _ods(rows: list[list[Any]]) -> bytes:
+    """A minimal OpenDocument spreadsheet, written by hand (no writer package needed)."""
+    def cell(v: Any) -> str:
+        if isinstance(v, (int, float)):
+            return (f'<table:table-cell office:value-type="float" office:value="{v}">'
+                    f"<text:p>{v}</text:p></table:table-cell>")
+        return f'<table:table-cell office:value-type="string"><text:p>{v}</text:p></table:table-cell>'
+    body = "".join("<table:table-row>" + "".join(map(cell, r)) + "</table:table-row>" for r in rows)
+    content = ('<?xml version="1.0" encoding="UTF-8"?><office:document-content '
+               'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+               'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+               'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2">'
+               f'<office:body><office:spreadsheet><table:table table:name="Data">{body}</table:table>'
+               "</office:spreadsheet></office:body></office:document-content>")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("mimetype", "application/vnd.oasis.opendocument.spreadsheet")
+        archive.writestr("content.xml", content)
+    return buffer.getvalue()
+
+
+def test_opendocument_spreadsheet(tmp_path: Path) -> None:
+    plan, df = _load(_write(tmp_path / "t.ods", _ods([["city", "visits"], ["Oslo", 3], ["Lima", 8]])))
+    assert plan.format == "ods" and df["visits"].tolist() == [3, 8]
+
+
 def test_excel_title_rows_above_the_header_are_skipped(tmp_path: Path) -> None:
     buffer = io.BytesIO()
     with pd.ExcelWriter(buffer, engine="openpyxl") as writer:
