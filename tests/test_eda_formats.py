@@ -156,7 +156,16 @@ def _ods(rows: list[list[Any]]) -> bytes:
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("mimetype", "application/vnd.oasis.opendocument.spreadsheet")
         archive.writestr("content.xml", content)
+        archive.writestr("META-INF/manifest.xml", MANIFEST)
     return buffer.getvalue()
+
+
+MANIFEST = ('<?xml version="1.0" encoding="UTF-8"?><manifest:manifest '
+            'xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0" manifest:version="1.2">'
+            '<manifest:file-entry manifest:full-path="/" '
+            'manifest:media-type="application/vnd.oasis.opendocument.spreadsheet"/>'
+            '<manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml"/>'
+            "</manifest:manifest>")
 
 
 def test_opendocument_spreadsheet(tmp_path: Path) -> None:
