@@ -26,6 +26,7 @@ import io
 import json
 import warnings
 
+import matplotlib.dates
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd

@@ -124,8 +124,10 @@ else:
         means = grouped[col].mean()
         ax.plot(means.index, means.values, color="tab:green", marker="." if len(means) < 60 else None)
         ax.set_title(f"mean {short_label(col, 22)} by {short_label(time_col, 14)}")
-    for ax in axes:
-        ax.tick_params(axis="x", labelrotation=30)
+    for ax in axes:  # few, short date labels: readable, and text is most of a figure's drawing time
+        locator = matplotlib.dates.AutoDateLocator(maxticks=5)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(matplotlib.dates.ConciseDateFormatter(locator))
         ax.locator_params(axis="y", nbins=4)
     if trends:
         print(f"Numeric columns over time: the mean per period ({freq}) of `{time_col}`.")
