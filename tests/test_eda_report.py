@@ -231,6 +231,21 @@ async def test_edge_tables_and_targets_profile_without_error_cells(session: Kern
     assert dated.ok and dated.findings["target"]["ranked"] == []
 
 
+async def test_compressed_and_binary_formats_in_a_kernel(session: KernelSession, tmp_path: Path) -> None:
+    import gzip
+    import zipfile
+
+    table = pd.read_csv(SEABORN / "tips.csv")
+    (tmp_path / "tips.csv.gz").write_bytes(gzip.compress((SEABORN / "tips.csv").read_bytes()))
+    table.to_parquet(tmp_path / "tips.parquet")
+    with zipfile.ZipFile(tmp_path / "tips.zip", "w") as archive:
+        archive.writestr("tips.jsonl", table.to_json(orient="records", lines=True))
+    for name in ("tips.csv.gz", "tips.parquet", "tips.zip"):
+        report = await run_playbook(session, tmp_path / name, options=CHECKED)
+        assert report.ok, (name, report.steps)
+        assert report.findings["shape"] == [244, 7] and report.findings["duplicates"] == 1, name
+
+
 async def test_profile_in_the_kernel_matches_the_host(session: KernelSession) -> None:
     path = SEABORN / "titanic.csv"
     await session.upload(path)
