@@ -213,13 +213,14 @@ def _need_file(path: Path) -> Path:
 
 
 def _cmd_eda(args: argparse.Namespace) -> int:
-    from .eda import PlaybookOptions
+    from .eda import PlaybookOptions, selected_steps
 
     if args.data.is_dir():
         raise CliError(f"{args.data} is a directory; give one data file (CSV, Excel, Parquet, JSON)")
     data = _need_file(args.data)
     steps = tuple(s.strip() for s in args.steps.split(",") if s.strip()) if args.steps else None
     options = PlaybookOptions(steps=steps, target=args.target, sheet=args.sheet)
+    selected_steps(options)  # unknown step names fail before a kernel starts
     output = args.output or Path(f"{data.name.split('.')[0] or data.stem}-eda.ipynb")
     return asyncio.run(_eda(args, data, output, options))
 

@@ -60,6 +60,11 @@ def test_eda_writes_notebook_and_html(capsys: pytest.CaptureFixture[str], tmp_pa
     assert "Summary of findings" in out_html.read_text()
 
 
+def test_unknown_steps_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "eda", str(SEABORN / "iris.csv"), "--steps", "alerts,nope")
+    assert code == 1 and "unknown playbook steps ['nope']" in one_error_line(err)
+
+
 @pytest.mark.parametrize("argv", [
     ["eda", "no/such/file.csv"],
     ["verify", "no/such/audit.ipynb"],

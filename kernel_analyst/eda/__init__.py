@@ -13,7 +13,16 @@ from .exceptions import EdaError, ReaderMissingError, UnreadableFileError
 from .html import notebook_html, write_html
 from .loader import ExcelPlan, JsonPlan, LoadPlan, ParquetPlan, Plan, detect
 from .options import PlaybookOptions
-from .playbook import STEPS, EdaReport, PlannedCell, Progress, StepResult, plan_cells, run_playbook
+from .playbook import (
+    STEPS,
+    EdaReport,
+    PlannedCell,
+    Progress,
+    StepResult,
+    plan_cells,
+    run_playbook,
+    selected_steps,
+)
 from .report import summary_first, write_notebook
 from .summary import summary_markdown
 
@@ -36,6 +45,7 @@ __all__ = [
     "notebook_html",
     "plan_cells",
     "run_playbook",
+    "selected_steps",
     "summary_first",
     "summary_markdown",
     "write_html",

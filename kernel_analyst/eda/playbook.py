@@ -30,7 +30,7 @@ from .options import PlaybookOptions
 from .summary import summary_markdown
 
 __all__ = ["STEPS", "EdaReport", "PlannedCell", "PlaybookOptions", "Progress", "StepResult",
-           "UnreadableFileError", "plan_cells", "run_playbook"]
+           "UnreadableFileError", "plan_cells", "run_playbook", "selected_steps"]
 
 
 @dataclass(frozen=True)
@@ -186,6 +186,11 @@ async def run_playbook(
     await _run_steps(session, report, chosen, opts, on_progress)
     await _summarise(session, report)
     return report
+
+
+def selected_steps(options: PlaybookOptions) -> list[str]:
+    """The steps a run with ``options`` executes, in order (ValueError for unknown names)."""
+    return [s.name for s in _selected(options)]
 
 
 def _selected(opts: PlaybookOptions) -> list[_Step]:
