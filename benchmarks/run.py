@@ -137,7 +137,7 @@ async def _run_many(execute: Any, cells: int) -> None:
 
 def bench_audit(root: Path, cells: int) -> dict[str, float]:
     text = "y" * 2500  # ~3 MB for 1000 cells, as measured for real sessions
-    trail = AuditTrail(root / "audit.ipynb", {"kernel_analyst": {"session_id": "bench"}})
+    trail = AuditTrail.create(root / "audit.ipynb", {"kernel_analyst": {"session_id": "bench"}})
     costs: list[float] = []
     for i in range(cells):
         ex = Execution(code=f"print({i})", execution_count=i + 1,

@@ -1,9 +1,13 @@
 """The ``kernel-analyst`` command: parses arguments, calls the library, prints.
 
 Commands: ``eda`` (the built-in playbook, no LLM), ``verify`` (re-run an audit notebook),
-``ask`` and ``chat`` (the agent), plus ``serve`` and ``mcp`` when the server package is
-installed. Exit codes: 0 success, 1 failure (an error, a notebook that does not
-reproduce, an unreadable file), 2 bad usage. Errors are one line on stderr.
+``ask`` (the agent answers one question), ``chat`` (a code console, or the agent with
+``--model``), plus ``serve`` and ``mcp`` when the server package is installed. Flags
+shared with ``serve`` and ``mcp`` come from :mod:`kernel_analyst.frontend.flags`.
+
+Exit codes: 0 success, 1 failure (an error, a notebook that does not reproduce, an
+unreadable file, a model that cannot be reached), 2 bad usage, 130 interrupted. Every
+error is one line on stderr; ``--debug`` adds the traceback.
 """
 
 from __future__ import annotations
@@ -12,22 +16,26 @@ import argparse
 import asyncio
 import contextlib
 import importlib
+import logging
 import re
 import sys
-import tempfile
+import traceback
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from .kernels import KernelAnalystError, KernelBackend, Limits, SessionManager
-from .kernels.limits import ISOLATION_LEVELS
+from .frontend.errors import RunFailedError, UsageError, classify
+from .frontend.flags import add_debug_flag, add_kernel_flags, add_model_flags, kernel_settings, model_settings
+from .frontend.models import build_analyst, describe_model_failure, load_model
+from .frontend.outcomes import eda_outcome
+from .frontend.sessions import need_file, open_manager
+from .frontend.settings import ModelSettings, package_version
+from .frontend.terminal import StepPrinter, progress_line
+from .kernels import ConversationInfo, KernelSession, Limits
 
 PROG = "kernel-analyst"
-
-
-class CliError(Exception):
-    """A user-facing error: printed as one line, exit code 1."""
 
 
 # -- parsing -----------------------------------------------------------------------------
@@ -37,28 +45,18 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
     parser = argparse.ArgumentParser(prog=PROG, description="A stateful Jupyter-kernel data-analysis "
                                      "agent with an .ipynb audit trail.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {package_version()}")
+    add_debug_flag(parser, top_level=True)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    shared = _shared_flags()
+    shared = argparse.ArgumentParser(add_help=False)
+    add_kernel_flags(shared)
+    add_debug_flag(shared)
     _add_eda(commands, shared)
     _add_verify(commands, shared)
     _add_ask(commands, shared)
     _add_chat(commands, shared)
     _add_server_commands(commands)
     return parser
-
-
-def _shared_flags() -> argparse.ArgumentParser:
-    shared = argparse.ArgumentParser(add_help=False)
-    group = shared.add_argument_group("kernel options")
-    group.add_argument("--isolation", choices=ISOLATION_LEVELS,
-                       help="kernel isolation: none, process, sandbox, auto (default: auto)")
-    group.add_argument("--timeout", type=float, metavar="SECONDS", help="time limit per cell (default 120)")
-    group.add_argument("--memory", type=int, metavar="MB", help="kernel memory limit in MiB (default 4096)")
-    group.add_argument("--session-dir", type=Path, metavar="DIR",
-                       help="keep session files here (default: a temporary directory, removed at exit)")
-    group.add_argument("--gateway", metavar="URL", help="run kernels on a Jupyter (Enterprise) Gateway; "
-                       "token from KERNEL_ANALYST_GATEWAY_TOKEN")
-    return shared
 
 
 def _add_eda(commands: Any, shared: argparse.ArgumentParser) -> None:
@@ -88,29 +86,30 @@ def _add_verify(commands: Any, shared: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_cmd_verify)
 
 
-def _add_model_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, metavar="PROVIDER:MODEL",
-                   help="e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, ollama:qwen2.5-coder")
-    p.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server (vLLM, llama.cpp, Ollama)")
-    p.add_argument("--max-steps", type=int, default=15, help="code steps per answer (default 15)")
-
-
 def _add_ask(commands: Any, shared: argparse.ArgumentParser) -> None:
     p = commands.add_parser("ask", parents=[shared], help="answer one question about data files",
                             description="The agent answers QUESTION, running code in a kernel; steps "
                                         "stream to the terminal.")
     p.add_argument("items", nargs="+", metavar="DATA... QUESTION", help="data files, then the question")
-    _add_model_flags(p)
+    add_model_flags(p, required=True)
     p.add_argument("-o", "--output", type=Path, metavar="OUT.ipynb", help="write the audit notebook here")
+    p.add_argument("--conversation", default="ask", metavar="ID",
+                   help="the conversation to continue under --session-dir (its notebook, files and "
+                        "variables; default: %(default)s)")
     p.set_defaults(func=_cmd_ask)
 
 
 def _add_chat(commands: Any, shared: argparse.ArgumentParser) -> None:
-    p = commands.add_parser("chat", parents=[shared], help="a multi-turn conversation in one kernel",
-                            description="Ask questions one after another in one kernel. Commands: "
-                                        "/files, /vars, /save [PATH], /reset, /help, /quit.")
+    p = commands.add_parser("chat", parents=[shared], help="a code console, or the agent with --model",
+                            description="One kernel for a whole conversation. Without --model every "
+                                        "input runs as a cell; with --model it is a question for the "
+                                        "agent. Commands: /files, /vars, /save [PATH], /eda FILE, "
+                                        "/traceback, /reset, /help, /quit.")
     p.add_argument("data", nargs="*", type=Path, metavar="DATA", help="data files to upload first")
-    _add_model_flags(p)
+    p.add_argument("--resume", type=Path, metavar="CONVERSATION_DIR",
+                   help="continue the conversation kept in this directory (one under --session-dir): "
+                        "the same notebook, files and variables")
+    add_model_flags(p, required=False, purpose="without it, chat is a code console")
     p.set_defaults(func=_cmd_chat)
 
 
@@ -132,16 +131,19 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); return the exit code."""
     try:
         args = build_parser().parse_args(argv)
-    except SystemExit as exc:  # --help, or a usage error already printed by argparse
+    except SystemExit as exc:  # --help, --version, or a usage error already printed by argparse
         return exc.code if isinstance(exc.code, int) else 2
-    try:
-        return int(args.func(args))
-    except KeyboardInterrupt:
-        _err("interrupted")
-        return 130
-    except (CliError, KernelAnalystError, OSError, ValueError) as exc:
-        _err(_one_line(exc))
-        return 1
+    debug = bool(getattr(args, "debug", False))
+    with _logging(debug):
+        try:
+            return int(args.func(args))
+        except (Exception, KeyboardInterrupt) as exc:
+            failure = classify(exc)
+            if debug:
+                traceback.print_exc()
+            hint = "" if failure.expected or debug else " (run with --debug for the traceback)"
+            _err(failure.message + hint)
+            return failure.exit_code
 
 
 def main_entry() -> None:
@@ -153,60 +155,38 @@ def _err(message: str) -> None:
     print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
 
 
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, FileNotFoundError) and exc.filename:
-        return f"no such file: {exc.filename}"
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
+class _OneLine(logging.Formatter):
+    """Log records as one line each: no traceback (``--debug`` shows them)."""
 
+    def formatException(self, ei: Any) -> str:
+        return ""
 
-# -- sessions ---------------------------------------------------------------------------------
-
-
-def _limits(args: argparse.Namespace, base: Limits | None = None) -> Limits:
-    limits = base or Limits()
-    changes: dict[str, Any] = {}
-    if args.isolation:
-        changes["isolation"] = args.isolation
-    if args.timeout is not None:
-        changes["timeout_s"] = args.timeout
-    if args.memory is not None:
-        changes["memory_mb"] = args.memory
-    return limits.with_(**changes) if changes else limits
-
-
-def _backend(args: argparse.Namespace) -> KernelBackend | None:
-    if not args.gateway:
-        return None
-    try:
-        gateway = importlib.import_module("kernel_analyst.kernels.backends.gateway")
-    except ImportError as exc:
-        raise CliError(f"--gateway needs remote-kernel support, which this installation lacks "
-                       f"({exc})") from exc
-    backend: KernelBackend | None = gateway.GatewayBackend.from_env(args.gateway)
-    return backend
+    def format(self, record: logging.LogRecord) -> str:
+        record.exc_text = ""
+        return super().format(record).split("\n", 1)[0]
 
 
 @contextlib.contextmanager
-def _session_root(args: argparse.Namespace) -> Iterator[Path]:
-    if args.session_dir is not None:
-        yield args.session_dir
-        return
-    with tempfile.TemporaryDirectory(prefix="kernel-analyst-") as tmp:
-        yield Path(tmp)
-
-
-@contextlib.asynccontextmanager
-async def _manager(args: argparse.Namespace, limits: Limits) -> AsyncIterator[SessionManager]:
-    with _session_root(args) as root:
-        async with SessionManager(root, limits=limits, backend=_backend(args)) as manager:
-            yield manager
-
-
-def _need_file(path: Path) -> Path:
-    if not path.is_file():
-        raise CliError(f"no such file: {path}")
-    return path
+def _logging(debug: bool) -> Iterator[None]:
+    """Log to stderr for one command: everything with tracebacks under ``--debug``, else
+    errors only, one line each (a model call that fails is reported once, by the command)."""
+    root = logging.getLogger()
+    handler = logging.StreamHandler(sys.stderr)
+    if debug:
+        handler.setFormatter(logging.Formatter("%(name)s: %(levelname)s: %(message)s"))
+        handler.setLevel(logging.DEBUG)
+    else:
+        handler.setFormatter(_OneLine(f"{PROG}: %(levelname)s: %(message)s"))
+        handler.setLevel(logging.ERROR)
+    old_level = root.level
+    root.addHandler(handler)
+    if debug:
+        root.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
 
 
 # -- eda ----------------------------------------------------------------------------------------
@@ -215,9 +195,7 @@ def _need_file(path: Path) -> Path:
 def _cmd_eda(args: argparse.Namespace) -> int:
     from .eda import PlaybookOptions, selected_steps
 
-    if args.data.is_dir():
-        raise CliError(f"{args.data} is a directory; give one data file (CSV, Excel, Parquet, JSON)")
-    data = _need_file(args.data)
+    data = need_file(args.data)
     steps = tuple(s.strip() for s in args.steps.split(",") if s.strip()) if args.steps else None
     options = PlaybookOptions(steps=steps, target=args.target, sheet=args.sheet)
     selected_steps(options)  # unknown step names fail before a kernel starts
@@ -229,9 +207,9 @@ async def _eda(args: argparse.Namespace, data: Path, output: Path, options: Any)
     from .eda import detect, run_playbook, write_notebook
 
     # The file is read on the host while the kernel starts; the report's writers are
-    # imported while the cells run (the host is idle then). An unreadable file stops the
-    # run before anything is written.
-    async with _manager(args, _limits(args)) as manager:
+    # imported while the cells run (the host is idle then). A file that cannot be read
+    # stops the run before anything is written.
+    async with open_manager(kernel_settings(args)) as manager:
         starting = asyncio.create_task(manager.session(f"eda-{uuid.uuid4().hex[:8]}"))
         try:
             plan = await asyncio.to_thread(detect, data, sheet=options.sheet)
@@ -239,17 +217,19 @@ async def _eda(args: argparse.Namespace, data: Path, output: Path, options: Any)
             session = await starting
         warming = asyncio.create_task(asyncio.to_thread(_warm_report_imports, html=bool(args.html)))
         report = await run_playbook(session, data, options=options, on_progress=_print_progress, plan=plan)
-        loaded = all(s.ok for s in report.steps if s.name in ("setup", "load"))
-        if not loaded:
-            raise CliError(report.error or f"{data.name}: could not be read; nothing was written")
+        outcome = eda_outcome(report)
+        if not all(s.ok for s in report.steps if s.name in ("setup", "load")):
+            raise RunFailedError(outcome.summary)
         await warming
         written = await write_notebook(session, output)
         page = _to_html(written, args.html) if args.html else None
-    print(_plain(report.summary_markdown) or f"The playbook stopped: {report.error}")
+    print(_plain(report.summary_markdown) or outcome.summary)
     print(f"\nnotebook: {written}")
     if page is not None:
         print(f"html: {page}")
-    return 0 if report.ok else 1
+    if outcome.status != "ok":
+        _err(outcome.summary)
+    return 0 if outcome.status == "ok" else 1
 
 
 def _warm_report_imports(*, html: bool) -> None:
@@ -260,12 +240,9 @@ def _warm_report_imports(*, html: bool) -> None:
 
 
 def _print_progress(progress: Any) -> None:
-    result = progress.result
-    if result is None:
-        return
-    status = "ok" if result.ok else f"FAILED ({result.error})"
-    print(f"[{progress.index:>2}/{progress.total}] {progress.title:<20} {status} {result.duration_s:6.2f} s",
-          file=sys.stderr, flush=True)
+    line = progress_line(progress)
+    if line:
+        print(line, file=sys.stderr, flush=True)
 
 
 def _plain(markdown: str) -> str:
@@ -288,16 +265,16 @@ def _to_html(notebook: Path, target: Path) -> Path:
 def _cmd_verify(args: argparse.Namespace) -> int:
     from .kernels.verify import read_notebook
 
-    notebook = _need_file(args.notebook)
+    notebook = need_file(args.notebook)
     recorded = read_notebook(notebook).get("metadata", {}).get("kernel_analyst", {}).get("limits")
     base = Limits.from_dict(recorded) if isinstance(recorded, dict) else None
-    return asyncio.run(_verify(args, notebook, _limits(args, base)))
+    return asyncio.run(_verify(args, notebook, kernel_settings(args).limits(base)))
 
 
 async def _verify(args: argparse.Namespace, notebook: Path, limits: Limits) -> int:
     from .kernels.verify import verify_notebook
 
-    async with _manager(args, limits) as manager:
+    async with open_manager(kernel_settings(args), limits) as manager:
         report = await verify_notebook(notebook, manager, data_dirs=args.data_dir, rerun_path=args.output,
                                        on_cell=_print_cell)
     for check in report.inputs:
@@ -325,127 +302,95 @@ def _print_cell(check: Any) -> None:
 # -- ask and chat -------------------------------------------------------------------------------
 
 
-def _load_model(args: argparse.Namespace) -> Any:
-    from .agent.models import load_chat_model
-
-    return load_chat_model(args.model, base_url=args.base_url)
+def _load_model(settings: ModelSettings) -> Any:
+    """The chat model (a seam for tests, which give a scripted one)."""
+    return load_model(settings)
 
 
 def _cmd_ask(args: argparse.Namespace) -> int:
     if len(args.items) < 2:
-        raise CliError("ask needs at least one data file and a question")
+        raise UsageError("ask needs at least one data file and a question")
     *paths, question = args.items
-    files = [_need_file(Path(p)) for p in paths]
-    model = _load_model(args)
-    return asyncio.run(_ask(args, model, files, question))
+    files = [need_file(Path(p)) for p in paths]
+    settings = model_settings(args)
+    model = _load_model(settings)
+    return asyncio.run(_ask(args, settings, model, files, question))
 
 
-async def _ask(args: argparse.Namespace, model: Any, files: list[Path], question: str) -> int:
-    from .agent import Analyst
-
-    async with _manager(args, _limits(args)) as manager:
-        analyst = Analyst(model, manager, max_steps=args.max_steps)
-        answer = await analyst.ask("ask", question, files=files, on_event=_event_printer(sys.stdout))
-        written = await (await manager.session("ask")).export(args.output) if args.output else None
-    _print_answer(answer, written)
+async def _ask(args: argparse.Namespace, settings: ModelSettings, model: Any, files: list[Path],
+               question: str) -> int:
+    conversation = args.conversation
+    async with open_manager(kernel_settings(args), recovery="replay") as manager:
+        analyst = build_analyst(model, manager, settings)
+        answer = await analyst.ask(conversation, question, files=files,
+                                   on_event=StepPrinter(sys.stdout).dispatch)
+        written = await (await manager.session(conversation)).export(args.output) if args.output else None
+    if answer.stop_reason == "error":
+        if written is not None:
+            print(f"\nnotebook: {written}")
+        raise RunFailedError(_answer_error(answer.error or "", settings))
+    print(f"\n{answer.text.strip() or '(no answer)'}")
+    if answer.stop_reason != "answered":
+        print(f"\n[stopped: {answer.stop_reason}]")
+    if written is not None:
+        print(f"\nnotebook: {written}")
     return 0 if answer.stop_reason == "answered" else 1
 
 
-def _print_answer(answer: Any, written: Path | None) -> None:
-    print(f"\n{answer.text.strip() or '(no answer)'}")
-    if answer.stop_reason != "answered":
-        print(f"\n[stopped: {answer.stop_reason}{': ' + answer.error if answer.error else ''}]")
-    if written is not None:
-        print(f"\nnotebook: {written}")
-
-
-def _event_printer(out: TextIO, *, max_lines: int = 12) -> Callable[[Any], None]:
-    """Print agent events as they happen: code, a short output, errors."""
-
-    def show(event: Any) -> None:
-        kind = getattr(event, "type", "")
-        if kind == "step_code":
-            print(f"\n--- step {event.step} ---", file=out)
-            print("\n".join(">>> " + line for line in event.code.rstrip().splitlines()), file=out)
-        elif kind == "step_finished":
-            print(_short_output(event.execution, max_lines), file=out)
-        elif kind == "model_text" and event.text.strip():
-            print(f"\n{event.text.strip()}", file=out)
-        out.flush()
-
-    return show
-
-
-def _short_output(ex: Any, max_lines: int) -> str:
-    lines = ex.text.rstrip().splitlines()
-    if ex.error is not None:
-        return f"[{ex.status}] {ex.error.ename}: {ex.error.evalue}"
-    more = [f"... ({len(lines) - max_lines} more lines)"] if len(lines) > max_lines else []
-    shown = lines[:max_lines] + more
-    images = f"[{len(ex.images)} image(s)]" if ex.images else ""
-    return "\n".join([*shown, images]).strip() or f"[{ex.status}, no output]"
-
-
-_CHAT_HELP = """commands: /files  list files in the session   /vars  list variables
-          /save [PATH]  write the notebook      /reset  restart the kernel (variables are lost)
-          /help  this text   /quit  leave (or Ctrl-D)"""
+def _answer_error(error: str, settings: ModelSettings) -> str:
+    prefix = "the model call failed: "
+    if error.startswith(prefix):
+        return describe_model_failure(error[len(prefix):], settings)
+    return error
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:
-    files = [_need_file(p) for p in args.data]
-    model = _load_model(args)
-    return asyncio.run(_chat(args, model, files))
+    files = [need_file(p) for p in args.data]
+    settings = model_settings(args)
+    resume = _resumed_conversation(args.resume) if args.resume is not None else None
+    model = _load_model(settings) if settings.spec else None
+    return asyncio.run(_chat(args, settings, model, files, resume))
 
 
-async def _chat(args: argparse.Namespace, model: Any, files: list[Path]) -> int:
-    from .agent import Analyst
+def _resumed_conversation(directory: Path) -> ConversationInfo:
+    """The conversation kept in ``directory`` (``chat --resume``), or a one-line error."""
+    if not directory.is_dir():
+        raise UsageError(f"--resume {directory}: not a directory")
+    info = ConversationInfo.read(directory / "audit.ipynb")
+    if info is None:
+        raise UsageError(f"--resume {directory}: no conversation there (no kernel-analyst audit.ipynb)")
+    return info
 
-    async with _manager(args, _limits(args)) as manager:
-        analyst = Analyst(model, manager, max_steps=args.max_steps)
-        session = await manager.session("chat")
+
+async def _chat(args: argparse.Namespace, settings: ModelSettings, model: Any, files: list[Path],
+                resume: ConversationInfo | None) -> int:
+    from .frontend.console import Console
+
+    kernels = kernel_settings(args)
+    conversation = "chat"
+    if resume is not None:
+        kernels = replace(kernels, session_dir=resume.directory.parent)
+        conversation = resume.id
+    async with open_manager(kernels, recovery="replay") as manager:
+        session = await manager.session(conversation)
+        if resume is not None:
+            await _report_resume(session)
         for path in files:
             await session.upload(path)
-        print(f"kernel ready ({len(files)} file(s) uploaded). {_CHAT_HELP}", flush=True)
-        while (line := await _read_line("you> ")) is not None:
-            if not line.strip():
-                continue
-            if line.strip().startswith("/"):
-                if not await _chat_command(line.strip(), manager, analyst):
-                    break
-                continue
-            answer = await analyst.ask("chat", line.strip(), on_event=_event_printer(sys.stdout))
-            _print_answer(answer, None)
-    return 0
+        analyst = build_analyst(model, manager, settings) if model is not None else None
+        console = Console(session, conversation, sys.stdout, analyst=analyst)
+        if files:
+            print(f"uploaded: {', '.join(p.name for p in files)}", flush=True)
+        return await console.run()
 
 
-async def _read_line(prompt: str) -> str | None:
-    print(prompt, end="", flush=True)
-    line = await asyncio.to_thread(sys.stdin.readline)
-    return line if line else None
-
-
-async def _chat_command(line: str, manager: SessionManager, analyst: Any) -> bool:
-    """Run one /command; return False to leave the chat."""
-    name, _, rest = line.partition(" ")
-    session = await manager.session("chat")
-    if name in ("/quit", "/exit"):
-        return False
-    if name == "/files":
-        listing = await session.files()
-        print("\n".join(f"  {f.name} ({f.size:,} bytes)" for f in listing) or "  (no files)")
-    elif name == "/vars":
-        found = await session.variables()
-        print("\n".join(f"  {v.describe()}" for v in found) or "  (no variables)")
-    elif name == "/save":
-        target = Path(rest.strip() or "chat.ipynb")
-        print(f"  notebook: {await session.export(target)}")
-    elif name == "/reset":
-        await session.restart()
-        analyst.forget("chat")
-        print("  kernel restarted: variables and chat history are gone (files stay).")
-    else:
-        print(_CHAT_HELP)
-    return True
+async def _report_resume(session: KernelSession) -> None:
+    """Bring the variables back now, and say what came back."""
+    names = [v.name for v in await session.variables()]
+    report = session.last_recovery
+    print(f"resumed conversation {session.id!r} ({session.notebook_path})", flush=True)
+    print(report.describe() if report is not None else f"variables: {', '.join(names) or 'none'}",
+          flush=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -143,6 +143,32 @@ async def test_kernel_death_mid_question(manager: SessionManager) -> None:
                           "they were deleted): df. Re-create the ones you need.")
 
 
+async def test_the_model_is_told_what_recovery_restored(tmp_path: Path) -> None:
+    """With recovery on, the death's observation says the variables will come back, and
+    the next one says what was restored; the model goes on without reloading."""
+    def after_death(call: ModelCall) -> AIMessage:
+        told = call.last_tool_output
+        assert "they will be rebuilt" in told and "re-create" not in told, told
+        return tool_call("rows + 1")
+
+    def after_restore(call: ModelCall) -> str:
+        told = call.last_tool_output
+        assert "variables were rebuilt after a loss" in told and "Variables now: df, rows" in told, told
+        return f"{told.splitlines()[-1]} rows, plus one."
+
+    model = ScriptedChatModel(script=[
+        tool_call(LOAD + "\nrows = len(df)"),
+        tool_call("import os; os._exit(1)"),
+        after_death,
+        after_restore,
+    ])
+    async with SessionManager(tmp_path, limits=test_limits(), recovery="replay") as private:
+        answer = await Analyst(model, private).ask("agent-recover", "Rows plus one?", files=[TITANIC])
+    restored = answer.steps[2].execution
+    assert restored.recovery is not None and restored.recovery.complete
+    assert answer.text == "892 rows, plus one." and answer.stop_reason == "answered"
+
+
 async def test_max_steps_stops_the_loop(manager: SessionManager) -> None:
     model = ScriptedChatModel(function=lambda call: tool_call("n = 1 + 1"))
     answer = await Analyst(model, manager, max_steps=2).ask(SCRATCH, "Loop forever")

@@ -24,7 +24,7 @@ def read_valid(path: Path) -> nbformat.NotebookNode:
 
 def test_every_append_leaves_a_valid_notebook_in_place(tmp_path: Path) -> None:
     path = tmp_path / "a.ipynb"
-    trail = AuditTrail(path, {"kernel_analyst": {"session_id": "t"}})
+    trail = AuditTrail.create(path, {"kernel_analyst": {"session_id": "t"}})
     assert read_valid(path).cells == []
     inode = path.stat().st_ino
     for i in range(30):
@@ -49,7 +49,7 @@ def test_notebook_survives_the_writer_being_killed(tmp_path: Path) -> None:
         import sys
         from kernel_analyst.kernels.audit import AuditTrail, repair_notebook
         from kernel_analyst.kernels.execution import Execution
-        trail = AuditTrail(__import__('pathlib').Path({str(path)!r}), {{}})
+        trail = AuditTrail.create(__import__('pathlib').Path({str(path)!r}), {{}})
         i = 0
         while True:
             i += 1
@@ -72,7 +72,7 @@ def test_notebook_survives_the_writer_being_killed(tmp_path: Path) -> None:
 
 def test_a_cut_short_append_is_repaired_to_the_last_whole_cell(tmp_path: Path) -> None:
     path = tmp_path / "cut.ipynb"
-    trail = AuditTrail(path, {"kernel_analyst": {"session_id": "cut"}})
+    trail = AuditTrail.create(path, {"kernel_analyst": {"session_id": "cut"}})
     for i in range(5):
         trail.append_execution(Execution(code=str(i), outputs=[
             {"output_type": "stream", "name": "stdout", "text": "z" * 3000}]))

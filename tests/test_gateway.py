@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from kernel_analyst.kernels import (
@@ -214,3 +215,38 @@ async def test_backend_manager_gives_the_same_session(backend_manager: SessionMa
     meta = s.audit.metadata["kernel_analyst"]
     assert meta["backend"] == backend_manager.backend.name and meta["isolation"] == s.isolation
     assert [f["name"] for f in meta["files"]] == ["t.csv"]
+
+
+# -- another process takes a conversation over --------------------------------------------------
+
+
+async def test_a_second_manager_reattaches_to_the_running_kernel(gateway: GatewayProcess,
+                                                                  tmp_path: Path) -> None:
+    """Two API replicas on one directory: the second continues the conversation in the
+    kernel the first started (variables intact, no replay), and a kernel that is gone
+    falls back to a fresh one plus replay."""
+    async with SessionManager(tmp_path, limits=test_limits(), backend=gateway.backend(),
+                              recovery="replay") as first:
+        s1 = await first.session("shared")
+        assert (await s1.execute("x = 41")).status == "ok"
+        kernel_id = s1.kernel_id
+        assert kernel_id in gateway.kernel_ids()
+        async with SessionManager(tmp_path, limits=test_limits(), backend=gateway.backend(),
+                                  recovery="replay") as second:
+            s2 = await second.session("shared", attach=kernel_id)
+            ex = await s2.execute("x + 1")
+            assert ex.text.strip() == "42" and ex.recovery is None
+            assert s2.kernel_id == kernel_id and s2.kernel is not None and s2.kernel.reattached
+            await first.detach("shared")
+            assert kernel_id in gateway.kernel_ids(), "detaching leaves the kernel running"
+            assert (await s2.execute("x = x + 1; x")).text.strip() == "42"
+            markers = [c.metadata["kernel_analyst"].get("marker") for c in
+                       nbformat.read(s2.notebook_path, as_version=4).cells if c.cell_type == "markdown"]
+            assert markers == ["reattached"]
+            await second.close("shared", reason=None)
+        assert kernel_id not in gateway.kernel_ids()
+        async with SessionManager(tmp_path, limits=test_limits(), backend=gateway.backend(),
+                                  recovery="replay") as third:
+            s3 = await third.session("shared", attach=kernel_id)  # gone: a fresh kernel, replayed
+            ex = await s3.execute("x")
+            assert ex.text.strip() == "42" and ex.recovery is not None

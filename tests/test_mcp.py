@@ -42,7 +42,7 @@ async def test_tools_over_streamable_http(server: RunningServer) -> None:  # noq
 
         code = "import pandas as pd\ndf = pd.read_csv('small.csv')\nint(df.b.sum())"
         ran = await client.call_tool("execute", {"code": code})
-        assert not ran.is_error and _text(ran).endswith("7\n")
+        assert not ran.is_error and "\n7\nVariables: created df" in _text(ran)
         assert ran.structured_content["session_id"] == sid and ran.structured_content["status"] == "ok"
 
         plotted = await client.call_tool("execute", {"code": PLOT})
@@ -52,6 +52,16 @@ async def test_tools_over_streamable_http(server: RunningServer) -> None:  # noq
 
         failed = await client.call_tool("execute", {"code": "undefined_name"})
         assert failed.is_error and "NameError" in _text(failed)
+
+        # What the tool returns is the agent's observation: within the budget, the rest saved.
+        long = await client.call_tool("execute", {"code": "for i in range(5000): print('line', i)"})
+        text, observed = _text(long), long.structured_content["observation"]
+        assert len(text) < 4300 and "line 0\n" in text and "line 4999" in text
+        assert observed["elided_chars"] > 40_000 and observed["saved"]["name"] in text
+        keyerror = await client.call_tool("execute", {"code": "df['nope']"})
+        trimmed = _text(keyerror)
+        assert trimmed.count("\n") < 30 and "Cell In[" in trimmed and "KeyError: 'nope'" in trimmed
+        assert "site-packages" not in trimmed and "The above exception" not in trimmed
 
         variables = (await client.call_tool("list_variables", {})).structured_content["variables"]
         assert {"name": "df", "type": "pandas.DataFrame"}.items() <= next(
@@ -70,7 +80,7 @@ async def test_tools_over_streamable_http(server: RunningServer) -> None:  # noq
             refused = await bob.call_tool("execute", {"code": "df", "session_id": sid})
             assert refused.is_error and "no session" in _text(refused)
             own = await bob.call_tool("execute", {"code": "'df' in globals()"})
-            assert _text(own).endswith("False\n") and own.structured_content["session_id"] != sid
+            assert "\nFalse\n" in _text(own) and own.structured_content["session_id"] != sid
             bob_sid = own.structured_content["session_id"]
         await alice.delete(f"/sessions/{sid}")
     async with server.client("bob") as bob_http:
@@ -109,7 +119,7 @@ async def _exercise_stdio(client: Client) -> None:
     assert uploaded.structured_content["size"] == 14
     code = "import pandas as pd\nint(pd.read_csv('xy.csv').y.sum())"
     ran = await client.call_tool("execute", {"code": code})
-    assert _text(ran).endswith("30\n")
+    assert _text(ran).endswith("\n30\n")
     plotted = await client.call_tool("execute", {"code": PLOT})
     assert _images(plotted)[0].startswith(PNG_MAGIC)
     files = (await client.call_tool("list_files", {})).structured_content["files"]

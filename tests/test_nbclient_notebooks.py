@@ -1,9 +1,11 @@
 """nbclient's own test notebooks, run cell by cell through a session and compared with
-the outputs saved in them (after normalising volatile fields)."""
+the outputs saved in them (after normalising volatile fields), while two CPU burners
+keep the machine busy (IOPub lagging the reply must not cost any output)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from xml.etree.ElementTree import canonicalize
@@ -14,6 +16,7 @@ import pytest
 from kernel_analyst.kernels import SessionManager
 
 from .conftest import NOTEBOOKS_REAL
+from .helpers import cpu_burners
 
 NBCLIENT = NOTEBOOKS_REAL / "nbclient"
 # JupyterWidgets needs ipywidgets and comm handling: out of scope, as the issue says.
@@ -50,6 +53,12 @@ def _normalise_data(mime: str, value: str) -> str:
     if mime == "image/svg+xml":
         return canonicalize(value, strip_text=True)  # attribute order varies by IPython version
     return _ADDRESS.sub(" at 0x", value)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def busy_machine() -> Iterator[None]:
+    with cpu_burners(2):
+        yield
 
 
 def code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:

@@ -18,6 +18,8 @@ import nbformat
 import pytest
 
 from kernel_analyst.kernels import (
+    KernelEnvironment,
+    KernelStartError,
     Limits,
     SandboxUnavailableError,
     SessionManager,
@@ -119,12 +121,55 @@ def test_sandbox_launch_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         assert not any(a in ("/etc", "/etc/shadow", "/etc/ssl") for a in argv), "never all of /etc"
         assert argv[argv.index("/proc/sys") - 1] == "--ro-bind"
         assert argv[argv.index("--") - 4:argv.index("--")] == ["--remount-ro", "/dev", "--remount-ro", "/"]
+        # A tmpfs hides what was bound below it: the interpreter comes after /tmp's.
+        tmpfs = argv.index("/tmp", argv.index("--tmpfs"))
+        for prefix in sandbox.python_prefixes(sandbox.current_python()):
+            binds = [i for i, a in enumerate(argv) if a == prefix and argv[i - 1] == "--ro-bind"]
+            assert binds and all(i > tmpfs for i in binds), prefix
     finally:
         plan.release()
     with_net = sandbox.plan_launch(["python3"], workdir=work, runtime_dir=run, extra_env={},
                                    limits=Limits(isolation="sandbox", network=True), isolation="sandbox")
     with_net.release()
     assert "--unshare-net" not in with_net.argv and "/etc/resolv.conf" in with_net.argv
+
+
+async def test_interpreter_under_tmp_runs_in_the_sandbox(tmp_path: Path) -> None:
+    """A checkout (and its virtualenv) under /tmp: the sandbox's private /tmp must not
+    hide the interpreter (bwrap applies mounts in order)."""
+    import site
+    import venv
+
+    assert str(tmp_path).startswith("/tmp/"), "pytest's tmp_path is under /tmp here"
+    env_dir = tmp_path / "venv"
+    # Symlinked to this interpreter, whose packages the .pth below makes visible.
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(env_dir)
+    site_dir = next(env_dir.glob("lib/python*/site-packages"))
+    (site_dir / "host.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    (site_dir / "only_in_tmp_env.py").write_text("MARK = 'tmp-venv'\n")
+    limits = Limits(isolation="sandbox", startup_timeout_s=60.0, timeout_s=60.0)
+    async with SessionManager(tmp_path / "s", limits=limits,
+                              environment=KernelEnvironment(venv=str(env_dir))) as m:
+        s = await m.session("tmp-venv")
+        ex = await s.execute("import only_in_tmp_env, sys\nprint(only_in_tmp_env.MARK, sys.prefix)")
+        assert ex.status == "ok", ex.text
+        assert ex.text.split() == ["tmp-venv", str(env_dir)]
+        assert s.isolation == "sandbox"
+
+
+async def test_a_sandboxed_kernel_that_cannot_start_says_what_it_missed(tmp_path: Path) -> None:
+    import venv
+
+    env_dir = tmp_path / "bare"
+    venv.EnvBuilder(with_pip=False).create(env_dir)  # no ipykernel in it
+    limits = Limits(isolation="sandbox", startup_timeout_s=60.0)
+    async with SessionManager(tmp_path / "s", limits=limits,
+                              environment=KernelEnvironment(venv=str(env_dir))) as m:
+        with pytest.raises(KernelStartError) as caught:
+            await m.session("bare")
+    message = str(caught.value)
+    assert "could not see ipykernel_launcher" in message or "could not see ipykernel" in message
+    assert "--isolation process" in message
 
 
 def test_network_off_needs_a_namespace() -> None:
@@ -162,12 +207,17 @@ async def test_writes_outside_workdir_are_denied(open_manager: ManagerFactory, t
         str(s.session.notebook_path), str(local_kernel(s.session).runtime_dir / "ka-probe"),
         "/proc/sys/kernel/hostname", str(tmp_path / "ka-probe"),
     ]
+    readme = (ROOT / "README.md").read_bytes()
     ex = await s.run(f"PATHS = {targets!r}\n" + WRITE_PROBE)
     result = json_line(ex.text)
-    assert all(v != "written" for v in result.values()), result
+    # Paths under /tmp (a checkout there, pytest's tmp_path) exist in the sandbox only on
+    # its private tmpfs: a write there may succeed and must not reach the host.
+    host_paths = {t: v for t, v in result.items() if not t.startswith("/tmp/")}
+    assert all(v != "written" for v in host_paths.values()), result
     read_only = ("/usr/ka-probe", "/etc/ka-probe", "/proc/sys/kernel/hostname")
     assert {result[p] for p in read_only} == {"EROFS"}
     assert not any(os.path.exists(t) for t in targets if "ka-probe" in t)
+    assert (ROOT / "README.md").read_bytes() == readme
     assert (other.session.workdir / "mine.txt").read_text() == "other session"
     assert socket.gethostname() == hostname
     ok = await s.run("open('inside.txt', 'w').write('fine')")

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kernel_analyst.kernels import DiskQuotaError
+from kernel_analyst.kernels.files import disk_usage
 
 from .helpers import pid_alive, wait_until
 from .test_sandbox_support import (
@@ -248,6 +249,23 @@ async def test_children_gone_when_host_exits_without_closing(tmp_path: Path) -> 
         stop(host)
 
 
+@pytest.mark.parametrize("level", ALL_LEVELS)
+async def test_a_queued_call_keeps_its_own_deadline(level: str, open_manager: ManagerFactory) -> None:
+    """``execute("1", timeout=1)`` behind a busy cell returns after about 1 s, not when the
+    earlier cell ends; it says it did not run; the earlier cell is not disturbed."""
+    s = await tracked(await open_manager(level), "queued")
+    busy = asyncio.ensure_future(s.run("import time\ntime.sleep(4)\n'slept'", timeout=30))
+    assert await wait_until(lambda: s.session.busy, timeout=10)
+    t0 = time.monotonic()
+    queued = await s.session.execute("1", timeout=1)
+    assert time.monotonic() - t0 < 3, "the deadline counts from the call"
+    assert queued.status == "timeout" and queued.state == "kept" and queued.outputs == []
+    assert queued.error is not None and "did not run" in queued.error.evalue
+    done = await busy
+    assert done.status == "ok" and done.text.strip() == "'slept'"
+    s.check_audit()
+
+
 # -- case 6: file size, disk quota, /tmp ---------------------------------------------------
 
 
@@ -272,13 +290,37 @@ async def test_disk_quota(level: str, open_manager: ManagerFactory) -> None:
         await s.run(WRITE_MB.format(name=f"part{i}.bin", mb=15))
     over = await s.run(WRITE_MB.format(name="part3.bin", mb=15))
     assert over.status == "error" and over.state == "kept", "the cell reports it; nothing is lost"
-    assert over.error is not None and over.error.ename == "DiskQuotaError"
-    assert "Limits.max_disk_mb" in over.error.evalue
+    # The room left (3 MB) was the largest file the kernel could write: the write failed
+    # there, and the directory never went over its 48 MB.
+    assert over.error is not None and "File too large" in over.error.evalue
+    assert "Limits.max_disk_mb" in over.text and "disk quota" in " ".join(over.events)
+    assert disk_usage(s.session.workdir) <= 48 * 2**20
     with pytest.raises(DiskQuotaError):
         await s.session.upload(b"more", name="more.txt")
     freed = await s.run("import os\nfor n in os.listdir('.'):\n    if n.startswith('part'): os.remove(n)")
     assert freed.status == "ok", "the session survives; deleting files brings it back"
     assert (await s.run("'fine'")).text.strip() == "'fine'"
+    s.check_audit(markers=["disk_quota", "disk_quota"])
+
+
+@pytest.mark.parametrize("level", ALL_LEVELS)
+async def test_disk_quota_holds_within_one_cell(level: str, open_manager: ManagerFactory) -> None:
+    """One cell writing 60 MB against a 48 MB quota: one file stops at the quota; many
+    small files are stopped as soon as the directory is over (within about one write)."""
+    s = await tracked(await open_manager(level, max_file_size_mb=1024), "disk-one-cell")
+    one = await s.run("with open('one.bin', 'wb') as f:\n"
+                      "    for _ in range(60):\n        f.write(b'x' * 2**20)")
+    assert one.status == "error" and "File too large" in str(one.error)
+    assert disk_usage(s.session.workdir) <= 48 * 2**20, "a single file never passes the quota"
+    assert (await s.run("import os; os.remove('one.bin')")).status == "ok"
+    # A short pause per file stands for real work between writes; the guard reacts to
+    # each write (inotify), so the bound holds unless this process is starved for 40 ms.
+    many = await s.run("import time\nfor i in range(60):\n    with open(f'f{i}.bin', 'wb') as f:\n"
+                       "        f.write(b'x' * 2**20)\n    time.sleep(0.005)")
+    assert many.status == "error" and "File too large" in str(many.error), many.text
+    assert any("disk quota" in e for e in many.events), many.events
+    used = disk_usage(s.session.workdir)
+    assert used <= (48 + 8) * 2**20, f"{used / 2**20:.1f} MB: the guard reacted too late"
     s.check_audit(markers=["disk_quota", "disk_quota"])
 
 

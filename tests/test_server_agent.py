@@ -117,3 +117,30 @@ async def test_client_leaving_an_answer_stops_its_cell(agent_server: RunningServ
         assert ran.json()["status"] == "ok" and ran.json()["text"] == "'usable'\n"
         assert ran.elapsed.total_seconds() < 20, "the abandoned cell was not interrupted"
         await client.delete(f"/sessions/{sid}")
+
+
+async def test_stop_ends_an_answer_and_says_so(agent_server: RunningServer) -> None:
+    async with agent_server.client("bob") as client:
+        sid = await create_session(client)
+        started = time.monotonic()
+        names: list[str] = []
+        last: dict[str, object] = {}
+        ask = {"question": "Please dawdle."}
+        async with client.stream("POST", f"/sessions/{sid}/ask", json=ask) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("event: "):
+                    names.append(line[7:])
+                elif line.startswith("data: "):
+                    last = json.loads(line[6:])
+                if names and names[-1] == "output" and line.startswith("data: "):
+                    async with agent_server.client("bob") as other:
+                        stopped = await other.post(f"/sessions/{sid}/interrupt")
+                    assert stopped.json() == {"stopped": "run"}
+        assert names[-1] == "done" and last["status"] == "stopped", (names, last)
+        assert "answer" not in names
+        assert time.monotonic() - started < 30, "the sleeping cell was not stopped"
+        nb = json.loads((await client.get(f"/sessions/{sid}/notebook")).text)
+        sleepy = [c for c in nb["cells"]
+                  if c["cell_type"] == "code" and "time.sleep(60)" in "".join(c["source"])]
+        assert sleepy and any(o.get("ename") == "KeyboardInterrupt" for o in sleepy[-1]["outputs"])
+        await client.delete(f"/sessions/{sid}")

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from kernel_analyst import cli
 from kernel_analyst.server import ServerConfig, TokenTable, add_cli
 from kernel_analyst.server.cli import config_from_args
 from kernel_analyst.server.config import environment_overrides, read_tokens_file
@@ -60,10 +61,10 @@ def test_a_model_that_cannot_load_is_one_clear_line(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    args = _parse("serve", "--model", "openai:gpt-4o-mini", "--session-dir", str(tmp_path))
-    assert args.func(args) == 2
+    code = cli.main(["serve", "--model", "openai:gpt-4o-mini", "--session-dir", str(tmp_path)])
     err = capsys.readouterr().err
-    assert err.startswith("kernel-analyst serve: ") and "OPENAI_API_KEY" in err and err.count("\n") == 1
+    assert code == 1 and err.startswith("kernel-analyst: error: ") and "OPENAI_API_KEY" in err
+    assert err.count("\n") == 1, err
 
 
 def test_tokens_from_the_environment(tmp_path: Path) -> None:

@@ -135,3 +135,29 @@ async def test_limits_then_idle_culling_keeps_the_notebook(small_server: Running
         second = await create_session(alice)
         assert second != first
         assert Path(small_server.config.root_dir / first / "audit.ipynb").is_file()
+
+
+async def test_stop_ends_an_eda_run_and_says_so(server: RunningServer, sid: str) -> None:  # noqa: F811
+    from .conftest import SEABORN
+
+    async with server.client("alice") as client:
+        tips = (SEABORN / "tips.csv").read_bytes()
+        await client.post(f"/sessions/{sid}/files", files={"file": ("tips.csv", tips)})
+        events: list[tuple[str, Any]] = []
+        async with client.stream("POST", f"/sessions/{sid}/eda", json={"file": "tips.csv"}) as response:
+            async for name, data, _ in _events(response):
+                events.append((name, data))
+                if name == "progress" and data["status"] == "running" and data["index"] == 2:
+                    async with server.client("alice") as other:
+                        stopped = await other.post(f"/sessions/{sid}/interrupt")
+                    assert stopped.status_code == 200 and stopped.json() == {"stopped": "run"}
+        progress = [d for n, d in events if n == "progress"]
+        assert progress[0] == {"index": 1, "total": 12, "title": "Setup", "status": "running", "error": None}
+        name, done = events[-1]
+        assert name == "done" and done["status"] == "stopped", events[-3:]
+        assert done["summary"].startswith("EDA of tips.csv stopped at step ") and done["ok"] is False
+        assert len(progress) < 2 * 12
+        idle = await client.post(f"/sessions/{sid}/interrupt")
+        assert idle.json() == {"stopped": "idle"}
+        ran = await client.post(f"/sessions/{sid}/execute", json={"code": "'usable'"})
+        assert ran.json()["status"] == "ok"

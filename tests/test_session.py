@@ -17,6 +17,7 @@ from kernel_analyst.kernels import (
 )
 
 from .conftest import SEABORN
+from .helpers import cpu_burners
 
 
 async def test_state_persists_and_variables_diff(backend_manager: SessionManager) -> None:
@@ -194,8 +195,11 @@ async def test_huge_single_print_is_capped(backend_manager: SessionManager) -> N
 
 
 async def test_many_flushed_lines_are_all_kept(backend_manager: SessionManager) -> None:
+    """5,000 flushed lines while two CPU burners starve this process: the kernel's IOPub
+    waits for us (XPUB_NODROP) instead of dropping past its high-water mark."""
     s = await backend_manager.session("lines")
-    ex = await s.execute("for i in range(5000):\n    print(i, flush=True)")
+    with cpu_burners(2):
+        ex = await s.execute("for i in range(5000):\n    print(i, flush=True)")
     assert ex.status == "ok"
     assert ex.text.splitlines() == [str(i) for i in range(5000)]
 

@@ -1,11 +1,10 @@
 """The web page in real headless Chromium (Debian's package, driven by Playwright):
-drag-and-drop upload, the EDA playbook streaming in, notebook download, screenshots
-checked for the expected elements; and the injection fixture rendered with no script
-run and no attribute injected (it is only ever rendered, never executed)."""
+drag-and-drop upload, the EDA playbook streaming in with its progress, notebook download,
+screenshots checked for the expected elements; and the injection fixture rendered with no
+script run and no attribute injected (it is only ever rendered, never executed)."""
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 from collections.abc import AsyncIterator
@@ -15,98 +14,70 @@ from typing import Any
 
 import nbformat
 import pytest
-from PIL import Image
+
+from kernel_analyst.eda import STEPS
 
 from .conftest import NOTEBOOKS_REAL, SEABORN
 from .server_fixtures import RunningServer, create_session, server  # noqa: F401
+from .web_fixtures import (  # noqa: F401
+    RECORD_ALERTS,
+    Watch,
+    browser,
+    busy_pixels,
+    clean_sessions,
+    drop_files,
+    needs_chromium,
+    open_page,
+    run_cell,
+    shoot,
+)
 
-playwright_api = pytest.importorskip("playwright.async_api")
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 INJECTION = NOTEBOOKS_REAL / "nbconvert" / "notebook_inject_DO_NOT_EXECUTE.ipynb"
-RECORD_ALERTS = "window.__alerts = []; window.alert = (m) => window.__alerts.push(String(m));"
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
-                                reason="Debian's chromium is not installed (make sysdeps)")
-
-
-@pytest.fixture(scope="module")
-async def browser() -> AsyncIterator[Any]:
-    async with playwright_api.async_playwright() as pw:
-        launched = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
-
-
-class Watch:
-    """Dialogs, console errors and page errors of one page."""
-
-    def __init__(self, page: Any) -> None:
-        self.dialogs: list[str] = []
-        self.errors: list[str] = []
-        page.on("dialog", self._dialog)
-        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-        page.on("console", lambda msg: self.errors.append(msg.text) if msg.type == "error" else None)
-
-    async def _dialog(self, dialog: Any) -> None:
-        self.dialogs.append(dialog.message)
-        await dialog.dismiss()
-
-
-def _busy_pixels(png: bytes) -> int:
-    """How many distinct colours a screenshot has (a blank one has one or two)."""
-    image = Image.open(io.BytesIO(png)).convert("RGB")
-    return len(image.getcolors(maxcolors=1 << 20) or [])
-
-
-async def _open_page(browser: Any, server: RunningServer, fragment: str = "") -> tuple[Any, Any, Watch]:  # noqa: F811
-    context = await browser.new_context(viewport={"width": 1200, "height": 900}, accept_downloads=True)
-    page = await context.new_page()
-    watch = Watch(page)
-    await page.add_init_script(RECORD_ALERTS)  # a payload that ran would call alert()
-    await page.goto(f"{server.url}/{fragment}")
-    await page.fill("#token", server.tokens["alice"])
-    await page.click("#save-token")
-    return context, page, watch
-
-
-async def _drop_file(page: Any, name: str, text: str) -> None:
-    await page.evaluate("""([name, text]) => {
-        const data = new DataTransfer();
-        data.items.add(new File([text], name, {type: "text/csv"}));
-        const zone = document.getElementById("dropzone");
-        for (const type of ["dragenter", "dragover", "drop"]) {
-            zone.dispatchEvent(new DragEvent(type, {dataTransfer: data, bubbles: true, cancelable: true}));
-        }
-    }""", [name, text])
+pytestmark = [needs_chromium, pytest.mark.usefixtures("clean_sessions")]
 
 
 async def test_eda_in_the_page(browser: Any, server: RunningServer, tmp_path: Path) -> None:  # noqa: F811
-    context, page, watch = await _open_page(browser, server)
+    context, page, watch = await open_page(browser, server)
     try:
-        assert await page.is_disabled("#run-eda")
-        await _drop_file(page, "tips.csv", (SEABORN / "tips.csv").read_text())
-        await page.wait_for_selector("#files li:has-text('tips.csv')", timeout=30_000)
-        await page.click("#run-eda")
-        await page.wait_for_selector("#status.done", timeout=120_000)
-        assert "tips.csv" in await page.inner_text("#status")
-        assert await page.locator(".cell.code").count() >= 8
+        await drop_files(page, {"tips.csv": (SEABORN / "tips.csv").read_text()})
+        await page.wait_for_selector("#files li:has-text('tips.csv') button.eda:enabled", timeout=30_000)
+        await page.click("#files li:has-text('tips.csv') button.eda")
+        await page.wait_for_selector("#progress.running:has-text('Step ')", timeout=60_000)
+        progress = await page.inner_text("#progress")
+        total = len(STEPS) + 1  # setup, loading, every step but target (no target given)
+        assert progress.startswith("Step ") and f" of {total}: " in progress, progress
+        await page.wait_for_selector("#status.done:has-text('EDA of tips.csv')", timeout=120_000)
+        assert f"{total} cells, all ran without error" in await page.inner_text("#status")
+        assert (await page.inner_text("#progress")).startswith(f"Step {total} of {total}: Column profiles")
+        assert await page.locator(".cell.code").count() == total
+        assert await page.locator(".cell.code.status-ok").count() == total
         assert await page.locator(".cell.markdown").count() >= 3
         assert await page.locator(".cell .output-html table").count() >= 1
         assert await page.locator(".cell img.output-image").count() >= 2
-        assert await page.locator(".cell.status-error").count() == 0
-        assert await page.is_disabled("#ask"), "ask needs a model; this server has none"
+        prompts = await page.locator(".cell.code .prompt").all_inner_texts()
+        assert prompts == [f"[{n}]" for n in range(1, total + 1)], prompts
+        ask_mode = "input[name=mode][value=ask]"
+        assert await page.is_disabled(ask_mode), "ask needs a model; this server has none"
+        # The input sits after the last result; scrolled half-way up, the EDA's progress and
+        # the input both stay in view.
+        await page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+        last_cell = await page.locator(".cell").last.bounding_box()
+        composer = await page.locator("#composer").bounding_box()
+        assert last_cell and composer and composer["y"] >= last_cell["y"] + last_cell["height"] - 1
+        await page.evaluate("window.scrollTo(0, document.body.scrollHeight / 2)")
+        for element in ("#progress", "#composer"):
+            box = await page.locator(element).bounding_box()
+            assert box and box["y"] >= 0 and box["y"] + box["height"] <= 900, (element, box)
+        viewport = await shoot(page, tmp_path, "eda-scrolled")
+        assert busy_pixels(viewport) > 200
 
-        shot = await page.screenshot(full_page=True, path=str(tmp_path / "eda.png"))
-        assert _busy_pixels(shot) > 200
+        shot = await shoot(page, tmp_path, "eda", full_page=True)
+        assert busy_pixels(shot) > 200
         plot = await page.locator(".cell img.output-image").first.screenshot()
-        assert _busy_pixels(plot) > 20, "the first figure looks blank"
+        assert busy_pixels(plot) > 20, "the first figure looks blank"
         header = await page.locator("header").screenshot()
-        assert _busy_pixels(header) > 5
+        assert busy_pixels(header) > 5
 
         async with page.expect_download() as info:
             await page.click("#download-notebook")
@@ -128,19 +99,17 @@ async def test_eda_in_the_page(browser: Any, server: RunningServer, tmp_path: Pa
 
 
 async def test_live_html_output_is_sanitised(browser: Any, server: RunningServer) -> None:  # noqa: F811
-    context, page, watch = await _open_page(browser, server)
+    context, page, watch = await open_page(browser, server)
     try:
-        await page.click("#code-panel summary")
-        await page.fill("#code", "from IPython.display import HTML, display\n"
-                                 "display(HTML('<b id=\"ok\">bold</b><img src=x onerror=\"alert(1)\">"
-                                 "<script>alert(2)</script><a href=\"javascript:alert(3)\">link</a>'))")
-        await page.click("#run-code")
+        await run_cell(page, "from IPython.display import HTML, display\n"
+                             "display(HTML('<b id=\"ok\">bold</b><img src=x onerror=\"alert(1)\">"
+                             "<script>alert(2)</script><a href=\"javascript:alert(3)\">link</a>'))")
         await page.wait_for_selector(".cell .output-html b", timeout=60_000)
         html = await page.inner_html("#cells .outputs")
         assert "<b>bold</b>" in html
         assert "onerror" not in html and "<script" not in html and "javascript:" not in html
         assert await page.evaluate("window.__alerts") == []
-        assert watch.dialogs == []
+        assert watch.dialogs == [] and watch.errors == []
     finally:
         await context.close()
 
@@ -207,14 +176,23 @@ async def test_injection_fixture_renders_safely_in_chromium(browser: Any, server
             el => [...el.attributes].map(a => a.name)).filter(n => n.startsWith('on') || n === 'style')""")
         assert injected == []
         assert await page.locator("text=<script>alert('markdown cell')</script>").count() == 1
-        shot = await page.screenshot(full_page=True, path=str(tmp_path / "injection.png"))
-        assert _busy_pixels(shot) > 20
+        shot = await shoot(page, tmp_path, "injection", full_page=True)
+        assert busy_pixels(shot) > 20
     finally:
         await context.close()
 
     # And inside the page's sandboxed notebook viewer.
-    context, page, watch = await _open_page(browser, server, f"#session={injected_session}")
+    context, page, watch = await open_page(browser, server, f"#session={injected_session}")
     try:
+        # Reopened from the list: its cells render safely in the page itself, read-only.
+        await page.wait_for_selector("#status.stopped:has-text('closed')")
+        assert await page.locator("#cells .cell").count() == 15
+        assert await page.is_disabled("#run") and await page.is_disabled("#input")
+        assert await page.evaluate("document.querySelectorAll('#cells script, #cells iframe').length") == 0
+        injected = await page.evaluate("""() => [...document.querySelectorAll('#cells *')].flatMap(
+            el => [...el.attributes].map(a => a.name)).filter(n => n.startsWith('on') || n === 'style')""")
+        assert injected == []
+        await shoot(page, tmp_path, "injection-reopened", full_page=True)
         await page.click("#view-notebook")
         frame_element = page.locator("#notebook-frame")
         await frame_element.wait_for(state="visible")

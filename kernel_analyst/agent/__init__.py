@@ -4,7 +4,7 @@ Talks to kernels only through the public API of ``kernel_analyst.kernels``.
 """
 
 from ..eda import EdaReport, PlaybookOptions, run_playbook
-from .analyst import Analyst, AnalystSettings, EventCallback
+from .analyst import Analyst, AnalystSettings, EventCallback, ImagesMode
 from .events import AgentEvent, FinalAnswer, ModelText, StepCode, StepFinished, StepOutput, StepStarted
 from .exceptions import (
     AgentError,
@@ -16,7 +16,7 @@ from .exceptions import (
     ToolCallingUnsupportedError,
 )
 from .models import ModelEnvironment, ModelSpec, load_chat_model
-from .observation import Observation, SavedOutput, observe
+from .observation import Observation, ObservationSettings, SavedOutput, observe, observe_step
 from .results import Answer, Step, StopReason, Usage
 from .tool import TOOL_NAME, KernelTool, KernelToolInput
 
@@ -30,6 +30,7 @@ __all__ = [
     "EdaReport",
     "EventCallback",
     "FinalAnswer",
+    "ImagesMode",
     "KernelTool",
     "KernelToolError",
     "KernelToolInput",
@@ -39,6 +40,7 @@ __all__ = [
     "ModelSpec",
     "ModelText",
     "Observation",
+    "ObservationSettings",
     "PlaybookOptions",
     "ProviderNotInstalledError",
     "SavedOutput",
@@ -53,5 +55,6 @@ __all__ = [
     "Usage",
     "load_chat_model",
     "observe",
+    "observe_step",
     "run_playbook",
 ]

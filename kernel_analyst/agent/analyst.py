@@ -27,7 +27,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -40,15 +40,19 @@ from ..kernels.manager import SessionManager
 from ..kernels.session import KernelSession
 from .events import AgentEvent, FinalAnswer, ModelText, StepCode, StepFinished, StepOutput, StepStarted
 from .exceptions import ToolCallingUnsupportedError
-from .observation import DEFAULT_BUDGET, Observation, observe
+from .observation import DEFAULT_BUDGET, Observation, ObservationSettings, observe_step
 from .prompting import kernel_context, message, system_prompt
 from .results import Answer, Step, StopReason, Usage
-from .tool import TOOL_NAME, KernelTool, store_saved_output
+from .tool import TOOL_NAME, KernelTool
 
 log = logging.getLogger(__name__)
 
 EventCallback = Callable[[AgentEvent], None]
 """Receives each event of an answer, in order (called synchronously)."""
+
+ImagesMode = Literal["auto", "on", "off"]
+"""Whether figures go to the model as images: ``auto`` when the model's LangChain profile
+says it takes image input, ``on`` unless the profile says it does not, ``off`` never."""
 
 _MAX_LISTED_FILES = 30
 _MAX_LISTED_COLUMNS = 25
@@ -64,8 +68,9 @@ class AnalystSettings:
     """Code runs allowed for one question."""
     observation_budget: int = DEFAULT_BUDGET
     """Characters of each step's result the model is shown."""
-    send_images: bool = False
-    """Show figures to the model as images (if its profile does not say it cannot take them)."""
+    send_images: bool | ImagesMode = "auto"
+    """Show figures to the model as images: ``True``/``"on"`` unless its profile says it
+    cannot take them, ``"auto"`` when its profile says it can, ``False``/``"off"`` never."""
     max_images: int = 4
     """Figures attached per step at most."""
     step_timeout_s: float | None = None
@@ -120,9 +125,11 @@ class Analyst:
 
     ``Analyst(model, manager)`` with a started :class:`SessionManager`; each conversation
     id gets its own kernel and chat history. Keywords: ``max_steps``,
-    ``observation_budget`` (characters), ``send_images``, ``max_images``, ``step_timeout``
-    (seconds), ``profile_files`` (load and profile uploaded tables first). Nothing starts
-    before the first question.
+    ``observation_budget`` (characters), ``send_images`` (``"auto"``: figures go to the
+    model as images when its LangChain profile says it takes them; ``True``/``"on"``,
+    ``False``/``"off"``), ``max_images`` (per step), ``step_timeout`` (seconds),
+    ``profile_files`` (load and profile uploaded tables first). Nothing starts before the
+    first question.
     """
 
     def __init__(
@@ -132,7 +139,7 @@ class Analyst:
         *,
         max_steps: int = 15,
         observation_budget: int = DEFAULT_BUDGET,
-        send_images: bool = False,
+        send_images: bool | ImagesMode = "auto",
         max_images: int = 4,
         step_timeout: float | None = None,
         profile_files: bool = False,
@@ -142,8 +149,8 @@ class Analyst:
         self.settings = AnalystSettings(max_steps=max_steps, observation_budget=observation_budget,
                                         send_images=send_images, max_images=max_images,
                                         step_timeout_s=step_timeout, profile_files=profile_files)
-        self.sends_images = send_images and accepts_images(model)
-        """True when figures go to the model as images (asked for, and the model takes them)."""
+        self.sends_images = images_enabled(send_images, model)
+        """True when figures go to the model as images (see ``send_images``)."""
         self._bound = _bind_tool(model, KernelTool(manager))
         self._system = SystemMessage(system_prompt(tool_name=TOOL_NAME, max_steps=max_steps,
                                                    budget=observation_budget, send_images=self.sends_images))
@@ -313,12 +320,10 @@ class Analyst:
         return observation
 
     async def _observe(self, turn: _Turn, ex: Execution, lost: list[str] | None, index: int) -> Observation:
-        def render(save_as: str | None) -> Observation:
-            return observe(ex, budget=self.settings.observation_budget, send_images=self.sends_images,
-                           max_images=self.settings.max_images, lost_variables=lost, save_as=save_as)
-
+        settings = ObservationSettings(budget=self.settings.observation_budget, send_images=self.sends_images,
+                                       max_images=self.settings.max_images)
         name = f"outputs/turn{turn.conversation.turns + 1}-step{index}-{uuid.uuid4().hex[:6]}.txt"
-        return await store_saved_output(turn.session, render(name), lambda: render(None))
+        return await observe_step(turn.session, ex, settings=settings, lost_variables=lost, save_as=name)
 
     # -- the end -----------------------------------------------------------------------------
 
@@ -361,8 +366,26 @@ def _now() -> str:
 
 def accepts_images(model: BaseChatModel) -> bool:
     """False only when the model's profile says it takes no image input."""
+    return takes_images(model) is not False
+
+
+def takes_images(model: BaseChatModel) -> bool | None:
+    """What the model's LangChain profile says about image input; None when it says nothing."""
     profile = getattr(model, "profile", None)
-    return not (isinstance(profile, dict) and profile.get("image_inputs") is False)
+    value = profile.get("image_inputs") if isinstance(profile, dict) else None
+    return value if isinstance(value, bool) else None
+
+
+def images_enabled(mode: bool | ImagesMode, model: BaseChatModel) -> bool:
+    """Whether figures go to ``model`` as images under ``mode`` (see :data:`ImagesMode`);
+    never when the model's profile says it takes no images."""
+    if mode is True or mode == "on":
+        return accepts_images(model)
+    if mode is False or mode == "off":
+        return False
+    if mode == "auto":
+        return takes_images(model) is True
+    raise ValueError(f"send_images must be True, False, 'auto', 'on' or 'off'; got {mode!r}")
 
 
 def _bind_tool(model: BaseChatModel, tool: KernelTool) -> Runnable[LanguageModelInput, AIMessage]:

@@ -14,7 +14,13 @@ When the output is longer than the room left for it, its head and tail are kept 
 middle is replaced by a count of the characters elided. If the caller names a file
 (``save_as``), the full output goes into :attr:`Observation.saved`, the caller stores it
 in the session's working directory, and the marker tells the model that file's name so it
-can read the rest in pieces. Rendering is pure: no I/O happens here.
+can read the rest in pieces.
+
+:func:`observe` is pure (no I/O). :func:`observe_step` is the one step from an execution to
+what a model sees, used by ``Analyst``, ``KernelTool`` and the MCP ``execute`` tool: it
+observes within the budget and stores the full output of a cut observation in the
+session. Tracebacks name no host path: library frames lose their install prefix, other
+paths outside the session keep only their last parts.
 """
 
 from __future__ import annotations
@@ -22,11 +28,13 @@ from __future__ import annotations
 import base64
 import re
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..kernels.exceptions import KernelAnalystError
 from ..kernels.execution import Execution, ExecutionError, strip_ansi
+from ..kernels.session import KernelSession
 from .prompting import message
 
 DEFAULT_BUDGET = 4000
@@ -37,6 +45,8 @@ _VARIABLES_NOTE_MAX = 400
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _RULE_RE = re.compile(r"^-{20,}$")
 _PACKAGES_RE = re.compile(r"(?:[A-Za-z]:)?(?:[/\\][^\s/\\:]+)+[/\\](?:site|dist)-packages[/\\]")
+_STDLIB_RE = re.compile(r"(?:[A-Za-z]:)?(?:[/\\][^\s/\\:]+)*[/\\]lib[/\\]python\d+(?:\.\d+)?[/\\]")
+_FRAME_PATH_RE = re.compile(r"^(\s*File \"?)((?:[A-Za-z]:)?[/\\~][^\s:\"]*)")
 _ARROW_RE = re.compile(r"^\s*-+>")
 _CHAIN_MARKERS = ("The above exception was the direct cause", "During handling of the above exception")
 
@@ -53,6 +63,22 @@ class SavedOutput:
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-able dict (name and size; not the data)."""
         return {"name": self.name, "size": len(self.data)}
+
+
+@dataclass(frozen=True)
+class ObservationSettings:
+    """How much of an execution a model is shown."""
+
+    budget: int = DEFAULT_BUDGET
+    """Characters of observation text per step."""
+    send_images: bool = False
+    """Attach figures as images (decided by the caller from the model's abilities)."""
+    max_images: int = 4
+    """Figures attached per step at most (the rest are named in the text)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return {"budget": self.budget, "send_images": self.send_images, "max_images": self.max_images}
 
 
 @dataclass(frozen=True)
@@ -95,21 +121,26 @@ def observe(
     max_images: int = 4,
     lost_variables: Iterable[str] | None = None,
     save_as: str | None = None,
+    workdir: str | None = None,
+    recovering: bool = False,
 ) -> Observation:
     """Turn ``ex`` into the observation the model reads.
 
     ``budget`` is in characters. ``lost_variables`` names the variables that existed before
     a step that lost the kernel's state (``None``: not known). ``save_as`` is the file name
-    under which the caller will store the full output when it does not fit.
+    under which the caller will store the full output when it does not fit. ``workdir``
+    (the kernel's working directory) lets traceback paths inside it show as relative.
+    ``recovering``: the session rebuilds lost variables before the next step.
     """
     figures = _Figures(attach=send_images, max_images=max_images)
     output = _output_text(ex.outputs, figures)
-    head = _notices(ex, lost_variables)
+    head = _notices(ex, lost_variables, recovering=recovering)
     tail = [note for note in (_variables_note(ex), _dropped_note(ex)) if note]
     room = max(budget - sum(len(part) + 1 for part in head + tail), _MIN_OUTPUT_ROOM)
     error = ""
     if ex.error is not None:
-        error = format_error(ex.error, limit=max(room - min(len(output), room // 4), _MIN_OUTPUT_ROOM))
+        error = format_error(ex.error, limit=max(room - min(len(output), room // 4), _MIN_OUTPUT_ROOM),
+                             workdir=workdir)
     shown, elided = elide(output, max(room - len(error), _MIN_OUTPUT_ROOM), saved_as=save_as)
     if not output.strip() and not error:
         shown = message("no_output") if ex.status == "ok" else ""
@@ -213,13 +244,15 @@ def _cut_tail(text: str, size: int) -> str:
 # -- errors ---------------------------------------------------------------------------
 
 
-def trim_traceback(traceback: list[str]) -> tuple[list[str], int]:
+def trim_traceback(traceback: list[str], *, workdir: str | None = None) -> tuple[list[str], int]:
     """The frames worth showing and the number left out.
 
     Of a chain of exceptions only the last is kept. Of its frames, those in the user's
-    cells are kept, and the last one (where the exception was raised); library frames in
-    between are dropped. The final ``ename: evalue`` line is kept. Paths into
-    site-packages are shortened to the package path.
+    cells (and in files under ``workdir``, the user's own modules) are kept, and the last
+    one (where the exception was raised); library frames in between are dropped. The
+    final ``ename: evalue`` line is kept. No host path is shown:
+    paths into site-packages or the standard library are shortened to the module path,
+    paths under ``workdir`` become relative, any other path keeps its last two parts.
     """
     entries = [strip_ansi(entry).rstrip("\n") for entry in traceback]
     for i in range(len(entries) - 1, -1, -1):
@@ -229,18 +262,42 @@ def trim_traceback(traceback: list[str]) -> tuple[list[str], int]:
     body = [e for e in entries if e.strip() and not _RULE_RE.match(e.strip())
             and "Traceback (most recent call last)" not in e]
     final = body.pop() if body and not _is_frame(body[-1]) else ""
-    keep = {i for i, frame in enumerate(body) if _is_user_frame(frame)}
+    keep = {i for i, frame in enumerate(body) if _is_user_frame(frame, workdir)}
     if body:
         keep.add(len(body) - 1)
     shown: list[str] = []
     for i in sorted(keep):
         if (shown and i - 1 not in keep) or (not shown and i > 0):
             shown.append("   ...")
-        frame = body[i] if _is_user_frame(body[i]) else _compact_frame(body[i])
-        shown.append(_PACKAGES_RE.sub("", frame))
+        frame = body[i] if _is_user_frame(body[i], workdir) else _compact_frame(body[i])
+        shown.append(scrub_frame_path(frame, workdir))
     if final:
         shown.append(final)
     return shown, len(body) - len(keep)
+
+
+def scrub_frame_path(frame: str, workdir: str | None = None) -> str:
+    """A frame whose ``File PATH`` names no host path (see :func:`trim_traceback`)."""
+    head, sep, rest = frame.partition("\n")
+    match = _FRAME_PATH_RE.match(head)
+    if match is None:
+        return frame
+    path = match.group(2)
+    shown = _short_path(path, workdir)
+    return head[: match.start(2)] + shown + head[match.end(2):] + sep + rest
+
+
+def _short_path(path: str, workdir: str | None) -> str:
+    if workdir:
+        root = workdir.rstrip("/\\")
+        if path.startswith(root) and path[len(root): len(root) + 1] in ("/", "\\"):
+            return path[len(root) + 1:]
+    for pattern in (_PACKAGES_RE, _STDLIB_RE):
+        found = pattern.match(path)
+        if found is not None:
+            return path[found.end():]
+    parts = [p for p in re.split(r"[/\\]", path) if p]
+    return path if len(parts) <= 2 and not path.startswith("/") else "…/" + "/".join(parts[-2:])
 
 
 def _compact_frame(entry: str) -> str:
@@ -257,16 +314,20 @@ def _is_frame(entry: str) -> bool:
     return text.startswith(("File ", "Cell In[", "Input In [")) or "<ipython-input-" in text
 
 
-def _is_user_frame(entry: str) -> bool:
+def _is_user_frame(entry: str, workdir: str | None = None) -> bool:
     text = entry.lstrip()
+    if workdir:
+        root = workdir.rstrip("/\\") + "/"
+        if text.startswith(("File " + root, 'File "' + root)):
+            return True
     return text.startswith(("Cell In[", "Input In [")) or "<ipython-input-" in text
 
 
-def format_error(error: ExecutionError, *, limit: int) -> str:
+def format_error(error: ExecutionError, *, limit: int, workdir: str | None = None) -> str:
     """The error as the model sees it: ``Error: ename: evalue`` and the trimmed traceback,
     cut in the middle only if it exceeds ``limit`` characters."""
     first = message("error", error=str(error))
-    frames, omitted = trim_traceback(error.traceback)
+    frames, omitted = trim_traceback(error.traceback, workdir=workdir)
     if not frames:
         return first
     header = message("traceback", omitted=omitted) if omitted else message("traceback_whole")
@@ -278,19 +339,32 @@ def format_error(error: ExecutionError, *, limit: int) -> str:
 # -- notices ----------------------------------------------------------------------------
 
 
-def _notices(ex: Execution, lost_variables: Iterable[str] | None) -> list[str]:
+def _notices(ex: Execution, lost_variables: Iterable[str] | None, *, recovering: bool = False) -> list[str]:
     seconds = f"{ex.duration_s:.1f}"
+    restored = [_restored_note(ex)] if ex.recovery is not None else []
     if ex.state != "lost":
-        return [message("timeout_kept", seconds=seconds)] if ex.status == "timeout" else []
+        timeout = [message("timeout_kept", seconds=seconds)] if ex.status == "timeout" else []
+        return restored + timeout
     if ex.status == "died":
         what = message("died")
     elif ex.status == "timeout":
         what = message("timeout_restarted", seconds=seconds)
     else:
         what = message("died_before")
+    if recovering:
+        return [*restored, what, message("lost_recovering")]
     names = sorted(lost_variables) if lost_variables is not None else []
     lost = message("lost_named", names=", ".join(names)) if names else message("lost_all")
-    return [what, lost]
+    return [*restored, what, lost]
+
+
+def _restored_note(ex: Execution) -> str:
+    report = ex.recovery
+    assert report is not None
+    how = {"snapshot": "loaded from a snapshot", "replay": "earlier steps re-run"}.get(report.method,
+                                                                                   report.method)
+    lines = report.describe().splitlines()[1:]  # the first line repeats how and why
+    return message("restored", how=f"{how}; {report.reason}", report=" ".join(lines))
 
 
 def _variables_note(ex: Execution) -> str:
@@ -306,3 +380,47 @@ def _variables_note(ex: Execution) -> str:
 
 def _dropped_note(ex: Execution) -> str:
     return message("output_dropped", count=f"{ex.truncated_bytes:,}") if ex.truncated_bytes else ""
+
+
+# -- the step ---------------------------------------------------------------------------
+
+
+async def observe_step(
+    session: KernelSession,
+    ex: Execution,
+    *,
+    settings: ObservationSettings | None = None,
+    lost_variables: Iterable[str] | None = None,
+    save_as: str | None = None,
+) -> Observation:
+    """The one step from an execution to what a model sees (Analyst, KernelTool, MCP).
+
+    Observes ``ex`` within ``settings``; when the output does not fit and ``save_as``
+    names a file, the full output is stored there in the session's working directory
+    and the text says so. If it cannot be stored (disk quota, file limits), the
+    observation is made again without naming a file, so the model is never told about a
+    file that does not exist.
+    """
+    chosen = settings or ObservationSettings()
+    lost = list(lost_variables) if lost_variables is not None else None
+
+    recovering = session.recovery.enabled
+
+    def render(name: str | None) -> Observation:
+        return observe(ex, budget=chosen.budget, send_images=chosen.send_images, max_images=chosen.max_images,
+                       lost_variables=lost, save_as=name, recovering=recovering)
+
+    return await store_saved_output(session, render(save_as), lambda: render(None))
+
+
+async def store_saved_output(session: KernelSession, obs: Observation,
+                             without_file: Callable[[], Observation]) -> Observation:
+    """Store the full output of a cut observation in the session's working directory;
+    if it cannot be stored, return ``without_file()`` instead."""
+    if obs.saved is None:
+        return obs
+    try:
+        await session.upload(obs.saved.data, name=obs.saved.name)
+    except (KernelAnalystError, OSError):
+        return without_file()
+    return obs

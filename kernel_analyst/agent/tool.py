@@ -27,12 +27,9 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ArgsSchema, BaseTool
 from pydantic import BaseModel, Field, PrivateAttr
 
-from ..kernels.exceptions import KernelAnalystError
-from ..kernels.execution import Execution
 from ..kernels.manager import SessionManager
-from ..kernels.session import KernelSession
 from .exceptions import KernelToolError
-from .observation import DEFAULT_BUDGET, Observation, observe
+from .observation import DEFAULT_BUDGET, ObservationSettings, observe_step, store_saved_output
 from .prompting import tool_description
 
 TOOL_NAME = "python"
@@ -103,14 +100,10 @@ class KernelTool(BaseTool):
         """Run ``code`` in the session ``session_id``; return (content, artifact)."""
         session = await self.manager.session(session_id)
         ex = await session.execute(code, timeout=self.timeout)
-        obs = await self._observe(session, ex)
-        return obs.content(), ex.to_dict()
-
-    async def _observe(self, session: KernelSession, ex: Execution) -> Observation:
         name = f"outputs/cell-{ex.execution_count or 0}-{uuid.uuid4().hex[:6]}.txt"
-        obs = observe(ex, budget=self.observation_budget, send_images=self.send_images, save_as=name)
-        return await store_saved_output(session, obs, lambda: observe(
-            ex, budget=self.observation_budget, send_images=self.send_images))
+        settings = ObservationSettings(budget=self.observation_budget, send_images=self.send_images)
+        obs = await observe_step(session, ex, settings=settings, save_as=name)
+        return obs.content(), ex.to_dict()
 
     # -- sync bridge ---------------------------------------------------------------------
 
@@ -143,17 +136,4 @@ class KernelTool(BaseTool):
             return loop.run_until_complete(make())
 
 
-async def store_saved_output(session: KernelSession, obs: Observation,
-                             without_file: Callable[[], Observation]) -> Observation:
-    """Store the full output of a cut observation in the session's working directory.
-
-    If it cannot be stored (disk quota, file limits), return ``without_file()`` instead,
-    so the model is never told about a file that does not exist.
-    """
-    if obs.saved is None:
-        return obs
-    try:
-        await session.upload(obs.saved.data, name=obs.saved.name)
-    except (KernelAnalystError, OSError):
-        return without_file()
-    return obs
+__all__ = ["TOOL_NAME", "KernelTool", "KernelToolInput", "store_saved_output"]

@@ -17,10 +17,12 @@ from .exceptions import (
 from .execution import Execution, ExecutionError, VariableChanges, VariableInfo
 from .files import FileInfo
 from .limits import Limits
-from .manager import SessionManager
+from .manager import ConversationInfo, SessionManager
+from .recovery import RecoveryPolicy, RecoveryReport
 from .session import KernelSession
 
 __all__ = [
+    "ConversationInfo",
     "DiskQuotaError",
     "Execution",
     "ExecutionError",
@@ -36,6 +38,8 @@ __all__ = [
     "Limits",
     "LocalBackend",
     "NotebookFormatError",
+    "RecoveryPolicy",
+    "RecoveryReport",
     "RunningKernel",
     "SandboxUnavailableError",
     "SessionClosedError",

@@ -7,7 +7,7 @@
 # mypy: ignore-errors
 
 
-def _kernel_analyst_setup(max_output_chars):
+def _kernel_analyst_setup(max_output_chars, max_rich_chars):
     import json
     import sys
     import types
@@ -70,12 +70,117 @@ def _kernel_analyst_setup(max_output_chars):
             whether any were lost on the way."""
             return self.used + self.noted
 
+    class _BundleCap:
+        """Caps results, displays and errors before they leave the kernel, so no output
+        can make the host receive more than the limits (streams are _OutputCap's).
+
+        Per execution: each text entry of a MIME bundle (text/plain, text/html ...) is
+        kept up to the text limit (text/plain cut with a note, others dropped whole, as
+        half an HTML document is worse than none), and all entries together up to the
+        rich limit (an image over it is dropped); a bundle always keeps a text/plain
+        saying what was dropped. Dropped characters count in the stream cap's total.
+        """
+
+        TEXTUAL = ("text/", "application/json", "application/javascript", "image/svg+xml")
+
+        def __init__(self, cap, text_limit, rich_limit):
+            self.cap = cap
+            self.text_limit = text_limit
+            self.rich_limit = rich_limit
+            self.rich_used = 0
+
+        def reset(self, *args):
+            self.rich_used = 0
+
+        @staticmethod
+        def _size(value):
+            if isinstance(value, (bytes, bytearray)):
+                return (len(value) + 2) // 3 * 4  # sent base64-encoded
+            if isinstance(value, str):
+                return len(value)
+            try:
+                return len(json.dumps(value, default=str))
+            except Exception:
+                return 0
+
+        def bundle(self, data):
+            if not isinstance(data, dict):
+                return data
+            kept, notes = {}, []
+            for mime, value in data.items():
+                size = self._size(value)
+                textual = mime.startswith(self.TEXTUAL)
+                if mime == "text/plain" and isinstance(value, str) and size > self.text_limit:
+                    self.cap.dropped += size - self.text_limit
+                    value = value[: self.text_limit]
+                    notes.append(f"{size - self.text_limit:,} characters of text/plain")
+                    size = self.text_limit
+                elif (textual and size > self.text_limit) or self.rich_used + size > self.rich_limit:
+                    self.cap.dropped += size
+                    notes.append(f"{mime} of {size:,} characters")
+                    continue
+                self.rich_used += size
+                kept[mime] = value
+            if notes:
+                note = ("[kernel-analyst] output truncated: " + ", ".join(notes)
+                        + f" dropped (limits {self.text_limit:,} per text, {self.rich_limit:,} per execution)")
+                plain = kept.get("text/plain")
+                kept["text/plain"] = f"{plain}\n{note}" if isinstance(plain, str) else note
+            return kept
+
+        def traceback(self, stb):
+            lines, used = [], 0
+            for line in stb or []:
+                line = str(line)
+                if used + len(line) > self.text_limit:
+                    room = max(0, self.text_limit - used)
+                    self.cap.dropped += len(line) - room
+                    lines.append(line[:room] + "\n[kernel-analyst] traceback truncated")
+                    break
+                used += len(line)
+                lines.append(line)
+            return lines
+
+        def error(self, result):
+            """post_run_cell: an exception whose message is over the limit is replaced, in
+            the reply only, by one of the same name with the message cut."""
+            err = getattr(result, "error_in_exec", None)
+            if err is None:
+                return
+            try:
+                text = str(err)
+            except Exception:
+                return
+            if len(text) > self.text_limit:
+                short = type(type(err).__name__, (Exception,), {})
+                result.error_in_exec = short(text[: self.text_limit] + " [kernel-analyst] message truncated")
+
+        def install(self, shell):
+            hook = shell.displayhook
+            write = hook.write_format_data
+            hook.write_format_data = lambda fmt, md=None: write(self.bundle(fmt), md)
+            pub = shell.display_pub
+            publish = pub.publish
+            pub.publish = lambda data, metadata=None, **kw: publish(self.bundle(data), metadata, **kw)
+            show = shell._showtraceback
+
+            def showtraceback(etype, evalue, stb):
+                text = str(evalue)
+                if len(text) > self.text_limit:
+                    evalue = text[: self.text_limit] + " [kernel-analyst] message truncated"
+                return show(etype, evalue, self.traceback(stb))
+
+            shell._showtraceback = showtraceback
+            shell.events.register("pre_run_cell", self.reset)
+            shell.events.register("post_run_cell", self.error)
+
     class _Helper:
         max_columns = 60
         max_variables = 200
 
         def __init__(self):
             self.cap = _OutputCap(max_output_chars)
+            self.bundles = _BundleCap(self.cap, max_output_chars, max_rich_chars)
             self.previous = {}
             self.pandas_configured = False
             self.versions_found = None
@@ -221,6 +326,106 @@ def _kernel_analyst_setup(max_output_chars):
                 self.versions_found = found
             return _Json(self.versions_found)
 
+        # -- snapshots: the namespace saved before a planned stop, loaded after ---------
+
+        def snapshot(self, path, max_bytes):
+            """Save every user variable under ``path``: DataFrames as Parquet (pickle when
+            Parquet cannot hold them), arrays as .npy, other values pickled; modules by
+            name. What cannot be saved, or would load only with code defined in a cell,
+            is listed with the reason (its cells are replayed instead)."""
+            import os
+
+            os.makedirs(path, exist_ok=True)
+            saved, unsaved, modules, total = {}, {}, {}, 0
+            hidden = shell.user_ns_hidden
+            for name, value in list(shell.user_ns.items()):
+                if name.startswith("_") or (name in hidden and hidden[name] is value):
+                    continue
+                if isinstance(value, types.ModuleType):
+                    modules[name] = value.__name__
+                    continue
+                try:
+                    entry = self._save(path, name, value, max_bytes - total)
+                except Exception as exc:
+                    unsaved[name] = str(exc) or type(exc).__name__
+                    continue
+                total += entry["bytes"]
+                saved[name] = entry
+            manifest = {"saved": saved, "unsaved": unsaved, "modules": modules, "bytes": total}
+            with open(os.path.join(path, "manifest.json"), "w") as f:
+                json.dump(manifest, f)
+            return _Json(manifest)
+
+        @staticmethod
+        def _save(path, name, value, room):
+            import os
+            import pickle
+
+            base = os.path.join(path, name)
+            kind = None
+            if type(value).__name__ == "DataFrame" and hasattr(value, "to_parquet"):
+                try:
+                    value.to_parquet(base + ".parquet", compression=None)
+                    kind = "parquet"
+                except Exception:
+                    kind = None  # mixed-type columns, non-string names ...: pickled below
+            elif type(value).__name__ == "ndarray" and getattr(value, "dtype", None) is not None \
+                    and value.dtype.kind != "O":
+                import numpy
+
+                numpy.save(base + ".npy", value, allow_pickle=False)
+                kind = "npy"
+            if kind is None:
+                data = pickle.dumps(value, protocol=5)
+                if b"__main__" in data:
+                    raise ValueError("it needs code defined in a cell")
+                if len(data) > room:
+                    raise ValueError("over the snapshot size limit")
+                with open(base + ".pickle", "wb") as f:
+                    f.write(data)
+                kind = "pickle"
+            size = os.path.getsize(base + "." + kind)
+            if size > room:
+                os.remove(base + "." + kind)
+                raise ValueError("over the snapshot size limit")
+            return {"format": kind, "bytes": size}
+
+        def restore(self, path):
+            """Load a snapshot made by :meth:`snapshot` into the namespace."""
+            import importlib
+            import os
+            import pickle
+
+            with open(os.path.join(path, "manifest.json")) as f:
+                manifest = json.load(f)
+            restored, failed = [], {}
+            for name, module in manifest.get("modules", {}).items():
+                try:
+                    shell.user_ns[name] = importlib.import_module(module)
+                except Exception as exc:
+                    failed[name] = repr(exc)
+            for name, entry in manifest.get("saved", {}).items():
+                base = os.path.join(path, name) + "." + entry["format"]
+                try:
+                    if entry["format"] == "parquet":
+                        import pandas
+
+                        value = pandas.read_parquet(base)
+                    elif entry["format"] == "npy":
+                        import numpy
+
+                        value = numpy.load(base, allow_pickle=False)
+                    else:
+                        with open(base, "rb") as f:
+                            value = pickle.load(f)
+                except Exception as exc:
+                    failed[name] = repr(exc)
+                    continue
+                shell.user_ns[name] = value
+                restored.append(name)
+            self.reset_diff()
+            return _Json({"restored": restored, "failed": failed})
+
         @staticmethod
         def adopt(path):
             import os
@@ -250,10 +455,26 @@ def _kernel_analyst_setup(max_output_chars):
     shell._tee = lambda channel=None: contextlib.nullcontext()
     helper.cap.install(sys.stdout)
     helper.cap.install(sys.stderr)
+    helper.bundles.install(shell)
     shell.events.register("pre_run_cell", helper.cap.reset)
     shell.events.register("pre_run_cell", helper.configure_pandas)
     shell.events.register("post_run_cell", helper.cap.note)
     return helper
+
+
+def _kernel_analyst_lossless_iopub():
+    """Make the kernel wait, instead of dropping output, when this process reads IOPub
+    slower than a cell writes (a busy host): a PUB socket silently drops messages past
+    its high-water mark; with XPUB_NODROP its send blocks until there is room."""
+    try:
+        import zmq
+
+        thread = get_ipython().kernel.iopub_thread  # noqa: F821 - defined by IPython
+        sock = thread.socket
+        # Set from the IOPub thread, which owns the socket (sockets are not thread-safe).
+        thread.io_loop.add_callback(lambda: sock.setsockopt(zmq.XPUB_NODROP, 1))
+    except Exception:
+        pass  # not ipykernel's IOPubThread: keep its default
 
 
 def _kernel_analyst_preload(names):
@@ -268,9 +489,11 @@ def _kernel_analyst_preload(names):
 
 import os as _ka_os
 
-_kernel_analyst = _kernel_analyst_setup(int(_ka_os.environ.get("KERNEL_ANALYST_MAX_OUTPUT", "1000000")))
+_kernel_analyst = _kernel_analyst_setup(int(_ka_os.environ.get("KERNEL_ANALYST_MAX_OUTPUT", "1000000")),
+                                        int(_ka_os.environ.get("KERNEL_ANALYST_MAX_RICH", "20000000")))
+_kernel_analyst_lossless_iopub()
 _kernel_analyst_preload(_ka_os.environ.get("KERNEL_ANALYST_PRELOAD", ""))
 if _ka_os.environ.get("KERNEL_ANALYST_PRELOAD"):
     _kernel_analyst.versions()  # a pool kernel has time now; its first cell should not wait
 _kernel_analyst.reset_diff()
-del _ka_os, _kernel_analyst_setup, _kernel_analyst_preload
+del _ka_os, _kernel_analyst_setup, _kernel_analyst_preload, _kernel_analyst_lossless_iopub

@@ -17,6 +17,7 @@ the whole notebook is validated once, on :meth:`AuditTrail.export`.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -27,8 +28,6 @@ from typing import Any
 from .execution import Execution
 
 NBFORMAT = 4
-_UMASK = os.umask(0)
-os.umask(_UMASK)  # read once: mkstemp creates 0600 files, notebooks are ordinary files
 NBFORMAT_MINOR = 5
 _TAIL = b"\n]}\n"
 
@@ -72,13 +71,21 @@ def code_cell(ex: Execution) -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=1)
+def _umask() -> int:
+    """The process umask (read once, when first needed: reading it means setting it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and rename (never half-written)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, 0o666 & ~_UMASK)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a notebook is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -87,15 +94,43 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 class AuditTrail:
-    """The live ``.ipynb`` of one session."""
+    """The live ``.ipynb`` of one session.
 
-    def __init__(self, path: Path, metadata: dict[str, Any]) -> None:
+    :meth:`create` starts a new notebook, :meth:`open` continues one already on disk
+    (a conversation resumed by a new manager or after a restart); the constructor only
+    holds state.
+    """
+
+    def __init__(self, path: Path, metadata: dict[str, Any],
+                 cells: list[dict[str, Any]] | None = None) -> None:
         self.path = path
         self.metadata = metadata
-        self.cells: list[dict[str, Any]] = []
-        self._encoded: list[bytes] = []
-        self._cells_end = 0  # byte offset where the tail starts
-        self._rewrite()
+        self.cells: list[dict[str, Any]] = list(cells or [])
+        self._encoded: list[bytes] = [_dumps(c) for c in self.cells]
+        # display_id -> (cell index, output index) of every output that carries it, so an
+        # update_display_data sent by a later cell changes the earlier cell too.
+        self._displays: dict[str, list[tuple[int, int]]] = {}
+        self._cells_end = 0  # byte offset where the tail starts; set by _rewrite
+
+    @classmethod
+    def create(cls, path: Path, metadata: dict[str, Any]) -> AuditTrail:
+        """Start a new, empty notebook at ``path`` (replacing any file there)."""
+        trail = cls(path, metadata)
+        trail._rewrite()
+        return trail
+
+    @classmethod
+    def open(cls, path: Path) -> AuditTrail:
+        """Continue the notebook at ``path``: repaired if its last append was cut short,
+        then laid out again so appends stay one write each. Raises ValueError for a file
+        that is not a notebook."""
+        repair_notebook(path)
+        nb = json.loads(path.read_bytes())
+        if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+            raise ValueError(f"{path} is not a notebook")
+        trail = cls(path, dict(nb.get("metadata", {})), nb["cells"])
+        trail._rewrite()
+        return trail
 
     def _head(self) -> bytes:
         return (b'{\n"metadata":' + _dumps(self.metadata)
@@ -132,9 +167,31 @@ class AuditTrail:
         self._cells_end += len(chunk)
         return len(self.cells) - 1
 
-    def append_execution(self, ex: Execution) -> int:
-        """Append the code cell for ``ex``; return its index."""
-        return self.append(code_cell(ex))
+    def append_execution(self, ex: Execution, display_ids: dict[str, list[int]] | None = None) -> int:
+        """Append the code cell for ``ex``; return its index. ``display_ids`` maps each
+        display id to the positions of ``ex.outputs`` that carry it."""
+        index = self.append(code_cell(ex))
+        for display_id, positions in (display_ids or {}).items():
+            self._displays.setdefault(display_id, []).extend((index, p) for p in positions)
+        return index
+
+    def update_displays(self, updates: list[tuple[str, dict[str, Any]]], *, skip: int) -> None:
+        """Apply ``update_display_data`` outputs (display id, new output) to earlier cells
+        that showed those ids (cell ``skip`` already has them)."""
+        touched: set[int] = set()
+        for display_id, out in updates:
+            for cell_index, out_index in self._displays.get(display_id, []):
+                if cell_index == skip:
+                    continue
+                target = self.cells[cell_index]["outputs"][out_index]
+                target["data"], target["metadata"] = out["data"], out["metadata"]
+                touched.add(cell_index)
+        if touched:
+            self.refresh(sorted(touched))
+
+    def forget_displays(self) -> None:
+        """A new kernel cannot update the old kernel's displays."""
+        self._displays.clear()
 
     def append_markdown(self, text: str, **meta: Any) -> int:
         """Append a markdown cell; return its index."""

@@ -6,6 +6,7 @@ These are infrastructure failures, each with a message that says what to do::
     KernelAnalystError
     ├── KernelStartError          the kernel process did not start or answer in time
     │   └── KernelCrashLoopError  it keeps dying; restarts stopped
+    ├── KernelConnectionError     the connection to a running kernel broke
     ├── SessionClosedError        the session or manager was closed
     ├── UnsafeFileNameError       a file name tries to leave the session directory
     ├── FileTooLargeError         an upload or download is over its limit
@@ -29,6 +30,11 @@ class KernelStartError(KernelAnalystError):
 
 class KernelCrashLoopError(KernelStartError):
     """The kernel died or failed to start too many times in a row; no more restarts."""
+
+
+class KernelConnectionError(KernelAnalystError):
+    """The connection to a running kernel failed (a reader stopped, a send failed); the
+    session replaces the kernel, so its variables are lost."""
 
 
 class SessionClosedError(KernelAnalystError):

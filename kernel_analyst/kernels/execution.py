@@ -13,7 +13,10 @@ import base64
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from .recovery import RecoveryReport
 
 Status = Literal["ok", "error", "timeout", "died"]
 State = Literal["kept", "lost"]
@@ -171,6 +174,9 @@ class Execution:
     events: list[str] = field(default_factory=list)
     """Infrastructure events during this step, in order (``interrupted``,
     ``restarted``, ``kernel died`` ...), also shown as markers in the audit trail."""
+    recovery: RecoveryReport | None = None
+    """When the namespace had been lost and was brought back before this step (replay or
+    snapshot): what was restored, how, and what was not."""
 
     @property
     def text(self) -> str:
@@ -218,6 +224,7 @@ class Execution:
             "variables": self.variables.to_dict(),
             "truncated_bytes": self.truncated_bytes,
             "events": list(self.events),
+            "recovery": self.recovery.to_dict() if self.recovery is not None else None,
             "text": self.text,
         }
 
@@ -225,6 +232,9 @@ class Execution:
     def from_dict(cls, data: dict[str, Any]) -> Execution:
         """Rebuild an :class:`Execution` from :meth:`to_dict` output."""
         err = data.get("error")
+        recovery = data.get("recovery")
+        if recovery:
+            from .recovery import RecoveryReport
         return cls(
             code=str(data.get("code", "")),
             status=data.get("status", "ok"),
@@ -237,6 +247,7 @@ class Execution:
             variables=VariableChanges.from_dict(data.get("variables")),
             truncated_bytes=int(data.get("truncated_bytes", 0)),
             events=list(data.get("events", [])),
+            recovery=RecoveryReport.from_dict(recovery) if recovery else None,
         )
 
 

@@ -1,4 +1,9 @@
-"""SessionManager: conversation id -> KernelSession, with a warm pool and idle culling."""
+"""SessionManager: conversation id -> KernelSession, with a warm pool and idle culling.
+
+The manager owns the whole life of a conversation's session: creation (or resumption of
+a conversation already on disk under ``root_dir``), the warm pool, idle culling, and
+closing, which snapshots the namespace first when the recovery policy asks for it.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,14 @@ import asyncio
 import builtins
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import re
 import shutil
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +26,7 @@ from .audit import repair_notebook
 from .backends.base import KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
 from .exceptions import KernelAnalystError, SessionClosedError
 from .limits import Limits
+from .recovery import RecoveryPolicy
 from .session import KernelSession
 
 log = logging.getLogger(__name__)
@@ -62,18 +70,35 @@ class SessionManager:
         idle_timeout_s: float | None = None,
         max_sessions: int | None = None,
         pool_concurrency: int = 2,
+        recovery: str | RecoveryPolicy | None = None,
     ) -> None:
+        """
+        Args:
+            root_dir: where each conversation gets its directory (notebook, files).
+            limits: limits for every kernel.
+            pool_size: kernels kept started ahead of need (pandas and pyplot loaded).
+            backend: where kernels run (local processes by default; a gateway).
+            environment: which Python the kernels run.
+            idle_timeout_s: close sessions idle this long (their notebooks stay).
+            max_sessions: refuse new sessions beyond this many open ones.
+            pool_concurrency: pool kernels started at once.
+            recovery: ``"replay"`` (or a :class:`RecoveryPolicy`) brings a conversation's
+                variables back after any loss: kernel death, restart, cull, or a new
+                manager on the same ``root_dir``; ``"none"`` (the default) does not.
+        """
         self.root_dir = Path(root_dir).absolute()
         self.limits = limits or Limits()
         self.pool_size = max(0, pool_size)
         self.environment = environment or KernelEnvironment()
         self.idle_timeout_s = idle_timeout_s
         self.max_sessions = max_sessions
+        self.recovery = RecoveryPolicy.of(recovery)
         self._backend = backend
         self._sessions: dict[str, KernelSession] = {}
         self._creating: dict[str, asyncio.Lock] = {}
         self._pool: list[tuple[RunningKernel, Path]] = []
         self._pool_tasks: set[asyncio.Task[None]] = set()
+        self._closing: set[asyncio.Future[None]] = set()
         self._pool_semaphore = asyncio.Semaphore(max(1, pool_concurrency))
         self._culler: asyncio.Task[None] | None = None
         self._started = False
@@ -132,6 +157,7 @@ class SessionManager:
             task.cancel()
         await asyncio.gather(*self._pool_tasks, return_exceptions=True)
         await self.close_all()
+        await asyncio.gather(*self._closing, return_exceptions=True)
         pool, self._pool = self._pool, []
         await asyncio.gather(*(k.shutdown(now=True) for k, _ in pool), return_exceptions=True)
         for _, path in pool:
@@ -140,8 +166,11 @@ class SessionManager:
 
     # -- sessions ------------------------------------------------------------------------
 
-    async def session(self, conversation_id: str) -> KernelSession:
-        """The conversation's session, created (with its kernel) on first use."""
+    async def session(self, conversation_id: str, *, attach: str | None = None) -> KernelSession:
+        """The conversation's session, created (with its kernel) on first use. A
+        conversation already on disk under ``root_dir`` is resumed: the same notebook
+        goes on, and its variables come back by the recovery policy, or with the kernel
+        itself when ``attach`` names one still running on the backend (a gateway)."""
         self._check_open()
         existing = self._sessions.get(conversation_id)
         if existing is not None and not existing.closed:
@@ -155,19 +184,21 @@ class SessionManager:
                 raise KernelAnalystError(
                     f"{len(self._sessions)} sessions are open (max_sessions={self.max_sessions}); "
                     "close one first")
-            created = await self._create(conversation_id)
+            created = await self._create(conversation_id, attach)
             self._sessions[conversation_id] = created
             return created
 
-    async def _create(self, conversation_id: str) -> KernelSession:
+    async def _create(self, conversation_id: str, attach: str | None = None) -> KernelSession:
         directory = self.root_dir / directory_name(conversation_id)
-        kernel = await self._take_pooled(directory)
-        if directory.exists():
+        resume = _is_conversation(directory, conversation_id)
+        kernel = None if resume and attach else await self._take_pooled(directory)
+        if directory.exists() and not resume:
             _archive_notebook(directory)
         session = KernelSession(conversation_id, directory=directory, backend=self.backend,
-                                limits=self.limits, environment=self.environment)
+                                limits=self.limits, environment=self.environment,
+                                recovery=self.recovery)
         try:
-            await session.start(kernel)
+            await session.start(kernel, resume=resume, attach=attach)
         except BaseException:
             if kernel is not None:
                 await kernel.shutdown(now=True)
@@ -190,19 +221,45 @@ class SessionManager:
     def __contains__(self, conversation_id: object) -> bool:
         return isinstance(conversation_id, str) and self.get(conversation_id) is not None
 
-    async def close(self, conversation_id: str) -> bool:
-        """Shut down a conversation's kernel (its notebook and files stay on disk).
-        Returns False if there was no such open session."""
+    async def close(self, conversation_id: str, *, reason: str | None = "closed") -> bool:
+        """Shut down a conversation's kernel (its notebook and files stay on disk), after
+        snapshotting its namespace when the recovery policy asks for snapshots (not
+        with ``reason=None``: the conversation is being deleted). Returns False if there
+        was no such open session."""
         session = self._sessions.pop(conversation_id, None)
         if session is None:
             return False
-        await session.close()
+        # A task of its own, awaited through a shield: a caller that is cancelled (the
+        # culler, at shutdown) cannot leave a kernel half closed, and aclose() waits for it.
+        closing = asyncio.ensure_future(session.close(save=reason))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+        await asyncio.shield(closing)
         return True
 
-    async def close_all(self) -> None:
-        """Close every open session."""
+    async def detach(self, conversation_id: str) -> bool:
+        """Forget a conversation's session without stopping its kernel (another process
+        has taken it over); False if there was no such open session."""
+        session = self._sessions.pop(conversation_id, None)
+        if session is None:
+            return False
+        await session.detach()
+        return True
+
+    async def close_all(self, *, reason: str = "shutdown") -> None:
+        """Close every open session (snapshots first, as :meth:`close`)."""
         sessions, self._sessions = list(self._sessions.values()), {}
-        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+        await asyncio.gather(*(s.close(save=reason) for s in sessions), return_exceptions=True)
+
+    def conversations(self) -> builtins.list[ConversationInfo]:
+        """Every conversation under ``root_dir``, open or not, newest activity first."""
+        found = []
+        for notebook in self.root_dir.glob("*/audit.ipynb"):
+            info = ConversationInfo.read(notebook)
+            if info is not None:
+                info.open = info.id in self
+                found.append(info)
+        return sorted(found, key=lambda c: c.updated_at, reverse=True)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -281,13 +338,57 @@ class SessionManager:
                 if not s.busy and now - s.last_used > self.idle_timeout_s]
         for sid in idle:
             log.info("culling idle session %s", sid)
-            await self.close(sid)
+            await self.close(sid, reason="idle")
         return idle
 
     def describe(self) -> dict[str, Any]:
         """Counts for monitoring."""
         return {"sessions": len(self.list()), "pool_ready": len(self._pool),
                 "pool_starting": len(self._pool_tasks)}
+
+
+@dataclass
+class ConversationInfo:
+    """A conversation found on disk (its audit notebook's head)."""
+
+    id: str
+    """The conversation id."""
+    directory: Path
+    """Its directory under the manager's root."""
+    created_at: str
+    """When its session was first created (ISO-8601 UTC)."""
+    updated_at: float
+    """When its notebook last changed (seconds since the epoch)."""
+    open: bool = False
+    """True while a session of this manager has it open."""
+
+    @classmethod
+    def read(cls, notebook: Path) -> ConversationInfo | None:
+        """The conversation whose notebook this is, or None for other files."""
+        meta = read_notebook_head(notebook).get("kernel_analyst", {})
+        sid = meta.get("session_id") if isinstance(meta, dict) else None
+        if not isinstance(sid, str) or directory_name(sid) != notebook.parent.name:
+            return None
+        return cls(sid, notebook.parent, str(meta.get("created_at", "")), notebook.stat().st_mtime)
+
+
+def read_notebook_head(notebook: Path) -> dict[str, Any]:
+    """A notebook's metadata, read from the start of the file (an audit notebook puts it
+    first), without parsing the cells; {} when it cannot be read."""
+    try:
+        with open(notebook, "rb") as f:
+            head = f.read(1 << 20)
+        start = head.index(b'"metadata":') + len(b'"metadata":')
+        value, _ = json.JSONDecoder().raw_decode(head[start:].decode("utf-8", "replace"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _is_conversation(directory: Path, conversation_id: str) -> bool:
+    """True when ``directory`` holds this conversation's notebook (so it is resumed)."""
+    meta = read_notebook_head(directory / "audit.ipynb").get("kernel_analyst", {})
+    return isinstance(meta, dict) and meta.get("session_id") == conversation_id
 
 
 def _archive_notebook(directory: Path) -> None:

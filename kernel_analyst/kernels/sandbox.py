@@ -19,6 +19,7 @@ import functools
 import hashlib
 import logging
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -366,16 +367,19 @@ def bwrap_argv(argv: list[str], *, workdir: Path, runtime_dir: Path, readable: S
     # Without --size (bwrap < 0.8) the tmpfs is bounded by the memory cgroup only.
     size = ["--size", str(limits.tmp_size_mb * _MB)] if "--size" in _options else []
     args = [bwrap, *_namespace_flags(network=network), *_system_binds(network),
-            "--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group"]
+            "--ro-bind", str(passwd), "/etc/passwd", "--ro-bind", str(group), "/etc/group",
+            # bwrap skips making /proc/sys read-only when it cannot write the directory
+            # itself (root without capabilities), yet a capability-less uid 0 may still
+            # write sysctls that check only the uid: the host name, for one.
+            "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
+            "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+            "--dev", "/dev", *size, "--tmpfs", "/dev/shm", *size, "--tmpfs", "/tmp"]
+    # Mounts apply in order, and a tmpfs hides what was bound below it before: so every
+    # host path the kernel reads (an interpreter in a virtualenv under /tmp, the startup
+    # file of a checkout under /tmp) is bound after the tmpfs mounts.
     for path in readable:
         args += ["--ro-bind", path, path]
     args += [
-        # bwrap skips making /proc/sys read-only when it cannot write the directory
-        # itself (root without capabilities), yet a capability-less uid 0 may still
-        # write sysctls that check only the uid: the host name, for one.
-        "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
-        "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
-        "--dev", "/dev", *size, "--tmpfs", "/dev/shm", *size, "--tmpfs", "/tmp",
         *_matplotlib_binds(mpl_cache),
         "--bind", str(runtime_dir), str(runtime_dir),
         "--bind", str(workdir), SANDBOX_WORKDIR, "--chdir", SANDBOX_WORKDIR,
@@ -384,6 +388,26 @@ def bwrap_argv(argv: list[str], *, workdir: Path, runtime_dir: Path, readable: S
         "--", *argv,
     ]
     return args
+
+
+_UNSEEN = (
+    re.compile(r"bwrap: (?:execvp )?(\S+): No such file or directory"),
+    re.compile(r"(?:can't open file|No such file or directory:) '([^']+)'"),
+    re.compile(r"No module named '?([\w.]+)'?"),
+)
+
+
+def start_failure_hint(plan: LaunchPlan, log: str) -> str:
+    """For a kernel that exited during startup under ``sandbox``: which path (or module)
+    it could not see, what was visible, and the fallback. Empty for other levels."""
+    if plan.isolation != "sandbox":
+        return ""
+    missing = next((m.group(1) for rx in _UNSEEN if (m := rx.search(log))), None)
+    what = f"could not see {missing}" if missing else "failed to start"
+    visible = ", ".join(plan.extra_paths) or "none"
+    return (f"Inside the sandbox the kernel {what}. Host paths it can read: the system "
+            f"directories plus {visible}. Install the kernel's Python where it can be bound "
+            "read-only, or run without bubblewrap: isolation='process' (--isolation process).")
 
 
 def _interpreter(argv: list[str], path: str) -> str | None:

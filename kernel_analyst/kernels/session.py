@@ -1,23 +1,25 @@
 """KernelSession: one conversation's persistent kernel, its files and its audit trail.
 
-The methods follow the order of one execution: make sure a kernel is there, send the
-request, wait for the reply beside a liveness watch and a deadline, interrupt (then
-restart) on timeout, drain IOPub until idle, record the cell. Executions on one session
-are serialised by a FIFO lock, so concurrent callers run in arrival order and their
-outputs never interleave.
+The methods follow the order of one execution: take the session's turn (a FIFO lock,
+so concurrent callers run in arrival order and their outputs never interleave, within
+the caller's deadline), make sure a kernel is there, run the cell (``cell.CellRun``
+owns the timeout, interrupt and cancellation policy), record it, and replace the kernel
+when the run says it must. Requests go through the kernel's one request path
+(``request.RequestRouter``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from . import files as _files
+from ._quota import DiskGuard, QuotaWatch
 from ._session_support import (
     OutputCallback,
     callback_adapter,
@@ -25,34 +27,28 @@ from ._session_support import (
     package_versions,
     utcnow,
 )
-from .audit import AuditTrail, code_cell
+from .audit import AuditTrail
 from .backends.base import KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
-from .exceptions import DiskQuotaError, KernelCrashLoopError, SessionClosedError, VariableFetchError
+from .cell import CellResult, CellRun, Ending, account_output, apply_result
+from .exceptions import (
+    DiskQuotaError,
+    KernelConnectionError,
+    KernelCrashLoopError,
+    SessionClosedError,
+    VariableFetchError,
+)
 from .execution import Execution, ExecutionError, OutputCollector, VariableChanges, VariableInfo
 from .files import FileInfo
 from .limits import Limits
+from .recovery import Recoverer, RecoveryPolicy, RecoveryReport, cells_to_restore
+from .request import Outcome, deadline_after
 
 log = logging.getLogger(__name__)
 
 
-_IDLE_QUIET_S = 2.0  # after the reply, complete once IOPub has been silent this long
 _MARKER_SLACK = 1024
 _STEP_EXPR = "_kernel_analyst.step()"
 _VERSIONS_EXPR = "_kernel_analyst.versions()"
-
-
-@dataclass
-class _Request:
-    """Routing state of one in-flight request."""
-
-    collector: OutputCollector | None = None
-    reply: asyncio.Future[dict[str, Any]] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    idle: asyncio.Event = field(default_factory=asyncio.Event)
-    last_activity: float = field(default_factory=time.monotonic)
-    final_reply: dict[str, Any] | None = None
-    """The reply obtained while stopping a cancelled request, if any."""
 
 
 class KernelSession:
@@ -69,6 +65,7 @@ class KernelSession:
         backend: KernelBackend,
         limits: Limits,
         environment: KernelEnvironment | None = None,
+        recovery: RecoveryPolicy | None = None,
     ) -> None:
         self.id = session_id
         self.directory = directory
@@ -79,10 +76,15 @@ class KernelSession:
         self._kernel: RunningKernel | None = None
         self._audit: AuditTrail | None = None
         self._lock = asyncio.Lock()
-        self._pending: dict[str, _Request] = {}
+        self._quota = DiskGuard(self.workdir, limits) if limits.max_disk_mb else None
+        self._run: CellRun | None = None  # the cell running now
+        self.recovery = recovery or RecoveryPolicy()
+        """Whether lost variables are brought back (replay, snapshot) or stay lost."""
+        self.last_recovery: RecoveryReport | None = None
+        """The report of the latest recovery, if any."""
+        self._recover_reason: str | None = None  # set when state was lost and is to come back
         self._loss_reported = True
         self._restarts: list[float] = []
-        self._display_cells: dict[str, list[tuple[int, int]]] = {}
         self._versions_recorded = False
         self._versions_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -90,41 +92,67 @@ class KernelSession:
 
     # -- lifecycle -------------------------------------------------------------------
 
-    async def start(self, kernel: RunningKernel | None = None) -> None:
-        """Start (or adopt a pre-started pool kernel) and create the audit notebook."""
+    async def start(self, kernel: RunningKernel | None = None, *, resume: bool = False,
+                    attach: str | None = None) -> None:
+        """Start (or adopt a pre-started pool kernel) and create the audit notebook; with
+        ``resume``, continue the notebook already in the session's directory (its
+        variables come back at first use, by the recovery policy, unless ``attach``
+        names a kernel still running elsewhere that the backend could reattach to)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         adopted = kernel is not None
         if kernel is None:
-            kernel = await self._start_kernel()
+            kernel = await self._start_kernel(attach if resume else None)
         self._attach(kernel)
         if adopted:
             # A pool kernel started in another directory that was renamed to this one:
-            # its cwd followed the rename; point HOME and cwd at the new name. Awaited:
-            # an unanswered request ahead of the first cell made ipykernel 7 lose that
-            # cell's reply now and then under load.
-            await self._silent({}, timeout=self.limits.startup_timeout_s,
-                               code=f"_kernel_analyst.adopt({str(self.workdir)!r})")
-        self._audit = AuditTrail(self.notebook_path, self._notebook_metadata(kernel))
+            # its cwd followed the rename; point HOME and cwd at the new name. Not
+            # awaited: the kernel handles shell requests in order, so it runs before
+            # the first cell, and its reply is routed like any other.
+            kernel.router.forget(kernel.router.send("shell", "execute_request", _silent_content(
+                {}, code=f"_kernel_analyst.adopt({str(self.workdir)!r})")))
+        if resume and self.notebook_path.exists():
+            self._reopen(kernel)
+        else:
+            self._audit = AuditTrail.create(self.notebook_path, self._notebook_metadata(kernel))
         if kernel.files is None and self.environment == KernelEnvironment():
             # The kernel runs this very interpreter: read package versions here, off the
             # path of the first result, instead of asking the kernel in the first cell.
             self._versions_recorded = True
             self._versions_task = asyncio.create_task(self._record_host_versions())
+        self.last_used = time.monotonic()  # idle from now, not from before the kernel started
         log.info("session %s started (isolation=%s)", self.id, kernel.isolation)
+
+    def _reopen(self, kernel: RunningKernel) -> None:
+        """Continue the notebook on disk: one trail per conversation, in a fresh kernel."""
+        self._audit = AuditTrail.open(self.notebook_path)
+        reopened = self._audit.metadata.setdefault("kernel_analyst", {}).get("reopened", [])
+        self._audit.update_metadata(reopened=[*reopened, utcnow()], isolation=kernel.isolation,
+                                    backend=self._backend.name, limits=self.limits.to_dict())
+        if kernel.reattached:
+            self._mark("Conversation continued by another process; its kernel was still running, "
+                       "so every variable is as it was.", "reattached")
+            return
+        if not cells_to_restore(self._audit.cells):
+            return
+        if self.recovery.enabled:
+            self._recover_reason = "conversation reopened"
+        else:
+            self._mark("Conversation reopened in a fresh kernel; the variables from before were "
+                       "not restored (recovery is off).", "reopened")
 
     async def _record_host_versions(self) -> None:
         versions = await asyncio.to_thread(package_versions)
         if self._audit is not None and not self._closed:
             self._audit.update_metadata(versions=versions)
 
-    async def _start_kernel(self) -> RunningKernel:
-        request = KernelRequest(workdir=self.workdir, limits=self.limits, environment=self.environment)
+    async def _start_kernel(self, attach: str | None = None) -> RunningKernel:
+        request = KernelRequest(workdir=self.workdir, limits=self.limits, environment=self.environment,
+                                attach=attach)
         return await self._backend.start(request)
 
     def _attach(self, kernel: RunningKernel) -> None:
         self._kernel = kernel
         self._loss_reported = False
-        kernel.set_handler(self._on_message)
 
     def _notebook_metadata(self, kernel: RunningKernel) -> dict[str, Any]:
         return {
@@ -141,8 +169,30 @@ class KernelSession:
             },
         }
 
-    async def close(self) -> None:
-        """Shut the kernel down (no process is left behind). The notebook stays on disk."""
+    async def close(self, *, save: str | None = None) -> None:
+        """Shut the kernel down (no process is left behind). The notebook stays on disk.
+
+        ``save`` (the reason: ``idle``, ``closed``, ``shutdown``) first snapshots the
+        namespace when the recovery policy asks for snapshots, so that resuming the
+        conversation loads it instead of replaying every cell.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._versions_task is not None:
+            self._versions_task.cancel()
+        async with self._lock:
+            if save is not None:
+                await self._snapshot(save)
+            if self._kernel is not None:
+                await self._kernel.shutdown()
+            if self._quota is not None:
+                self._quota.close()
+
+    async def detach(self) -> None:
+        """Let go of the session without stopping its kernel (another process takes the
+        conversation over; only kernels that live apart from this one, on a gateway, keep
+        running). The notebook stays on disk."""
         if self._closed:
             return
         self._closed = True
@@ -150,7 +200,34 @@ class KernelSession:
             self._versions_task.cancel()
         async with self._lock:
             if self._kernel is not None:
-                await self._kernel.shutdown()
+                await self._kernel.detach()
+            if self._quota is not None:
+                self._quota.close()
+
+    @property
+    def kernel_id(self) -> str | None:
+        """The id of the kernel where a backend names kernels (a gateway), else None."""
+        described = self._kernel.describe() if self._kernel is not None else {}
+        found = described.get("kernel_id")
+        return str(found) if found else None
+
+    async def _snapshot(self, reason: str) -> None:
+        kernel = self._kernel
+        policy = self.recovery
+        if (not (policy.enabled and policy.snapshot) or kernel is None or not kernel.is_alive()
+                or kernel.files is not None or self._audit is None or self._recover_reason is not None
+                or not cells_to_restore(self._audit.cells)):
+            return  # nothing to save, a loss not yet recovered, or a remote kernel's files
+        if self._quota is not None:  # the snapshot is not the user's data: no quota on it
+            kernel.limit_file_size(self._quota.max_file or 2**62)
+            self._quota.forget_kernel()
+        try:
+            manifest = await self._recoverer().save(reason)
+        except Exception:  # a failed snapshot only means a replay later
+            log.exception("session %s: could not snapshot the namespace", self.id)
+            return
+        if manifest is not None:
+            log.info("session %s: namespace saved (%d variables)", self.id, len(manifest.get("saved", {})))
 
     async def __aenter__(self) -> KernelSession:
         return self
@@ -192,28 +269,6 @@ class KernelSession:
             raise SessionClosedError(f"session {self.id!r} has not been started")
         return self._audit
 
-    # -- message routing -------------------------------------------------------------
-
-    def _on_message(self, channel: str, msg: dict[str, Any]) -> None:
-        parent = msg.get("parent_header", {}).get("msg_id")
-        req = self._pending.get(parent) if parent else None
-        if req is None:
-            return  # late output of an abandoned request, or another client's traffic
-        if channel in ("shell", "control"):
-            if not req.reply.done():
-                req.reply.set_result(msg)
-            return
-        if channel != "iopub":
-            return
-        req.last_activity = time.monotonic()
-        msg_type = msg["header"]["msg_type"]
-        content = msg.get("content", {})
-        if msg_type == "status":
-            if content.get("execution_state") == "idle":
-                req.idle.set()
-        elif req.collector is not None:
-            req.collector.handle(msg_type, content)
-
     # -- execution -------------------------------------------------------------------
 
     async def execute(
@@ -221,72 +276,223 @@ class KernelSession:
     ) -> Execution:
         """Run ``code`` in the kernel and record it in the audit trail.
 
-        ``timeout`` (seconds) defaults to ``Limits.timeout_s``. Errors in the code are
-        data (``status="error"``); timeouts and kernel deaths are reported in ``status``
-        and ``state``. Raises only for infrastructure failures (closed session, a kernel
+        ``timeout`` (seconds, default ``Limits.timeout_s``) is the caller's deadline from
+        the moment of the call: time spent waiting for an earlier call on this session
+        counts, and a call whose whole timeout passes in the queue does not run at all
+        (``status="timeout"``, nothing recorded). Errors in the code are data
+        (``status="error"``); timeouts and kernel deaths are reported in ``status`` and
+        ``state``. Raises only for infrastructure failures (closed session, a kernel
         that cannot be restarted).
         """
         self._check_open()
-        async with self._lock:
+        timeout = timeout if timeout is not None else self.limits.timeout_s
+        called = time.monotonic()
+        deadline = deadline_after(timeout)
+        if not await self._take_turn(deadline):
+            return _not_run(code, timeout, time.monotonic() - called)
+        try:
             self._check_open()
-            ex = await self._execute_locked(code, timeout if timeout is not None else self.limits.timeout_s,
-                                            on_output)
+            ex = await self._execute_locked(code, deadline, timeout, on_output,
+                                            waited=time.monotonic() - called)
             self.last_used = time.monotonic()
             return ex
+        finally:
+            self._lock.release()
+
+    async def _take_turn(self, deadline: float | None) -> bool:
+        """Acquire the FIFO lock before ``deadline``; False if the deadline came first.
+
+        The acquire must join the lock's queue in this task, at call time, or a later
+        caller could pass it: ``asyncio.timeout`` keeps it here, where ``wait_for`` would
+        move it into a task of its own, which starts one loop iteration later.
+        """
+        if deadline is None:
+            await self._lock.acquire()
+            return True
+        remaining = max(0.0, deadline - time.monotonic())
+        try:
+            if sys.version_info >= (3, 11):
+                async with asyncio.timeout(remaining):
+                    await self._lock.acquire()
+            else:  # pragma: no cover - Python 3.10: order among waiters may slip by one step
+                await asyncio.wait_for(self._lock.acquire(), remaining)
+        except (asyncio.TimeoutError, TimeoutError):
+            return False
+        return True
 
     def _check_open(self) -> None:
         if self._closed:
             raise SessionClosedError(f"session {self.id!r} is closed; ask the manager for a new one")
 
-    async def _execute_locked(self, code: str, timeout: float | None,
-                              on_output: OutputCallback | None) -> Execution:
+    async def _execute_locked(self, code: str, deadline: float | None, timeout: float | None,
+                              on_output: OutputCallback | None, *, waited: float) -> Execution:
         ex = Execution(code=code, started_at=utcnow())
         t0 = time.monotonic()
-        if await self._ensure_kernel(ex):
-            self._mark("Kernel had died while idle; started a fresh kernel. All variables were lost.",
-                       "died")
-        queue: list[tuple[str, dict[str, Any]]] = []
+        report = await self._ready(ex)
+        if report is not None:
+            ex.recovery = report
+            ex.events.append(f"state {'restored' if report.complete else 'partly restored'} "
+                             f"({report.method}, {report.duration_s:.1f} s) after: {report.reason}")
+            if report.complete and ex.state == "lost":
+                ex.state = "kept"  # the namespace this step relies on is back
+        if waited >= 0.1:
+            ex.events.append(f"waited {waited:.1f} s for an earlier call on this session")
+        await self._run_cell(ex, t0, deadline, timeout, on_output, record=True)
+        return ex
+
+    async def _run_cell(self, ex: Execution, t0: float, deadline: float | None, timeout: float | None,
+                        on_output: OutputCallback | None, *, record: bool) -> None:
+        """Run ``ex.code`` under the timeout policy and conclude (``record``: into the trail)."""
+        updates: list[tuple[str, dict[str, Any]]] = []
         collector = OutputCollector(
             # The kernel caps first; the slack lets its truncation note through.
             max_text_bytes=self.limits.max_output_bytes + _MARKER_SLACK,
             max_rich_bytes=self.limits.max_rich_output_bytes,
-            on_foreign_update=lambda did, out: queue.append((did, out)),
+            on_foreign_update=lambda did, out: updates.append((did, out)),
             on_output=callback_adapter(on_output),
         )
-        req = _Request(collector=collector)
+        late = _LateOutput(collector)
+        kernel = self._kernel
+        assert kernel is not None
+        run = CellRun(kernel, self.limits, on_iopub=collector.handle, late=late)
+        quota = self._local_quota()
+        watch = QuotaWatch()
+        self._run = run
+        done = _Concluding(ex, collector, updates, late, t0, record)
         try:
-            reply = await self._run_request(ex, req, timeout)
+            if quota is None:
+                result = await run.run(self._execute_content(ex.code), deadline=deadline, timeout=timeout)
+            else:
+                async with quota.watching(kernel) as watch:
+                    result = await run.run(self._execute_content(ex.code), deadline=deadline,
+                                           timeout=timeout)
         except asyncio.CancelledError:
             # The caller gave up: the cell was stopped; record what it did, then re-raise.
-            ex.duration_s = time.monotonic() - t0
-            self._finish(ex, collector, req.final_reply)
-            self._record(ex, collector, queue)
+            await asyncio.shield(self._conclude(done, run.result, watch))
             raise
-        ex.duration_s = time.monotonic() - t0
-        self._finish(ex, collector, reply)
-        if reply is not None and reply["content"].get("status") != "ok" and ex.state == "kept":
-            await self._diff_after_error(ex)
+        except KernelConnectionError as exc:  # the request could not even be sent
+            run.result.ending = Ending.BROKEN
+            run.result.events.append(f"connection to the kernel failed ({exc}); kernel restarted")
+            result = run.result
+        finally:
+            self._run = None
+        await self._conclude(done, result, watch)
+
+    def _local_quota(self) -> DiskGuard | None:
+        """The disk quota, when there is one and the files live on this host."""
+        kernel = self._kernel
+        return None if kernel is None or kernel.files is not None else self._quota
+
+    def _execute_content(self, code: str) -> dict[str, Any]:
+        expressions = {"step": _STEP_EXPR}
+        if not self._versions_recorded:
+            expressions["versions"] = _VERSIONS_EXPR
+        return {"code": code, "silent": False, "store_history": True,
+                "user_expressions": expressions, "allow_stdin": False, "stop_on_error": False}
+
+    async def _conclude(self, done: _Concluding, result: CellResult, watch: QuotaWatch) -> None:
+        """Fill the execution in, record it, and replace the kernel if the run says so."""
+        ex, collector = done.ex, done.collector
+        ex.duration_s = time.monotonic() - done.t0
+        expressions = apply_result(ex, collector, result)
+        if result.reply is not None and ex.status != "ok" and ex.state == "kept":
+            expressions["step"] = await self._diff_after_error(ex)
+        account_output(ex, collector, expressions.get("step"), limit=self.limits.max_output_bytes)
+        versions = expressions.get("versions")
+        if isinstance(versions, dict) and self._audit is not None:
+            self._versions_recorded = True
+            self._audit.update_metadata(versions=versions)
         over_quota = await self._disk_quota_message()
+        stopped_by_quota = self._explain_quota(ex, collector, watch)
         if over_quota:
             self._fail_for_quota(ex, over_quota)
-        self._record(ex, collector, queue)
-        if over_quota:
-            self._mark(over_quota, "disk_quota")
+        if done.record:
+            self._record(done, result, over_quota or stopped_by_quota)
+        if result.ending is not Ending.COMPLETED:
+            self._state_lost(f"the kernel {'died' if result.ending is Ending.DIED else 'was restarted'} "
+                             "during a cell")
+        if result.needs_new_kernel:
+            await self._replace_kernel(result.events[-1] if result.events else "unusable kernel")
+
+    def _record(self, done: _Concluding, result: CellResult, quota_note: str | None) -> None:
+        """Append the cell (and its markers) to the audit trail."""
+        done.late.index = self.audit.append_execution(done.ex, done.collector.display_ids)
+        done.late.audit = self.audit
+        if done.updates:
+            self.audit.update_displays(done.updates, skip=done.late.index)
+        if result.ending is not Ending.COMPLETED:
+            self._loss_reported = True
+            what = "died" if result.ending is Ending.DIED else "restarted"
+            self._mark(f"Kernel {what} during the cell above; a fresh kernel was started. "
+                       "All variables were lost.", what)
+        if quota_note:
+            self._mark(quota_note, "disk_quota")
+
+    def _state_lost(self, reason: str) -> None:
+        """The namespace is gone: bring it back at the next use, if the policy says so."""
+        if self.recovery.enabled:
+            self._recover_reason = reason
+
+    async def _recover_if_needed(self) -> RecoveryReport | None:
+        """Rebuild the namespace after a loss (under the lock, with a live kernel)."""
+        reason, self._recover_reason = self._recover_reason, None
+        if reason is None or self._audit is None:
+            return None
+        report = await self._recoverer().recover(reason)
+        if report is not None:
+            self.last_recovery = report
+            log.info("session %s: recovery after %s: %s", self.id, reason, report.describe())
+        return report
+
+    async def _ready(self, ex: Execution | None) -> RecoveryReport | None:
+        """Under the lock, before a request: a live kernel (a dead one replaced, its loss
+        marked) with the namespace brought back if it was lost and the policy says so."""
+        if await self._ensure_kernel(ex):
+            self._mark("Kernel had died while idle; started a fresh kernel. All variables were lost.",
+                       "died")
+        return await self._recover_if_needed()
+
+    def _recoverer(self) -> Recoverer:
+        here = [str(self.workdir)]
+        return Recoverer(self.recovery, self.audit, workdir=self.workdir, run=self._run_unrecorded,
+                         evaluate=self._evaluate, workdirs=(here, here))
+
+    async def _run_unrecorded(self, code: str, timeout: float | None) -> Execution:
+        """Run a cell without recording it (a replay); the kernel is replaced if it must be."""
+        ex = Execution(code=code, started_at=utcnow())
+        if self._kernel is None or not self._kernel.is_alive():
+            ex.status, ex.state = "died", "lost"
+            return ex
+        await self._run_cell(ex, time.monotonic(), deadline_after(timeout), timeout, None, record=False)
         return ex
+
+    async def _evaluate(self, expression: str, timeout: float) -> Any:
+        """The JSON value of a ``_kernel_analyst`` expression (None if it failed)."""
+        result = await self._silent({"v": expression}, timeout=timeout)
+        return expression_json(result.get("v")) if result else None
 
     async def _disk_quota_message(self) -> str | None:
         """If the working directory is over ``Limits.max_disk_mb``, say so (else None).
-        Checked after each cell and upload because a bind mount cannot carry a size limit."""
-        kernel = self._kernel
-        if not self.limits.max_disk_mb or (kernel is not None and kernel.files is not None):
+        Checked after each cell and upload (``_quota.DiskGuard`` also watches cells)."""
+        quota = self._local_quota()
+        if quota is None:
             return None  # no limit, or the files live with a remote kernel
-        # Inline: a walk of a typical session directory costs less than a thread hop.
-        used = _files.disk_usage(self.workdir)
-        if used <= self.limits.max_disk_mb * 1024 * 1024:
+        return quota.over_message(quota.usage())
+
+    def _explain_quota(self, ex: Execution, collector: OutputCollector, watch: QuotaWatch) -> str | None:
+        """Say when the quota, not the code, stopped a cell; return the note, if any."""
+        quota = self._local_quota()
+        if quota is None:
             return None
-        return (f"The working directory uses {used / 2**20:,.1f} MB; the limit is "
-                f"{self.limits.max_disk_mb:,} MB (Limits.max_disk_mb). Delete files "
-                "(os.remove in a cell) before going on.")
+        if watch.full:
+            ex.events.append("the working directory reached its disk quota during the cell")
+        error = ex.error
+        if error is None or "File too large" not in error.evalue or not quota.limiting():
+            return None
+        ex.events.append("disk quota: the write was stopped at the room left")
+        note = quota.room_message()
+        collector.add_marker(note)
+        return note.strip()
 
     @staticmethod
     def _fail_for_quota(ex: Execution, text: str) -> None:
@@ -298,200 +504,28 @@ class KernelSession:
             ex.outputs.append({"output_type": "error", "ename": "DiskQuotaError", "evalue": text,
                                "traceback": [f"DiskQuotaError: {text}"]})
 
-    async def _ensure_kernel(self, ex: Execution) -> bool:
+    async def _ensure_kernel(self, ex: Execution | None) -> bool:
         """Start a kernel if there is none alive; return True if state was lost unseen."""
         kernel = self._kernel
-        if kernel is not None and kernel.is_alive():
+        if kernel is not None and kernel.is_alive() and kernel.router.failure is None:
             return False
         unseen = not self._loss_reported
         reason = "kernel died while idle" if unseen else "kernel restarted after death"
         await self._replace_kernel(reason)
         if unseen:
-            ex.state = "lost"
-            ex.events.append("kernel died while idle; restarted")
+            if ex is not None:
+                ex.state = "lost"
+                ex.events.append("kernel died while idle; restarted")
+            self._state_lost("the kernel died while idle")
         return unseen
 
-    async def _run_request(self, ex: Execution, req: _Request,
-                           timeout: float | None) -> dict[str, Any] | None:
-        kernel = self._kernel
-        assert kernel is not None
-        expressions = {"step": _STEP_EXPR}
-        if not self._versions_recorded:
-            expressions["versions"] = _VERSIONS_EXPR
-        msg_id = kernel.send("shell", "execute_request", {
-            "code": ex.code, "silent": False, "store_history": True,
-            "user_expressions": expressions, "allow_stdin": False, "stop_on_error": False,
-        })
-        self._pending[msg_id] = req
-        try:
-            outcome: str = await self._wait(req.reply, kernel, timeout)
-            if outcome == "timeout":
-                outcome = await self._stop_timed_out(ex, req, kernel, timeout)
-            if outcome == "died":
-                await self._report_death(ex, kernel)
-                return None
-            if outcome == "lost":
-                return None
-            await self._drain(req, kernel)
-            return req.reply.result()
-        except asyncio.CancelledError:
-            req.final_reply = await asyncio.shield(self._stop_cancelled(ex, req, kernel))
-            raise
-        finally:
-            self._pending.pop(msg_id, None)
-
-    async def _stop_cancelled(self, ex: Execution, req: _Request,
-                              kernel: RunningKernel) -> dict[str, Any] | None:
-        """A caller cancelled a running cell: interrupt it (restart if it will not stop),
-        so the kernel is free for the next call and the audit trail shows what happened."""
-        if not req.reply.done():
-            ex.events.append("cancelled by the caller; interrupted")
-            await kernel.interrupt()
-        outcome = await self._wait(req.reply, kernel, self.limits.interrupt_grace_s)
-        if outcome == "reply":
-            await self._drain(req, kernel)
-            return req.reply.result()
-        if outcome == "died":
-            await self._report_death(ex, kernel)
-            return None
-        ex.status, ex.state = "error", "lost"
-        ex.error = ExecutionError("CancelledError", "cancelled by the caller; the cell ignored the "
-                                  "interrupt, so the kernel was restarted", [])
-        ex.events.append("did not stop after cancellation; kernel restarted")
-        self._loss_reported = True
-        await self._replace_kernel("a cancelled cell ignored the interrupt")
-        return None
-
-    async def _wait(self, fut: asyncio.Future[Any], kernel: RunningKernel,
-                    timeout: float | None) -> Literal["reply", "timeout", "died"]:
-        """Wait for ``fut`` beside the kernel's exit and a deadline."""
-        exited = asyncio.ensure_future(kernel.wait_exited())
-        try:
-            done, _ = await asyncio.wait({fut, exited}, timeout=timeout,
-                                         return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            exited.cancel()
-        if fut.done():
-            return "reply"
-        return "died" if exited in done else "timeout"
-
-    async def _stop_timed_out(self, ex: Execution, req: _Request, kernel: RunningKernel,
-                              timeout: float | None) -> Literal["reply", "died", "lost"]:
-        ex.status = "timeout"
-        ex.events.append(f"timed out after {timeout:g} s; interrupted")
-        await kernel.interrupt()
-        outcome = await self._wait(req.reply, kernel, self.limits.interrupt_grace_s)
-        if outcome == "reply":
-            return "reply"
-        if outcome == "died":
-            return "died"
-        ex.state = "lost"
-        ex.events.append(f"did not stop within {self.limits.interrupt_grace_s:g} s; kernel restarted")
-        self._loss_reported = True
-        await self._replace_kernel("timeout: the cell ignored the interrupt")
-        return "lost"
-
-    async def _report_death(self, ex: Execution, kernel: RunningKernel) -> None:
-        if ex.status != "timeout":
-            ex.status = "died"
-        ex.state = "lost"
-        ex.events.append("kernel died")
-        self._loss_reported = True
-        log.warning("session %s: kernel died during a cell (%s)", self.id, kernel.describe())
-
-    async def _drain(self, req: _Request, kernel: RunningKernel) -> None:
-        """After the reply, read IOPub until idle, or until it has been quiet for a while
-        (an idle message can be lost), or the kernel dies. Never waits forever."""
-        while not req.idle.is_set():
-            quiet = time.monotonic() - req.last_activity
-            if quiet >= _IDLE_QUIET_S or not kernel.is_alive():
-                log.info("session %s: completed without idle status", self.id)
-                return
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(req.idle.wait(), _IDLE_QUIET_S - quiet)
-
-    def _finish(self, ex: Execution, collector: OutputCollector,
-                reply: dict[str, Any] | None) -> None:
-        ex.outputs = collector.outputs
-        ex.execution_count = collector.execution_count
-        kernel_dropped = 0
-        if reply is not None:
-            content = reply["content"]
-            ex.execution_count = content.get("execution_count", ex.execution_count)
-            if content.get("status") != "ok":
-                if ex.status == "ok":
-                    ex.status = "error"
-                ex.error = collector.error or ExecutionError(
-                    str(content.get("ename", "Error")), str(content.get("evalue", content.get("status"))),
-                    [str(t) for t in content.get("traceback", [])])
-            kernel_dropped = self._read_expressions(ex, content.get("user_expressions", {}))
-            kernel_dropped += self._lost_in_transit(content.get("user_expressions", {}), collector)
-        elif ex.status == "ok":
-            ex.status = "died"
-        if ex.status == "error" and ex.error is None:
-            ex.error = collector.error
-        host_dropped = collector.dropped_bytes
-        if host_dropped:
-            collector.add_marker(f"\n[kernel-analyst] output truncated: {host_dropped:,} bytes dropped "
-                                 f"(limit {self.limits.max_output_bytes:,} per execution)\n")
-        ex.truncated_bytes = kernel_dropped + host_dropped
-
-    def _read_expressions(self, ex: Execution, exprs: dict[str, Any]) -> int:
-        step = expression_json(exprs.get("step"))
-        if isinstance(step, dict):
-            ex.variables = VariableChanges.from_dict(step)
-        versions = expression_json(exprs.get("versions"))
-        if isinstance(versions, dict) and self._audit is not None:
-            self._versions_recorded = True
-            self._audit.update_metadata(versions=versions)
-        return int(step.get("dropped_output", 0)) if isinstance(step, dict) else 0
-
-    def _lost_in_transit(self, exprs: dict[str, Any], collector: OutputCollector) -> int:
-        """Stream characters the kernel sent that never arrived (a transport dropped them):
-        reported with a marker and counted, never lost silently."""
-        step = expression_json(exprs.get("step"))
-        sent = step.get("sent_output") if isinstance(step, dict) else None
-        if not isinstance(sent, int) or sent <= collector.received_text:
-            return 0
-        lost = sent - collector.received_text
-        log.warning("session %s: %d characters of output lost in transit", self.id, lost)
-        collector.add_marker(f"\n[kernel-analyst] {lost:,} characters of output were lost in "
-                             "transit between the kernel and this process\n")
-        return lost
-
-    async def _diff_after_error(self, ex: Execution) -> None:
+    async def _diff_after_error(self, ex: Execution) -> Any:
         """user_expressions are skipped when a cell fails; fetch the diff separately."""
         result = await self._silent({"step": _STEP_EXPR}, timeout=5.0)
         step = expression_json(result.get("step")) if result else None
         if isinstance(step, dict):
             ex.variables = VariableChanges.from_dict(step)
-            ex.truncated_bytes += int(step.get("dropped_output", 0))
-
-    def _record(self, ex: Execution, collector: OutputCollector,
-                updates: list[tuple[str, dict[str, Any]]]) -> None:
-        audit = self.audit
-        index = audit.append(code_cell(ex))
-        for display_id, positions in collector.display_ids.items():
-            self._display_cells.setdefault(display_id, []).extend((index, p) for p in positions)
-        if updates:
-            self._apply_display_updates(updates, current=index)
-        if ex.state == "lost" and "kernel died while idle; restarted" not in ex.events:
-            what = "died" if ex.status == "died" else "restarted"
-            self._mark(f"Kernel {what} during the cell above; a fresh kernel was started. "
-                       "All variables were lost.", what)
-
-    def _apply_display_updates(self, updates: list[tuple[str, dict[str, Any]]], current: int) -> None:
-        audit = self.audit
-        touched: set[int] = set()
-        for display_id, out in updates:
-            for cell_index, out_index in self._display_cells.get(display_id, []):
-                if cell_index == current:
-                    continue
-                target = audit.cells[cell_index]["outputs"][out_index]
-                target["data"], target["metadata"] = out["data"], out["metadata"]
-                touched.add(cell_index)
-        if touched:
-            audit.refresh(sorted(touched))
+        return step
 
     def _mark(self, text: str, kind: str) -> None:
         if self._audit is not None:
@@ -511,10 +545,10 @@ class KernelSession:
         old = self._kernel
         if old is not None:
             await old.shutdown(now=True)
-        self._display_cells.clear()
-        for req in self._pending.values():
-            if not req.reply.done():
-                req.reply.cancel()
+        if self._audit is not None:
+            self._audit.forget_displays()
+        if self._quota is not None:
+            self._quota.forget_kernel()
         log.info("session %s: starting a fresh kernel (%s)", self.id, reason)
         kernel = await self._start_kernel()
         self._attach(kernel)
@@ -528,30 +562,30 @@ class KernelSession:
         kernel = self._kernel
         if kernel is None or not kernel.is_alive():
             return None
-        req = _Request()
-        msg_id = kernel.send("shell", "execute_request", {
-            "code": code, "silent": True, "store_history": False,
-            "user_expressions": expressions, "allow_stdin": False, "stop_on_error": False,
-        })
-        self._pending[msg_id] = req
         try:
-            if await self._wait(req.reply, kernel, timeout) != "reply":
-                return None
-            result: dict[str, Any] = req.reply.result()["content"].get("user_expressions", {})
-            return result
-        finally:
-            self._pending.pop(msg_id, None)
+            outcome, request = await kernel.router.request(
+                "shell", "execute_request", _silent_content(expressions, code=code),
+                deadline=deadline_after(timeout))
+        except KernelConnectionError:
+            return None
+        if outcome is not Outcome.REPLY:
+            return None
+        result: dict[str, Any] = request.content.get("user_expressions", {})
+        return result
 
     async def interrupt(self) -> None:
-        """Interrupt the running cell, if any (the execution then reports ``error``)."""
-        if self._kernel is not None:
-            await self._kernel.interrupt()
+        """Interrupt the running cell, if any (its execution then reports ``error``,
+        ``KeyboardInterrupt``). A cell the kernel has not begun yet is interrupted as
+        soon as it begins; with no cell running this does nothing."""
+        if self._run is not None:
+            await self._run.interrupt()
 
     async def restart(self) -> None:
         """Start a fresh kernel: every variable is lost (recorded in the audit trail)."""
         self._check_open()
         async with self._lock:
             self._loss_reported = True
+            self._recover_reason = None  # asked for a clean kernel: nothing comes back
             await self._replace_kernel("restart requested")
             self._mark("Kernel restarted on request. All variables were lost.", "restart_requested")
 
@@ -559,6 +593,7 @@ class KernelSession:
         """Summaries of the user's variables, without adding a cell to the audit trail."""
         self._check_open()
         async with self._lock:
+            await self._ready(None)
             result = await self._silent({"v": "_kernel_analyst.variables()"}, timeout=10.0)
         data = expression_json(result.get("v")) if result else None
         return [VariableInfo.from_dict(d) for d in data] if isinstance(data, list) else []
@@ -573,6 +608,7 @@ class KernelSession:
             raise VariableFetchError(f"{name!r} is not a variable name")
         expr = f"_kernel_analyst.fetch({name!r}, {format!r}, {int(max_bytes)})"
         async with self._lock:
+            await self._ready(None)
             result = await self._silent({"v": expr}, timeout=60.0)
         data = expression_json(result.get("v")) if result else None
         if not isinstance(data, dict):
@@ -591,12 +627,17 @@ class KernelSession:
         in the audit notebook's metadata.
         """
         self._check_open()
+        self.last_used = time.monotonic()
         max_bytes = self.limits.max_upload_mb * 1024 * 1024
-        if self._kernel is not None and self._kernel.files is not None:
-            async with self._lock:  # remote files go through the kernel, between cells
+        async with self._lock:  # between cells; and a pending recovery goes first
+            if self.recovery.enabled:
+                # The recorded cells ran with the file as it was: restore their effects
+                # before a new upload can replace it.
+                await self._ready(None)
+            if self._kernel is not None and self._kernel.files is not None:
                 info = await self._kernel.files.upload(source, name, max_bytes)
-        else:
-            info = await asyncio.to_thread(_files.store, self.workdir, source, name, max_bytes)
+            else:
+                info = await asyncio.to_thread(_files.store, self.workdir, source, name, max_bytes)
         audit = self.audit
         recorded = [f for f in audit.metadata["kernel_analyst"].get("files", []) if f["name"] != info.name]
         audit.update_metadata(files=[*recorded, {**info.to_dict(), "uploaded_at": utcnow()}])
@@ -635,3 +676,45 @@ class KernelSession:
             await asyncio.wait([self._versions_task])  # complete metadata in every export
         async with self._lock:
             return await asyncio.to_thread(self.audit.export, path)
+
+
+@dataclass
+class _Concluding:
+    """What concluding one cell needs (see ``KernelSession._conclude``)."""
+
+    ex: Execution
+    collector: OutputCollector
+    updates: list[tuple[str, dict[str, Any]]]
+    late: _LateOutput
+    t0: float
+    record: bool
+
+
+class _LateOutput:
+    """Output that reaches a cell after it completed (IOPub was still catching up at its
+    deadline): added to the cell's record, never dropped."""
+
+    def __init__(self, collector: OutputCollector) -> None:
+        self.collector = collector
+        self.index: int | None = None
+        self.audit: AuditTrail | None = None
+
+    def __call__(self, msg_type: str, content: dict[str, Any]) -> None:
+        self.collector.handle(msg_type, content)
+        if self.index is not None and self.audit is not None:
+            log.info("late %s added to cell %d", msg_type, self.index)
+            self.audit.refresh([self.index])
+
+
+def _silent_content(expressions: dict[str, str], *, code: str = "") -> dict[str, Any]:
+    return {"code": code, "silent": True, "store_history": False,
+            "user_expressions": expressions, "allow_stdin": False, "stop_on_error": False}
+
+
+def _not_run(code: str, timeout: float | None, waited: float) -> Execution:
+    """The result of a call whose deadline passed while an earlier call held the session."""
+    text = (f"the code did not run: the session was busy with an earlier call for the whole "
+            f"timeout ({waited:.1f} s of {timeout:g} s)")
+    return Execution(code=code, status="timeout", started_at=utcnow(), duration_s=waited,
+                     error=ExecutionError("TimeoutError", text, []),
+                     events=[f"not run: waited {waited:.1f} s for an earlier call on this session"])

@@ -5,22 +5,27 @@ Both stream the same event vocabulary, which the web page renders:
 - ``markdown`` ``{text, html?}``: a narrative cell (question, reasoning, headings, summary)
 - ``cell`` ``{source, step?}``: a code cell starts
 - ``output`` ``{output, html?}``: one nbformat output of that cell
-- ``result`` ``{execution}``: the cell finished (``Execution.to_dict()``)
+- ``result`` ``{execution}``: the cell finished (status, execution_count, duration_s, error)
+- ``progress`` ``{index, total, title, status}``: an EDA step starts (``running``) or ends
 - ``answer`` ``{text, html?, stop_reason, ...}``: the agent's answer (ask only)
-- ``done`` ``{summary, ...}``: the run is over
-- ``error`` ``{detail}``: it failed
+- ``done`` ``{status, summary, ...}``: the run is over; ``status`` is ``ok``, ``failed``
+  or ``stopped`` and ``summary`` leads with the error when it failed
+- ``error`` ``{detail}``: it failed before it could finish
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from ..kernels import Execution, KernelSession
+from ..frontend.events import AgentEventHandler
+from ..frontend.models import build_analyst, load_model
+from ..frontend.outcomes import Outcome, answer_outcome, eda_outcome, stopped_eda
+from ..kernels import KernelSession
 from ..kernels import files as _files
 from .auth import Tenant
 from .config import ServerConfig
@@ -31,14 +36,19 @@ from .schemas import AskRequest, EdaRequest, Problem
 from .service import SessionRecord, SessionService
 from .streaming import Emit, EventStream, cancel_and_interrupt
 
+if TYPE_CHECKING:
+    from ..agent.events import FinalAnswer, ModelText, StepCode, StepFinished, StepOutput
+    from ..eda import Progress
+
 
 class AuditFollower:
     """Emits the cells appended to a session's audit trail since the last flush."""
 
-    def __init__(self, session: KernelSession, emit: Emit, *, html: bool) -> None:
+    def __init__(self, session: KernelSession, emit: Emit, *, html: bool, workdir: str | None = None) -> None:
         self._session = session
         self._emit = emit
         self._html = html
+        self._workdir = workdir
         self._seen = len(session.audit.cells)
 
     def flush(self) -> None:
@@ -55,11 +65,15 @@ class AuditFollower:
             self._emit("markdown", markdown_event(text, self._html))
             return
         self._emit("cell", {"source": text})
-        for out in cell.get("outputs", []):
-            self._emit("output", output_event(out, self._html))
+        outputs = cell.get("outputs", [])
+        for out in outputs:
+            self._emit("output", output_event(out, self._html, workdir=self._workdir))
         meta = cell.get("metadata", {}).get("kernel_analyst", {})
+        error = next((o for o in outputs if o.get("output_type") == "error"), None)
         summary = {"status": meta.get("status", "ok"), "state": meta.get("state", "kept"),
-                   "execution_count": cell.get("execution_count")}
+                   "execution_count": cell.get("execution_count"), "duration_s": meta.get("duration_s"),
+                   "error": {"ename": error.get("ename", ""), "evalue": error.get("evalue", "")}
+                   if error else None}
         self._emit("result", {"execution": summary})
 
 
@@ -69,6 +83,37 @@ def markdown_event(text: str, with_html: bool) -> dict[str, Any]:
     if with_html:
         event["html"] = render_markdown(text)
     return event
+
+
+class _AgentEvents(AgentEventHandler):
+    """The agent's events as the stream's events."""
+
+    def __init__(self, emit: Emit, *, html: bool, workdir: str | None) -> None:
+        self.emit = emit
+        self.html = html
+        self.workdir = workdir
+        self.answer: FinalAnswer | None = None
+
+    def step_code(self, event: StepCode) -> None:
+        self.emit("cell", {"source": event.code, "step": event.step})
+
+    def step_output(self, event: StepOutput) -> None:
+        data = output_event(event.output, self.html, workdir=self.workdir)
+        self.emit("output", {**data, "step": event.step})
+
+    def step_finished(self, event: StepFinished) -> None:
+        self.emit("result", {"execution": event.execution.to_dict(), "step": event.step})
+
+    def model_text(self, event: ModelText) -> None:
+        if event.text.strip():
+            self.emit("markdown", markdown_event(event.text, self.html))
+
+    def final_answer(self, event: FinalAnswer) -> None:
+        self.answer = event
+        answer = event.answer
+        self.emit("answer", {**markdown_event(answer.text, self.html), "stop_reason": answer.stop_reason,
+                             "error": answer.error, "steps": len(answer.steps),
+                             "usage": answer.usage.to_dict() if answer.usage else None})
 
 
 class AgentBridge:
@@ -81,14 +126,11 @@ class AgentBridge:
 
     async def start(self, service: SessionService) -> None:
         """Resolve the configured model now (a clear error at start, not at the first ask)."""
-        if self._model is None and self.config.model:
-            from ..agent.models import load_chat_model
-
-            self._model = load_chat_model(self.config.model, base_url=self.config.base_url)
+        settings = self.config.model_settings
+        if self._model is None:
+            self._model = load_model(settings)
         if self._model is not None:
-            from ..agent.analyst import Analyst
-
-            self._analyst = Analyst(self._model, service.manager, max_steps=self.config.max_steps)
+            self._analyst = build_analyst(self._model, service.manager, settings)
 
     @property
     def ask_configured(self) -> bool:
@@ -114,51 +156,63 @@ class AgentBridge:
         analyst = self.require_model()
         for name in files:
             _files.resolve_inside(record.workdir, name)
+        events = _AgentEvents(emit, html=html, workdir=str(record.workdir))
+
+        async def answer() -> None:
+            async with contextlib.aclosing(analyst.stream(record.id, question)) as stream:
+                async for event in stream:
+                    events.dispatch(event)
+
         async with service.use(record):
             emit("markdown", markdown_event(f"**Question:** {question}", html))
-            async with contextlib.aclosing(analyst.stream(record.id, question)) as events:
-                async for event in events:
-                    _emit_agent_event(event, emit, html)
-        emit("done", {"summary": "Answered."})
+            finished = await service.run_stoppable(record, answer())
+        if not finished or events.answer is None:
+            outcome = Outcome("stopped", "Stopped: the question was not answered.")
+        else:
+            outcome = answer_outcome(events.answer.answer)
+        emit("done", outcome.to_dict())
 
     async def eda(self, service: SessionService, record: SessionRecord, file: str, emit: Emit, *,
                   html: bool = False, target: str | None = None, sheet: str | None = None) -> None:
-        """Run the EDA playbook on an uploaded file, emitting each cell as it lands."""
-        from ..eda import PlaybookOptions, run_playbook
+        """Run the EDA playbook on an uploaded file, emitting each cell as it lands and a
+        ``progress`` event as each step starts and ends."""
+        from ..eda import EdaReport, PlaybookOptions, run_playbook
 
         source = _files.resolve_inside(record.workdir, file)
+        last: list[Progress] = []
+        reports: list[EdaReport] = []
         async with service.use(record) as session:
-            follower = AuditFollower(session, emit, html=html)
-            options = PlaybookOptions(target=target, sheet=sheet)
-            report = await run_playbook(session, source, name=file, options=options,
-                                        on_progress=lambda _progress: follower.flush())
+            follower = AuditFollower(session, emit, html=html, workdir=str(record.workdir))
+
+            def progress(event: Progress) -> None:
+                follower.flush()
+                last[:] = [event]
+                emit("progress", _progress_event(event))
+
+            async def playbook() -> None:
+                reports.append(await run_playbook(session, source, name=file, on_progress=progress,
+                                                  options=PlaybookOptions(target=target, sheet=sheet)))
+
+            finished = await service.run_stoppable(record, playbook())
             follower.flush()
-        failed = [s.title for s in report.steps if not s.ok]
-        summary = (f"EDA of {report.file}: {len(report.steps)} cells"
-                   + (f", failed: {', '.join(failed)}" if failed else ", all ran without error")
-                   + (f". {report.error}" if report.error else "."))
-        emit("done", {"summary": summary, "ok": report.ok, "file": report.file,
+        if not finished or not reports:
+            where = last[0] if last else None
+            outcome = stopped_eda(file, where.index if where else 0, where.total if where else 0,
+                                  where.title if where else "")
+            emit("done", {**outcome.to_dict(), "ok": False, "file": file})
+            return
+        report = reports[0]
+        outcome = eda_outcome(report)
+        emit("done", {**outcome.to_dict(), "ok": report.ok, "file": report.file,
                       "findings": report.findings, "error": report.error,
                       "summary_markdown": report.summary_markdown})
 
 
-def _emit_agent_event(event: Any, emit: Emit, html: bool) -> None:
-    kind = getattr(event, "type", "")
-    if kind == "step_code":
-        emit("cell", {"source": event.code, "step": event.step})
-    elif kind == "step_output":
-        emit("output", {**output_event(event.output, html), "step": event.step})
-    elif kind == "step_finished":
-        ex: Execution = event.execution
-        emit("result", {"execution": ex.to_dict(), "step": event.step})
-    elif kind == "model_text" and event.text.strip():
-        emit("markdown", markdown_event(event.text, html))
-    elif kind == "answer":
-        answer = event.answer
-        data = {**markdown_event(answer.text, html), "stop_reason": answer.stop_reason,
-                "error": answer.error, "steps": len(answer.steps),
-                "usage": answer.usage.to_dict() if answer.usage else None}
-        emit("answer", data)
+def _progress_event(progress: Progress) -> dict[str, Any]:
+    result = progress.result
+    status = "running" if result is None else result.status
+    return {"index": progress.index, "total": progress.total, "title": progress.title, "status": status,
+            "error": result.error if result is not None else None}
 
 
 def _bridge(request: Request) -> AgentBridge:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -16,6 +17,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import kernels
+from ..frontend.errors import classify
+from ..frontend.settings import package_version
 from .agent_bridge import AgentBridge, agent_router
 from .config import ServerConfig
 from .exceptions import ServiceError, TooManySessionsError
@@ -30,19 +33,7 @@ PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inl
             "frame-ancestors 'none'")
 """Policy of the web page: only its own script; notebooks are shown in sandboxed frames."""
 
-_STATUS_BY_ERROR: tuple[tuple[type[Exception], int], ...] = (
-    (kernels.UnsafeFileNameError, 400),
-    (kernels.FileTooLargeError, 413),
-    (kernels.SessionClosedError, 410),
-    (kernels.VariableFetchError, 404),
-    (kernels.DiskQuotaError, 507),
-    (kernels.KernelStartError, 503),
-    (kernels.SandboxUnavailableError, 503),
-    (kernels.KernelAnalystError, 503),
-    (FileNotFoundError, 404),
-)
-
-_VERSION = "0.1.0"
+_VERSION = package_version()
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
@@ -53,16 +44,15 @@ def _problem(status: int, detail: str, headers: dict[str, str] | None = None) ->
 async def _service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, TooManySessionsError) else None
-    return _problem(exc.status, exc.message, headers)
+    return _problem(classify(exc).http_status, exc.message, headers)
 
 
 async def _library_error(request: Request, exc: Exception) -> Response:
-    for kind, status in _STATUS_BY_ERROR:
-        if isinstance(exc, kind):
-            if status >= 500:
-                log.warning("request failed: %s", exc)
-            return _problem(status, str(exc))
-    raise exc
+    """A library error as an HTTP status (the front ends' one mapping), its message as detail."""
+    failure = classify(exc)
+    if failure.http_status >= 500:
+        log.warning("request failed: %s", exc)
+    return _problem(failure.http_status, str(exc))
 
 
 class SecurityHeaders:
@@ -135,13 +125,25 @@ def _mcp_mount(config: ServerConfig, bridge: AgentBridge) -> Any:
     return McpMount(config, bridge)
 
 
+_STYLESHEET_LINK = '<link rel="stylesheet" href="/static/style.css">'
+
+
+@functools.cache
+def page_html() -> str:
+    """The web page with its stylesheet inlined: one round trip less before the first paint
+    (the CSP allows inline styles, never inline scripts). Read once, on first use."""
+    static = resources.files("kernel_analyst.server") / "static"
+    html = static.joinpath("index.html").read_text(encoding="utf-8")
+    css = static.joinpath("style.css").read_text(encoding="utf-8")
+    return html.replace(_STYLESHEET_LINK, f"<style>\n{css}</style>", 1)
+
+
 def _add_page(app: FastAPI, config: ServerConfig) -> None:
     static = resources.files("kernel_analyst.server") / "static"
 
     @app.get("/", include_in_schema=False)
     async def page() -> Response:
-        return HTMLResponse(static.joinpath("index.html").read_text(encoding="utf-8"),
-                            headers={"Content-Security-Policy": PAGE_CSP})
+        return HTMLResponse(page_html(), headers={"Content-Security-Policy": PAGE_CSP})
 
     @app.get("/healthz", tags=["service"])
     async def healthz() -> dict[str, str]:
@@ -154,6 +156,6 @@ def _add_page(app: FastAPI, config: ServerConfig) -> None:
         bridge: AgentBridge = request.app.state.bridge
         return {"version": _VERSION, "ask_available": bridge.ask_available,
                 "max_upload_bytes": config.max_upload_bytes, "max_timeout_s": config.max_timeout_s,
-                "default_timeout_s": config.default_timeout_s}
+                "default_timeout_s": config.default_timeout_s, "auth": config.auth}
 
     app.mount("/static", StaticFiles(directory=str(static)), name="static")

@@ -1,19 +1,25 @@
-"""``kernel-analyst serve`` and ``kernel-analyst mcp``: argument parsing only."""
+"""``kernel-analyst serve`` and ``kernel-analyst mcp``: argument parsing only.
+
+The kernel and model flags (and their defaults) are the CLI's own, from
+:mod:`kernel_analyst.frontend.flags`; errors are reported by the CLI's entry point
+(one line, an exit code from :func:`kernel_analyst.frontend.errors.classify`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import ipaddress
-import sys
 from pathlib import Path
 from typing import Any
 
-from ..kernels import KernelAnalystError, Limits
-from ..kernels.limits import ISOLATION_LEVELS
+from ..frontend import flags
+from ..frontend.errors import UsageError
+from ..frontend.models import load_model
 from .config import ServerConfig, TokenTable, environment_overrides, read_tokens_file
 
 _LOOPBACK = ("localhost",)
+DEFAULT_SESSION_DIR = Path("kernel-analyst-sessions")
 
 
 def add_cli(subparsers: Any) -> None:
@@ -42,26 +48,22 @@ def add_cli(subparsers: Any) -> None:
 
 
 def _common(parser: argparse.ArgumentParser, *, default_port: int) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=default_port,
-                        help=f"port (default {default_port}; 0 = any)")
-    parser.add_argument("--session-dir", type=Path, default=Path("kernel-analyst-sessions"),
-                        help="where session files and audit notebooks are kept")
-    parser.add_argument("--token-file", type=Path, help="tokens file: one 'TENANT TOKEN' per line")
-    parser.add_argument("--model", help="PROVIDER:MODEL for ask (e.g. openai:gpt-4o-mini)")
-    parser.add_argument("--base-url", help="OpenAI-compatible base URL for the model")
-    parser.add_argument("--max-steps", type=int, default=12, help="agent code steps per question (12)")
-    parser.add_argument("--isolation", choices=ISOLATION_LEVELS, default="auto", help="kernel isolation")
-    parser.add_argument("--timeout", type=float, default=60.0, help="default execution timeout, s (60)")
-    parser.add_argument("--max-timeout", type=float, default=300.0, help="timeout ceiling, s (300)")
-    parser.add_argument("--memory", type=int, default=4096, help="kernel memory limit, MiB (4096)")
-    parser.add_argument("--idle-timeout", type=float, default=1800.0,
-                        help="close sessions idle this long, s (1800; 0 = never)")
-    parser.add_argument("--max-upload-mb", type=float, default=100.0, help="largest upload, MiB (100)")
-    parser.add_argument("--pool-size", type=int, default=1, help="kernels started in advance (1)")
-    parser.add_argument("--gateway", metavar="URL",
-                        help="run kernels on a Jupyter Kernel/Enterprise Gateway "
-                             "(token from KERNEL_ANALYST_GATEWAY_TOKEN)")
+    group = parser.add_argument_group("service options")
+    group.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    group.add_argument("--port", type=int, default=default_port,
+                       help=f"port (default {default_port}; 0 = any)")
+    group.add_argument("--token-file", type=Path, help="tokens file: one 'TENANT TOKEN' per line")
+    group.add_argument("--max-timeout", type=float, default=300.0, help="timeout ceiling, s (300)")
+    group.add_argument("--idle-timeout", type=float, default=1800.0,
+                       help="close sessions idle this long, s (1800; 0 = never)")
+    group.add_argument("--max-upload-mb", type=float, default=100.0, help="largest upload, MiB (100)")
+    group.add_argument("--pool-size", type=int, default=1, help="kernels started in advance (1)")
+    flags.add_kernel_flags(parser, session_dir=DEFAULT_SESSION_DIR,
+                     session_dir_help=f"where session files and audit notebooks are kept "
+                                      f"(default ./{DEFAULT_SESSION_DIR})")
+    flags.add_model_flags(parser, required=False,
+                          purpose="without it, questions are refused (code and EDA work)")
+    flags.add_debug_flag(parser)
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
@@ -71,18 +73,20 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         tokens = _merge(tokens, read_tokens_file(args.token_file))
     no_auth = bool(getattr(args, "no_auth", False))
     if no_auth and not _is_loopback(args.host):
-        raise ValueError("--no-auth is only allowed when listening on a loopback address")
-    limits = Limits(isolation=args.isolation, timeout_s=min(args.timeout, args.max_timeout),
-                    memory_mb=args.memory, max_upload_mb=max(1, int(args.max_upload_mb + 0.999)))
+        raise UsageError("--no-auth is only allowed when listening on a loopback address")
+    kernel = flags.kernel_settings(args)
+    model = flags.model_settings(args)
+    timeout = min(kernel.timeout_s or ServerConfig.default_timeout_s, args.max_timeout)
+    limits = kernel.limits(timeout_s=timeout, max_upload_mb=max(1, int(args.max_upload_mb + 0.999)))
     return ServerConfig(
-        root_dir=args.session_dir, host=args.host, port=args.port, tokens=tokens, auth=not no_auth,
-        limits=limits, max_sessions=getattr(args, "max_sessions", 20),
+        root_dir=kernel.session_dir or DEFAULT_SESSION_DIR, host=args.host, port=args.port, tokens=tokens,
+        auth=not no_auth, limits=limits, max_sessions=getattr(args, "max_sessions", 20),
         max_sessions_per_tenant=getattr(args, "max_sessions_per_tenant", 5),
         max_body_bytes=int(getattr(args, "max_body_mb", 2.0) * 1024 * 1024),
-        max_upload_bytes=int(args.max_upload_mb * 1024 * 1024), default_timeout_s=args.timeout,
+        max_upload_bytes=int(args.max_upload_mb * 1024 * 1024), default_timeout_s=timeout,
         max_timeout_s=args.max_timeout, idle_timeout_s=args.idle_timeout or None,
-        pool_size=args.pool_size, model=args.model, base_url=args.base_url, max_steps=args.max_steps,
-        gateway_url=getattr(args, "gateway", None))
+        pool_size=args.pool_size, model=model.spec, base_url=model.base_url, max_steps=model.max_steps,
+        images=model.images, gateway_url=kernel.gateway_url)
 
 
 def _merge(table: TokenTable, more: dict[str, str]) -> TokenTable:
@@ -100,27 +104,20 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _prepare(args: argparse.Namespace, command: str) -> tuple[ServerConfig, Any] | None:
-    """Config and model from the arguments, or None after printing one clear line."""
-    from .runner import resolve_model
-
-    try:
-        config = config_from_args(args)
-        return config, resolve_model(config)
-    except (ValueError, OSError, KernelAnalystError) as exc:
-        print(f"kernel-analyst {command}: {exc}", file=sys.stderr)
-        return None
+def _prepare(args: argparse.Namespace) -> tuple[ServerConfig, Any]:
+    """Config and model from the arguments; a model that cannot load fails here, before
+    anything starts, with the message the CLI prints as one line."""
+    config = config_from_args(args)
+    return config, load_model(config.model_settings)
 
 
 def run_serve(args: argparse.Namespace) -> int:
     """``kernel-analyst serve``."""
     from .runner import serve
 
-    prepared = _prepare(args, "serve")
-    if prepared is None:
-        return 2
+    config, model = _prepare(args)
     try:
-        return serve(prepared[0], model=prepared[1])
+        return serve(config, model=model, log_level="debug" if getattr(args, "debug", False) else "info")
     except KeyboardInterrupt:
         return 0
 
@@ -129,10 +126,7 @@ def run_mcp(args: argparse.Namespace) -> int:
     """``kernel-analyst mcp``."""
     from .runner import run_mcp_stdio, serve_mcp_http
 
-    prepared = _prepare(args, "mcp")
-    if prepared is None:
-        return 2
-    config, model = prepared
+    config, model = _prepare(args)
     try:
         if args.transport == "stdio":
             asyncio.run(run_mcp_stdio(config, model=model))

@@ -9,9 +9,13 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..frontend.settings import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT_S, ModelSettings
 from ..kernels import Limits
+
+if TYPE_CHECKING:
+    from ..agent.analyst import ImagesMode
 
 DEFAULT_TENANT = "default"
 TOKEN_ENV = "KERNEL_ANALYST_TOKEN"
@@ -102,8 +106,8 @@ class ServerConfig:
     """Largest request body, uploads excepted."""
     max_upload_bytes: int = 100 * 1024 * 1024
     """Largest uploaded file."""
-    default_timeout_s: float = 60.0
-    """Execution timeout when a request gives none."""
+    default_timeout_s: float = DEFAULT_TIMEOUT_S or 120.0
+    """Execution timeout when a request gives none (the front ends' one default)."""
     max_timeout_s: float = 300.0
     """The ceiling a request's timeout may not exceed."""
     idle_timeout_s: float | None = 1800.0
@@ -118,12 +122,21 @@ class ServerConfig:
     """``provider:model`` for ``ask``; None disables it (409)."""
     base_url: str | None = None
     """OpenAI-compatible base URL for the model."""
-    max_steps: int = 12
-    """Agent step limit per question."""
+    max_steps: int = DEFAULT_MAX_STEPS
+    """Agent step limit per question (the front ends' one default)."""
+    images: ImagesMode = "auto"
+    """Send figures to the model as images: ``auto``, ``on`` or ``off`` (``--images``).
+    MCP's ``execute`` has no model of its own: there ``auto`` means on, and the host decides."""
     gateway_url: str | None = None
     """Run kernels on this Jupyter Kernel/Enterprise Gateway (token from
     ``KERNEL_ANALYST_GATEWAY_TOKEN``); None: local kernels, unless
     ``KERNEL_ANALYST_GATEWAY_URL`` is set."""
+
+    @property
+    def model_settings(self) -> ModelSettings:
+        """The model fields as the front ends' :class:`ModelSettings`."""
+        return ModelSettings(spec=self.model, base_url=self.base_url, max_steps=self.max_steps,
+                             images=self.images)
 
     def with_(self, **changes: Any) -> ServerConfig:
         """A copy with some fields changed."""
@@ -137,6 +150,7 @@ class ServerConfig:
             self.default_timeout_s = self.max_timeout_s
         if self.max_sessions < 1 or self.max_sessions_per_tenant < 1:
             raise ValueError("session limits must be at least 1")
+        self.model_settings  # noqa: B018 (validates max_steps and images)
 
 
 def environment_overrides(environ: Mapping[str, str] | None = None) -> TokenTable:

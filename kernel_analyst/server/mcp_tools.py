@@ -2,8 +2,11 @@
 
 Over streamable HTTP the bearer token names the tenant, exactly as for the HTTP API;
 over stdio the caller is the local user (tenant ``default``). A tool call without a
-``session_id`` uses the tenant's default MCP session, started on first use. Images a
-cell produces come back as MCP image content.
+``session_id`` uses the tenant's default MCP session, started on first use. What
+``execute`` returns is the observation a model sees (the agent's one step,
+:func:`~kernel_analyst.agent.observation.observe_step`): text within the budget, a cut
+output saved in the session for reading in pieces, a trimmed traceback, and figures as
+MCP image content unless ``--images off``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import base64
 import binascii
 import contextlib
 import json
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -25,6 +29,8 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
+from ..agent.observation import Observation, ObservationSettings, observe_step
+from ..frontend.errors import classify
 from ..kernels import Execution, KernelAnalystError
 from ..kernels import files as _files
 from .config import DEFAULT_TENANT, ServerConfig
@@ -70,9 +76,13 @@ class ServiceTools:
         service = self._get_service()
         record = await self.record(tenant, session_id)
         limit = service.timeout_for(timeout)
+        # The host's model is unknown here: "auto" sends figures and lets the host decide.
+        settings = ObservationSettings(send_images=service.config.images != "off")
         async with service.use(record) as session:
             ex = await session.execute(code, timeout=limit)
-        return execution_result(ex, record.id)
+            name = f"outputs/mcp-cell-{ex.execution_count or 0}-{uuid.uuid4().hex[:6]}.txt"
+            observation = await observe_step(session, ex, settings=settings, save_as=name)
+        return execution_result(ex, observation, record.id)
 
     async def upload_file(self, tenant: str, name: str, content_base64: str | None, text: str | None,
                           session_id: str | None) -> dict[str, Any]:
@@ -150,36 +160,31 @@ def _b64(data: str) -> bytes:
         raise ValueError("content_base64 is not valid base64") from exc
 
 
-def execution_result(ex: Execution, session_id: str) -> CallToolResult:
-    """An Execution as MCP content: a status line and the text, then every figure as an image."""
+def execution_result(ex: Execution, observation: Observation, session_id: str) -> CallToolResult:
+    """An Execution as MCP content: a status line and the observation's text, then its
+    figures as images."""
     header = f"[status: {ex.status}; state: {ex.state}; execution_count: {ex.execution_count}]"
-    content: list[ContentBlock] = [TextContent(text=f"{header}\n{ex.text}".rstrip() + "\n")]
-    for out in ex.outputs:
-        data = out.get("data") if isinstance(out, dict) else None
-        if not isinstance(data, dict):
-            continue
-        for mime in ("image/png", "image/jpeg"):
-            value = data.get(mime)
-            if value:
-                encoded = "".join(value) if isinstance(value, list) else str(value)
-                content.append(ImageContent(data="".join(encoded.split()), mime_type=mime))
-                break
+    content: list[ContentBlock] = [TextContent(text=f"{header}\n{observation.text}".rstrip() + "\n")]
+    for png in observation.images:
+        content.append(ImageContent(data=base64.b64encode(png).decode("ascii"), mime_type="image/png"))
     summary = {"session_id": session_id, "status": ex.status, "state": ex.state,
                "execution_count": ex.execution_count, "error": ex.error.to_dict() if ex.error else None,
-               "variables": ex.variables.to_dict(), "events": list(ex.events)}
+               "variables": ex.variables.to_dict(), "events": list(ex.events),
+               "observation": observation.to_dict()}
     return CallToolResult(content=content, structured_content=summary, is_error=ex.status != "ok")
-
-
-_CALLER_ERRORS = (KernelAnalystError, ValueError, FileNotFoundError)
-"""Errors the caller can act on: sent back as the tool's error text, not logged as crashes."""
 
 
 @contextlib.contextmanager
 def _as_tool_error() -> Iterator[None]:
+    """Errors the caller can act on (the front ends' one mapping says which) go back as the
+    tool's error text; anything else is a bug and propagates to the SDK's logging."""
     try:
         yield
-    except _CALLER_ERRORS as exc:
-        raise ToolError(str(exc)) from exc
+    except Exception as exc:
+        failure = classify(exc)
+        if not failure.expected:
+            raise
+        raise ToolError(failure.message) from exc
 
 
 def tenant_of(ctx: Context[Any, Any] | None) -> str:

@@ -7,6 +7,10 @@ decoded and re-encoded as base64 before they go into a ``data:`` URL, and their 
 comes from metadata only when it is a plain integer. JavaScript and widget outputs are
 never rendered, only named. Pages also carry a Content-Security-Policy that forbids
 scripts, as a second wall.
+
+An error shows its one-line summary first, then the traceback trimmed as the agent sees
+it (library frames folded, no host path outside the session), with the full text in a
+``<details>`` one click away.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 import nh3
 from markdown_it import MarkdownIt
 
+from ..frontend.tracebacks import ErrorView
 from ..kernels.execution import strip_ansi
 
 NOTEBOOK_CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
@@ -111,17 +116,32 @@ def _rich(data: dict[str, Any], metadata: dict[str, Any]) -> str:
     return f'<p class="note">[{html.escape(names or "empty output")}]</p>'
 
 
-def render_output(output: dict[str, Any]) -> str:
-    """One nbformat output as a safe HTML fragment."""
+def render_error(output: dict[str, Any], *, workdir: str | None = None) -> str:
+    """An ``error`` output: the summary line, the trimmed traceback, the full one folded."""
+    view = ErrorView.from_output(output, workdir=workdir)
+    kind = "interrupted" if view.interrupted else "failed"
+    summary = f'<p class="error-summary">{html.escape(view.summary)}</p>'
+    parts = [f'<div class="output-error {kind}">', summary]
+    if view.trimmed_text and not view.interrupted:
+        parts.append(_pre(view.trimmed_text, "traceback"))
+    if view.full.strip():
+        note = view.folded_note()
+        label = f"Full traceback ({note})" if note else "Full traceback"
+        parts.append(f'<details class="traceback-full"><summary>{html.escape(label)}</summary>'
+                     f'{_pre(view.full, "traceback")}</details>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def render_output(output: dict[str, Any], *, workdir: str | None = None) -> str:
+    """One nbformat output as a safe HTML fragment (``workdir``: the session's working
+    directory, so traceback paths inside it show as relative)."""
     kind = output.get("output_type")
     if kind == "stream":
         name = "stderr" if output.get("name") == "stderr" else "stdout"
         return _pre(strip_ansi(_join(output.get("text", ""))), f"output-stream {name}")
     if kind == "error":
-        lines = output.get("traceback")
-        text = "\n".join(strip_ansi(str(x)) for x in lines) if isinstance(lines, list) and lines else (
-            f"{output.get('ename', '')}: {output.get('evalue', '')}")
-        return _pre(text, "output-error")
+        return render_error(output, workdir=workdir)
     if kind in ("display_data", "execute_result"):
         data = output.get("data")
         metadata = output.get("metadata")
@@ -129,7 +149,15 @@ def render_output(output: dict[str, Any]) -> str:
     return f'<p class="note">[{html.escape(str(kind))} output not shown]</p>'
 
 
-def render_cell(cell: dict[str, Any]) -> str:
+def render_outputs(cell: dict[str, Any], *, workdir: str | None = None) -> str:
+    """A code cell's outputs as one safe HTML fragment."""
+    outputs = cell.get("outputs")
+    if not isinstance(outputs, list):
+        return ""
+    return "".join(render_output(o, workdir=workdir) for o in outputs if isinstance(o, dict))
+
+
+def render_cell(cell: dict[str, Any], *, workdir: str | None = None) -> str:
     """One notebook cell as a safe HTML fragment."""
     kind = cell.get("cell_type")
     source = _join(cell.get("source", ""))
@@ -139,19 +167,49 @@ def render_cell(cell: dict[str, Any]) -> str:
         return f'<section class="cell raw">{_pre(source, "raw")}</section>'
     count = cell.get("execution_count")
     prompt = f"[{count}]" if isinstance(count, int) else "[ ]"
-    status = _cell_status(cell)
-    outputs = cell.get("outputs")
-    rendered = "".join(render_output(o) for o in outputs if isinstance(o, dict)) if isinstance(
-        outputs, list) else ""
-    return (f'<section class="cell code {status}"><div class="prompt">{html.escape(prompt)}</div>'
+    status = cell_status(cell) or "unknown"
+    rendered = render_outputs(cell, workdir=workdir)
+    return (f'<section class="cell code status-{status}"><div class="prompt">{html.escape(prompt)}</div>'
             f'{_pre(source, "source")}<div class="outputs">{rendered}</div></section>')
 
 
-def _cell_status(cell: dict[str, Any]) -> str:
+def cell_status(cell: dict[str, Any]) -> str | None:
+    """The recorded status of a code cell (``ok``, ``error``, ``timeout``, ``died``), or None."""
+    ka = _ka_meta(cell)
+    status = ka.get("status")
+    return status if status in ("ok", "error", "timeout", "died") else None
+
+
+def _ka_meta(cell: dict[str, Any]) -> dict[str, Any]:
     meta = cell.get("metadata")
     ka = meta.get("kernel_analyst") if isinstance(meta, dict) else None
-    status = ka.get("status") if isinstance(ka, dict) else None
-    return f"status-{status}" if status in ("ok", "error", "timeout", "died") else "status-unknown"
+    return ka if isinstance(ka, dict) else {}
+
+
+def cell_view(cell: dict[str, Any], index: int, *, workdir: str | None = None) -> dict[str, Any]:
+    """One notebook cell for the page: its kind, source, counter, status, duration and its
+    outputs (or markdown) as safe HTML. Nothing else of the notebook is passed on."""
+    kind = cell.get("cell_type")
+    source = _join(cell.get("source", ""))
+    ka = _ka_meta(cell)
+    if kind != "code":
+        shown = render_markdown(source) if kind == "markdown" else _pre(source, "raw")
+        role = ka.get("role")
+        return {"index": index, "cell_type": "markdown" if kind == "markdown" else "raw", "source": source,
+                "html": shown, "role": role if isinstance(role, str) else None}
+    count = cell.get("execution_count")
+    duration = ka.get("duration_s")
+    error = next((o for o in cell.get("outputs") or [] if isinstance(o, dict)
+                  and o.get("output_type") == "error"), None)
+    return {
+        "index": index, "cell_type": "code", "source": source,
+        "execution_count": count if isinstance(count, int) and not isinstance(count, bool) else None,
+        "status": cell_status(cell),
+        "duration_s": float(duration) if isinstance(duration, (int, float)) else None,
+        "error": {"ename": str(error.get("ename", "")), "evalue": str(error.get("evalue", ""))}
+        if error else None,
+        "html": render_outputs(cell, workdir=workdir),
+    }
 
 
 NOTEBOOK_STYLE = """
@@ -161,7 +219,10 @@ body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:
 .prompt{color:#667;font:12px monospace}
 pre{white-space:pre-wrap;word-break:break-word;margin:.25rem 0;font:13px/1.35 ui-monospace,monospace}
 pre.source{background:#f5f6f8;padding:.5rem}
-pre.stderr,pre.output-error{background:#fff1f1;color:#811}
+pre.stderr{background:#fff1f1;color:#811}
+.output-error{background:#fff1f1;color:#811;padding:.25rem .5rem}
+.error-summary{font-weight:600;margin:.1rem 0}
+details.traceback-full summary{cursor:pointer;color:#667;font-size:13px}
 .output-image{max-width:100%;height:auto}
 .output-html table{border-collapse:collapse;font-size:13px}
 .output-html th,.output-html td{border:1px solid #dde;padding:2px 6px;text-align:right}

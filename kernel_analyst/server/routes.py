@@ -20,8 +20,9 @@ from ..kernels import KernelSession, UnsafeFileNameError
 from ..kernels import files as _files
 from .auth import Tenant
 from .exceptions import BadRequestError, PayloadTooLargeError
-from .render import NOTEBOOK_CSP, render_notebook, render_output
+from .render import NOTEBOOK_CSP, cell_view, render_notebook, render_output
 from .schemas import (
+    CellList,
     ExecuteRequest,
     ExecutionOut,
     FileList,
@@ -30,6 +31,7 @@ from .schemas import (
     SessionCreate,
     SessionList,
     SessionOut,
+    StopOut,
     VariableList,
 )
 from .service import SessionRecord, SessionService
@@ -108,13 +110,14 @@ async def delete_session(request: Request, sid: str, tenant: Tenant) -> Response
     return Response(status_code=204)
 
 
-@router.post("/sessions/{sid}/interrupt", status_code=204, tags=["sessions"])
-async def interrupt_session(request: Request, sid: str, tenant: Tenant) -> Response:
-    """Interrupt the cell running in the session, if any."""
+@router.post("/sessions/{sid}/interrupt", response_model=StopOut, tags=["sessions"])
+async def interrupt_session(request: Request, sid: str, tenant: Tenant) -> Any:
+    """Stop what runs in the session: the running cell is interrupted; an EDA or agent run is
+    stopped as a whole (its current cell interrupted). The session and its variables stay."""
     service = service_of(request)
-    session = service.live(service.get(tenant, sid))
-    await session.interrupt()
-    return Response(status_code=204)
+    record = service.get(tenant, sid)
+    service.live(record)
+    return {"stopped": await service.stop(record)}
 
 
 # -- files ----------------------------------------------------------------------------------
@@ -260,8 +263,8 @@ async def execute_stream(request: Request, sid: str, body: ExecuteRequest, tenan
         async with service.use(record) as session:
             holder["session"] = session
             started.set()
-            ex = await session.execute(body.code, timeout=timeout,
-                                       on_output=lambda out: emit("output", output_event(out, html)))
+            ex = await session.execute(body.code, timeout=timeout, on_output=lambda out: emit(
+                "output", output_event(out, html, workdir=str(record.workdir))))
         emit("result", ex.to_dict())
 
     async def abandon(task: asyncio.Task[None]) -> None:
@@ -275,11 +278,11 @@ async def execute_stream(request: Request, sid: str, body: ExecuteRequest, tenan
     return sse_response(EventStream(produce, on_abandon=abandon, spawn=service.spawn))
 
 
-def output_event(output: dict[str, Any], with_html: bool) -> dict[str, Any]:
+def output_event(output: dict[str, Any], with_html: bool, *, workdir: str | None = None) -> dict[str, Any]:
     """The data of an ``output`` event: the nbformat output, and its safe HTML if asked."""
     event: dict[str, Any] = {"output": output}
     if with_html:
-        event["html"] = render_output(output)
+        event["html"] = render_output(output, workdir=workdir)
     return event
 
 
@@ -303,6 +306,20 @@ async def notebook(request: Request, sid: str, tenant: Tenant) -> Response:
     data = json.dumps(service.notebook(record), ensure_ascii=False, indent=1)
     return Response(data, media_type="application/x-ipynb+json", headers={
         "Content-Disposition": _attachment(f"kernel-analyst-{record.id}.ipynb")})
+
+
+@router.get("/sessions/{sid}/cells", response_model=CellList, tags=["notebooks"])
+async def cells(request: Request, sid: str, tenant: Tenant) -> Any:
+    """The audit notebook's cells as the web page shows them: source, counter, status,
+    duration, and outputs as sanitised HTML (also after the session was closed)."""
+    service = service_of(request)
+    record = service.get(tenant, sid)
+    notebook = service.notebook(record)
+    found = notebook.get("cells")
+    workdir = str(record.workdir)
+    views = [cell_view(c, i, workdir=workdir) for i, c in enumerate(found if isinstance(found, list) else [])
+             if isinstance(c, dict)]
+    return {"session": record.to_dict(), "cells": views}
 
 
 @router.get("/sessions/{sid}/notebook.html", response_class=HTMLResponse, tags=["notebooks"])

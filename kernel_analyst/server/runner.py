@@ -11,16 +11,6 @@ from typing import Any, TextIO
 from .config import DEFAULT_TENANT, ServerConfig, TokenTable
 
 
-def resolve_model(config: ServerConfig) -> Any:
-    """The chat model ``config.model`` names, or None; raises ModelConfigError (a clear
-    message: what to install or set) before anything starts."""
-    if not config.model:
-        return None
-    from ..agent.models import load_chat_model
-
-    return load_chat_model(config.model, base_url=config.base_url)
-
-
 def ensure_token(config: ServerConfig, *, out: TextIO | None = None) -> ServerConfig:
     """If auth is on and no token is configured, generate one and print it once (as Jupyter
     does). The token goes to the console only, never to a logger."""

@@ -30,6 +30,7 @@ class SessionOut(BaseModel):
     closed_reason: str | None = None
     busy: bool = False
     idle_s: float = 0.0
+    last_used_at: str | None = None
 
 
 class SessionList(BaseModel):
@@ -112,6 +113,35 @@ class VariableList(BaseModel):
     variables: list[VariableOut]
 
 
+class StopOut(BaseModel):
+    """``POST /sessions/{id}/interrupt``: what was stopped."""
+
+    stopped: Literal["run", "cell", "idle"] = Field(
+        description="`run`: an EDA or agent run was stopped; `cell`: the running cell was interrupted; "
+                    "`idle`: nothing was running.")
+
+
+class CellOut(BaseModel):
+    """One audit-notebook cell as the web page shows it."""
+
+    index: int
+    cell_type: Literal["code", "markdown", "raw"]
+    source: str
+    html: str = Field(description="Sanitised HTML: the outputs of a code cell, or the rendered markdown.")
+    execution_count: int | None = None
+    status: Literal["ok", "error", "timeout", "died"] | None = None
+    duration_s: float | None = None
+    error: dict[str, str] | None = None
+    role: str | None = None
+
+
+class CellList(BaseModel):
+    """``GET /sessions/{id}/cells``."""
+
+    session: SessionOut
+    cells: list[CellOut]
+
+
 class AskRequest(_Strict):
     """Body of ``POST /sessions/{id}/ask``."""
 
@@ -136,6 +166,7 @@ class ServerInfo(BaseModel):
     max_upload_bytes: int
     max_timeout_s: float
     default_timeout_s: float
+    auth: bool = True
 
 
 class Problem(BaseModel):

@@ -5,6 +5,10 @@ as forbidden. Every kernel operation runs under the session's request lock, so a
 request holding it knows that the cell running in the kernel is its own (which is what
 makes interrupting on a client disconnect safe). Closed sessions (deleted ones aside)
 keep their record, so their audit notebook stays downloadable.
+
+Routes and the page use only this record API (:meth:`SessionService.sessions_of`,
+:meth:`~SessionService.get`, :meth:`~SessionService.notebook`, :meth:`~SessionService.stop`
+...), so where records are kept (process memory today) can change behind it.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from collections import deque
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from ..frontend.sessions import kernel_backend
+from ..frontend.settings import KernelSettings
 from ..kernels import KernelSession, SessionManager
 from ..kernels.manager import directory_name
 from .config import ServerConfig
@@ -32,8 +38,19 @@ from .exceptions import BadRequestError, SessionGoneError, SessionNotFoundError,
 log = logging.getLogger(__name__)
 
 
+StopResult = Literal["run", "cell", "idle"]
+"""What :meth:`SessionService.stop` stopped: a multi-step run, a cell, or nothing."""
+
+
 def _now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class _Use:
+    """One request holding a session's lock (a cell, a variable listing ...)."""
+
+    done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass
@@ -58,8 +75,14 @@ class SessionRecord:
     """The live kernel session (None while starting and after close)."""
     last_active: float = field(default_factory=time.monotonic)
     """Monotonic time of the last request that used it."""
+    last_used_at: str = field(default_factory=_now_iso)
+    """ISO-8601 UTC time of the last request that used it."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
     """Held by whichever request is using the kernel."""
+    current: _Use | None = field(default=None, repr=False)
+    """The request holding :attr:`lock`, if any."""
+    run: asyncio.Task[Any] | None = field(default=None, repr=False)
+    """The multi-step run (EDA, agent) in progress, which Stop cancels."""
 
     @property
     def open(self) -> bool:
@@ -87,7 +110,13 @@ class SessionRecord:
             "closed_reason": self.closed_reason,
             "busy": self.lock.locked(),
             "idle_s": round(time.monotonic() - self.last_active, 3),
+            "last_used_at": self.last_used_at,
         }
+
+    def touch(self) -> None:
+        """Record a use now."""
+        self.last_active = time.monotonic()
+        self.last_used_at = _now_iso()
 
 
 class SessionService:
@@ -98,10 +127,8 @@ class SessionService:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        from ..kernels.backends.gateway import GatewayBackend
-
         self.manager = SessionManager(config.root_dir, limits=config.limits, pool_size=config.pool_size,
-                                      backend=GatewayBackend.from_env(config.gateway_url))
+                                      backend=kernel_backend(KernelSettings(gateway_url=config.gateway_url)))
         self._records: dict[str, SessionRecord] = {}
         self._closed_order: deque[str] = deque()
         self._starting: dict[str, int] = {}
@@ -161,7 +188,7 @@ class SessionService:
         finally:
             self._starting[tenant] -= 1
         self._records[sid] = record  # visible only once its kernel is up
-        record.last_active = time.monotonic()
+        record.touch()
         log.info("session %s created for tenant %s", sid, tenant)
         return record
 
@@ -207,15 +234,18 @@ class SessionService:
         self.live(record)
         async with record.lock:
             session = self.live(record)
-            record.last_active = time.monotonic()
+            record.current = use = _Use()
+            record.touch()
             try:
                 yield session
             finally:
-                record.last_active = time.monotonic()
+                record.touch()
+                record.current = None
+                use.done.set()
 
     def live(self, record: SessionRecord) -> KernelSession:
         """The record's live kernel session (without taking its lock); 410 once closed."""
-        record.last_active = time.monotonic()
+        record.touch()
         session = record.session
         if not record.open or session is None or session.closed:
             if record.open:
@@ -256,6 +286,48 @@ class SessionService:
         self._closed_order.append(record.id)
         while len(self._closed_order) > self.config.closed_kept:
             self._records.pop(self._closed_order.popleft(), None)
+
+    # -- runs and stopping ------------------------------------------------------------------
+
+    async def run_stoppable(self, record: SessionRecord, work: Coroutine[Any, Any, Any]) -> bool:
+        """Run ``work`` as the record's multi-step run; True when it finished, False when
+        :meth:`stop` cancelled it. Its errors propagate; cancelling the caller cancels it."""
+        task: asyncio.Task[Any] = asyncio.create_task(work, name=f"run-{record.id}")
+        record.run = task
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise
+        finally:
+            if record.run is task:
+                record.run = None
+        if task.cancelled():
+            return False
+        task.result()
+        return True
+
+    async def stop(self, record: SessionRecord) -> StopResult:
+        """Stop what runs in the session: a multi-step run (EDA, agent) is cancelled, which
+        interrupts its cell; a single cell is interrupted (again while it goes on, for a cell
+        that catches KeyboardInterrupt). The session stays usable."""
+        grace = self.config.limits.interrupt_grace_s + 5.0
+        run = record.run
+        if run is not None and not run.done():
+            run.cancel()
+            await asyncio.wait({run}, timeout=grace)
+            return "run"
+        use = record.current
+        if use is None:
+            return "idle"
+        session = self.live(record)
+        deadline = time.monotonic() + grace
+        while not use.done.is_set() and time.monotonic() < deadline:
+            await session.interrupt()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(use.done.wait(), 0.5)
+        return "cell"
 
     # -- requests ------------------------------------------------------------------------
 

@@ -97,8 +97,9 @@ async def interrupt_until_done(task: asyncio.Task[Any], session: KernelSession, 
     """A client left mid-cell: interrupt the kernel until the cell has finished.
 
     If the work never got the session (it was queued behind another request), it is
-    cancelled instead, so nothing runs for a client that is gone. Interrupts are
-    repeated because one that lands before the cell starts is ignored by the kernel.
+    cancelled instead, so nothing runs for a client that is gone. The session holds an
+    interrupt until the kernel has begun the cell; it is repeated for a cell that
+    catches KeyboardInterrupt and goes on.
     """
     if not started.is_set():
         task.cancel()
@@ -116,15 +117,8 @@ async def interrupt_until_done(task: asyncio.Task[Any], session: KernelSession, 
 
 
 async def cancel_and_interrupt(task: asyncio.Task[Any], session: KernelSession | None) -> None:
-    """A client left a multi-step run (agent, playbook): stop it and the cell it was running."""
+    """A client left a multi-step run (agent, playbook): stop it. Cancelling the run
+    interrupts the cell it was running (the session's cancellation policy) before the
+    cancellation completes, so nothing more is needed, and no later cell is touched."""
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    if session is None or session.closed:
-        return
-    for _ in range(2):
-        try:
-            await session.interrupt()
-        except Exception:
-            log.exception("interrupt after disconnect failed")
-            return
-        await asyncio.sleep(0.2)

@@ -63,6 +63,7 @@ class KernelChannels:
                  probe: Callable[[], Awaitable[KernelState]],
                  on_lost: Callable[[str], None],
                  on_reconnected: Callable[[], None],
+                 on_failure: Callable[[str], None],
                  reconnect_window_s: float) -> None:
         self._http = http
         self._path = f"/api/kernels/{kernel_id}/channels?session_id={session_id}"
@@ -70,6 +71,7 @@ class KernelChannels:
         self._probe = probe
         self._on_lost = on_lost
         self._on_reconnected = on_reconnected
+        self._on_failure = on_failure
         self.reconnect_window_s = reconnect_window_s
         self._ws: WebSocketClientConnection | None = None
         self._outbox: deque[str] = deque()
@@ -120,6 +122,16 @@ class KernelChannels:
             self._outbox.append(text)
 
     async def _read(self) -> None:
+        try:
+            await self._read_loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a reader that stops must not leave requests waiting
+            if not self._closing:
+                log.exception("the gateway websocket reader stopped")
+                self._on_failure(f"the websocket reader stopped: {type(exc).__name__}: {exc}")
+
+    async def _read_loop(self) -> None:
         while not self._closing:
             ws = self._ws
             frame = await ws.read_message() if ws is not None else None

@@ -2,8 +2,9 @@
 
 Modelled on jupyter_client's provisioners. A :class:`KernelBackend` starts kernels; each
 start returns a :class:`RunningKernel`, which owns one kernel process (local or remote):
-it sends messages, delivers every incoming message to one callback, and can be
-interrupted, checked for liveness and shut down. Sessions use nothing else, so a new
+it sends messages, hands every incoming message to its :class:`RequestRouter` (the one
+request path, ``kernels/request.py``), and can be interrupted, checked for liveness and
+shut down. Sessions use nothing else, so a new
 place to run kernels is one new backend.
 """
 
@@ -18,10 +19,13 @@ from typing import Any, Literal
 
 from ..files import FileInfo
 from ..limits import Limits
+from ..request import RequestRouter
 
 Channel = Literal["shell", "control", "iopub", "stdin"]
 MessageHandler = Callable[[str, dict[str, Any]], None]
 """Called with (channel, deserialised message) for every message a kernel sends."""
+FailureHandler = Callable[[str], None]
+"""Called with a reason when a kernel's connection breaks (a reader stopped)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,10 @@ class KernelRequest:
     """Which Python to run."""
     preload: tuple[str, ...] = ()
     """Modules to import at start (warm pool kernels preload pandas and pyplot)."""
+    attach: str | None = None
+    """The id of a kernel that may still be running (a gateway kernel another process
+    started): reattach to it, namespace and all, instead of starting one. Backends that
+    cannot, or a kernel that is gone, start a fresh kernel."""
 
 
 class KernelFiles(abc.ABC):
@@ -97,14 +105,16 @@ class RunningKernel(abc.ABC):
     """The kernel's ``kernel_info_reply`` content (language_info, implementation ...)."""
     kernelspec: dict[str, Any]
     """``{"name", "display_name", "language"}`` for notebook metadata."""
-
-    @abc.abstractmethod
-    def set_handler(self, handler: MessageHandler) -> None:
-        """Deliver every incoming message, from any channel, to ``handler``."""
+    router: RequestRouter
+    """Routes every incoming message to its request; all requests are sent through it."""
+    reattached: bool = False
+    """True when this kernel was already running (its namespace is intact)."""
 
     @abc.abstractmethod
     def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:
-        """Send a request; return its ``msg_id`` (replies carry it as parent)."""
+        """Send a message; return its ``msg_id`` (replies carry it as parent). Raises
+        KernelConnectionError when it cannot be sent. Use ``router.send`` for requests
+        whose replies are awaited."""
 
     @abc.abstractmethod
     async def wait_exited(self) -> None:
@@ -122,6 +132,15 @@ class RunningKernel(abc.ABC):
     async def shutdown(self, *, now: bool = False) -> None:
         """Stop the kernel: shutdown request, then SIGTERM, then SIGKILL (``now`` skips
         the polite steps). Always leaves no process behind; safe to call twice."""
+
+    async def detach(self) -> None:
+        """Let go of the kernel without stopping it (another process takes it over).
+        Only kernels that live apart from this process can; others shut down."""
+        await self.shutdown()
+
+    def limit_file_size(self, max_bytes: int) -> None:  # noqa: B027 - optional, local kernels only
+        """Let no file the kernel's processes write grow past ``max_bytes`` (the soft
+        RLIMIT_FSIZE; the disk quota's room). Kernels on other hosts ignore it."""
 
     def describe(self) -> dict[str, Any]:
         """Where and how the kernel runs, for logs and the audit trail."""

@@ -53,10 +53,11 @@ from jupyter_client.session import Session
 
 from ..exceptions import GatewayError, KernelStartError
 from ..limits import Limits
+from ..request import Outcome, RequestRouter, deadline_after
 from ._gw_channels import KernelChannels, KernelState
 from ._gw_files import GatewayFiles
 from ._gw_http import GatewayHTTP, GatewayHTTPError
-from .base import Channel, KernelBackend, KernelRequest, MessageHandler, RunningKernel
+from .base import Channel, KernelBackend, KernelRequest, RunningKernel
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +90,8 @@ class GatewayKernel(RunningKernel):
         self._path = f"/api/kernels/{kernel_id}"
         # The gateway signs what it forwards; this key only keeps Session from warning.
         self._session = Session(key=uuid.uuid4().hex.encode(), username="kernel-analyst")
-        self._handler: MessageHandler = lambda channel, msg: None
-        self._own: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.router = RequestRouter(self)
+        self.router.on_unrouted = self._watch_unrouted
         self._exited: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters = 0
         self._waiting = asyncio.Event()
@@ -100,36 +101,30 @@ class GatewayKernel(RunningKernel):
         """Callables run once the kernel is shut down (the backend forgets it)."""
         self.marker = uuid.uuid4().hex
         self.channels = KernelChannels(
-            http, kernel_id, self._session.session, on_message=self._dispatch, probe=self.probe,
-            on_lost=self._mark_exited, on_reconnected=self._after_reconnect,
+            http, kernel_id, self._session.session, on_message=self.router.deliver, probe=self.probe,
+            on_lost=self._mark_exited, on_reconnected=self._after_reconnect, on_failure=self.router.fail,
             reconnect_window_s=reconnect_window_s)
 
     # -- messages ------------------------------------------------------------------------
-
-    def set_handler(self, handler: MessageHandler) -> None:
-        self._handler = handler
 
     def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:
         msg = self._session.msg(msg_type, content)
         self.channels.send(channel, msg)
         return str(msg["header"]["msg_id"])
 
-    def _dispatch(self, channel: str, msg: dict[str, Any]) -> None:
-        parent = (msg.get("parent_header") or {}).get("msg_id")
-        if not parent:
-            if channel == "iopub" and msg.get("header", {}).get("msg_type") == "status":
+    def _watch_unrouted(self, channel: str, msg: dict[str, Any]) -> None:
+        """Messages no request claims: the gateway's word that the kernel is gone."""
+        if channel != "iopub":
+            return
+        msg_type = msg.get("header", {}).get("msg_type")
+        if not (msg.get("parent_header") or {}).get("msg_id"):
+            if msg_type == "status":
                 state = msg.get("content", {}).get("execution_state")
                 if state in ("restarting", "dead"):
                     self._mark_exited(f"the kernel died (the gateway reported {state!r})")
-            return
-        own = self._own.get(parent)
-        if own is None:
-            if channel == "iopub" and msg.get("header", {}).get("msg_type") == "shutdown_reply":
-                # Not ours: the gateway (culling, a DELETE, another client's restart) stopped it.
-                self._mark_exited("the gateway shut the kernel down (culled, deleted or restarted)")
-            self._handler(channel, msg)
-        elif channel in ("shell", "control") and not own.done():
-            own.set_result(msg)
+        elif msg_type == "shutdown_reply":
+            # Not ours: the gateway (culling, a DELETE, another client's restart) stopped it.
+            self._mark_exited("the gateway shut the kernel down (culled, deleted or restarted)")
 
     async def request(self, msg_type: str, content: dict[str, Any], *,
                       timeout: float | None) -> dict[str, Any]:
@@ -137,22 +132,15 @@ class GatewayKernel(RunningKernel):
 
         Raises ``_NoReply`` after ``timeout`` and GatewayError if the kernel is gone.
         """
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        msg_id = self.send("shell", msg_type, content)
-        self._own[msg_id] = fut
-        exited = asyncio.ensure_future(self.wait_exited())
-        either: set[asyncio.Future[Any]] = {fut, exited}
-        try:
-            await asyncio.wait(either, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            exited.cancel()
-            self._own.pop(msg_id, None)
-        if fut.done():
-            return fut.result()
-        if not self.is_alive():
-            raise GatewayError(f"the remote kernel is gone: {self.exit_reason}. Run a cell to start "
-                               "a fresh kernel, then retry.")
-        raise _NoReply(msg_type)
+        outcome, request = await self.router.request("shell", msg_type, content,
+                                                     deadline=deadline_after(timeout))
+        if outcome is Outcome.REPLY:
+            return request.reply.result()
+        if outcome is Outcome.TIMEOUT:
+            raise _NoReply(msg_type)
+        reason = self.exit_reason or self.router.failure or "it stopped"
+        raise GatewayError(f"the remote kernel is gone: {reason}. Run a cell to start "
+                           "a fresh kernel, then retry.")
 
     async def evaluate(self, expression: str, *, timeout: float | None = None) -> dict[str, Any]:
         """Evaluate one expression in a silent execute; return its user_expressions entry."""
@@ -247,6 +235,19 @@ class GatewayKernel(RunningKernel):
             for callback in self.on_shutdown:
                 callback(self)
 
+    async def detach(self) -> None:
+        """Close our websocket and forget the kernel; it keeps running on the gateway."""
+        if self._closed:
+            return
+        self._closed = True
+        self._mark_exited("detached", expected=True)
+        await self.channels.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for callback in self.on_shutdown:
+            callback(self)
+
     async def _delete(self) -> None:
         """DELETE the kernel: the gateway asks it to stop, then kills it (the API has no
         "now"). Retried briefly: a gateway answers 500 while it is restarting the kernel."""
@@ -271,6 +272,20 @@ class GatewayKernel(RunningKernel):
                 "kernel_id": self.kernel_id}
 
     # -- start ---------------------------------------------------------------------------
+
+    async def _reconnect_existing(self) -> None:
+        """Open the websocket of a running kernel and adopt its marker: it must be one of
+        ours (started with the startup code), or its namespace is not what we recorded."""
+        await self.channels.open()
+        self._spawn(self._watch())
+        info = await self.request("kernel_info_request", {}, timeout=self._http.request_timeout_s)
+        self.kernel_info = info["content"]
+        entry = await self.evaluate(f"{_FILES_VAR}.marker")
+        marker = entry.get("data", {}).get("text/plain") if entry.get("status") == "ok" else None
+        if not isinstance(marker, str) or not marker.startswith("'"):
+            raise KernelStartError(f"gateway kernel {self.kernel_id} is not a kernel-analyst kernel "
+                                   "(or it was restarted); its namespace is not the recorded one")
+        self.marker = marker.strip("'")
 
     async def _start(self, code: str) -> None:
         """Open the websocket, wait for kernel_info, then run the startup code."""
@@ -321,6 +336,7 @@ def startup_code(limits: Limits, preload: tuple[str, ...], marker: str) -> str:
         "import atexit as _ka_gw_atexit, os as _ka_gw_os, shutil as _ka_gw_shutil",
         "import tempfile as _ka_gw_tempfile, types as _ka_gw_types",
         f"_ka_gw_os.environ['KERNEL_ANALYST_MAX_OUTPUT'] = {str(limits.max_output_bytes)!r}",
+        f"_ka_gw_os.environ['KERNEL_ANALYST_MAX_RICH'] = {str(limits.max_rich_output_bytes)!r}",
         f"_ka_gw_os.environ['KERNEL_ANALYST_PRELOAD'] = {','.join(preload)!r}",
         "_ka_gw_root = _ka_gw_tempfile.mkdtemp(prefix='kernel-analyst-')",
         "_ka_gw_atexit.register(_ka_gw_shutil.rmtree, _ka_gw_root, True)",
@@ -442,10 +458,17 @@ class GatewayBackend(KernelBackend):
                 "language": spec.get("language", "python")}
 
     async def start(self, request: KernelRequest) -> RunningKernel:
+        if request.attach:
+            try:
+                return await self._reattach(request)
+            except (GatewayError, KernelStartError) as exc:
+                log.info("could not reattach to gateway kernel %s (%s); starting a new one",
+                         request.attach, exc)
         spec = await self._spec_meta(request)
         timeout = request.limits.startup_timeout_s
         deadline = time.monotonic() + timeout
         env = {**self.kernel_env, "KERNEL_ANALYST_MAX_OUTPUT": str(request.limits.max_output_bytes),
+               "KERNEL_ANALYST_MAX_RICH": str(request.limits.max_rich_output_bytes),
                "KERNEL_ANALYST_PRELOAD": ",".join(request.preload)}
         model = await self._http.call("POST", "/api/kernels", {"name": spec["name"], "env": env},
                                       timeout=timeout)
@@ -467,6 +490,30 @@ class GatewayBackend(KernelBackend):
             await self._discard(kernel)
             raise
         log.info("started gateway kernel %s on %s", kernel.kernel_id, self.url)
+        return kernel
+
+    async def _reattach(self, request: KernelRequest) -> GatewayKernel:
+        """Connect to a kernel of ours still running on the gateway (another replica
+        started it); raises GatewayError or KernelStartError when that is not possible."""
+        kernel_id = str(request.attach)
+        model = await self._http.call("GET", f"/api/kernels/{kernel_id}", missing_ok=True)
+        if model is None:
+            raise GatewayError(f"the gateway has no kernel {kernel_id}")
+        spec = await self._spec_meta(request)
+        kernel = GatewayKernel(self._http, kernel_id, poll_interval_s=self.poll_interval_s,
+                               reconnect_window_s=self.reconnect_window_s)
+        kernel.kernelspec = spec
+        kernel.reattached = True
+        self._kernels.add(kernel)
+        kernel.on_shutdown.append(self._kernels.discard)
+        try:
+            await asyncio.wait_for(kernel._reconnect_existing(), request.limits.startup_timeout_s)
+            mirror = request.workdir / ".gateway-uploads" if self.restore_uploads else None
+            kernel.files = GatewayFiles(kernel.evaluate, mirror=mirror)
+        except BaseException:
+            await kernel.detach()
+            raise
+        log.info("reattached to gateway kernel %s on %s", kernel_id, self.url)
         return kernel
 
     async def _attach_files(self, kernel: GatewayKernel, request: KernelRequest) -> None:

@@ -7,6 +7,7 @@ import atexit
 import contextlib
 import logging
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -22,10 +23,11 @@ from jupyter_client.connect import write_connection_file
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
 from .. import sandbox
-from ..exceptions import KernelStartError
+from ..exceptions import KernelConnectionError, KernelStartError
 from ..limits import Limits
+from ..request import Outcome, Request, RequestRouter
 from ._zmq import ZmqConnection
-from .base import Channel, KernelBackend, KernelEnvironment, KernelRequest, MessageHandler, RunningKernel
+from .base import Channel, KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +93,12 @@ class LocalKernel(RunningKernel):
         self.isolation = plan.isolation
         self.kernel_info = {}
         self.kernelspec = {}
+        self.router = RequestRouter(self)
         self._exited = asyncio.ensure_future(proc.wait())
         _LIVE.add(self)
         self._closed = False
-
-    def set_handler(self, handler: MessageHandler) -> None:
-        self.conn.set_handler(handler)
+        conn.start(self.router.deliver, on_failure=self.router.fail,
+                   on_send_failed=self.router.fail_request)
 
     def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:
         return self.conn.send(channel, msg_type, content)
@@ -111,10 +113,21 @@ class LocalKernel(RunningKernel):
         if not self.is_alive():
             return
         if self.plan.interrupt_mode == "message":
-            self.send("control", "interrupt_request", {})
+            with contextlib.suppress(KernelConnectionError):  # a broken connection fails the cell anyway
+                self.router.forget(self.router.send("control", "interrupt_request", {}))
         else:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGINT)
+
+    def limit_file_size(self, max_bytes: int) -> None:
+        # The soft limit only: raising a hard limit again (once there is room) needs
+        # CAP_SYS_RESOURCE, which even root lacks in a container.
+        pids = self.plan.cgroup.pids() if self.plan.cgroup is not None else {self.proc.pid}
+        for pid in pids:
+            with contextlib.suppress(OSError, ValueError):  # gone, or not ours to limit
+                _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+                soft = max_bytes if hard == resource.RLIM_INFINITY else min(max_bytes, hard)
+                resource.prlimit(pid, resource.RLIMIT_FSIZE, (soft, hard))
 
     def _signal_group(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -131,7 +144,8 @@ class LocalKernel(RunningKernel):
         self._closed = True
         try:
             if self.is_alive() and not now:
-                self.send("control", "shutdown_request", {"restart": False})
+                with contextlib.suppress(KernelConnectionError):
+                    self.router.forget(self.router.send("control", "shutdown_request", {"restart": False}))
                 await self._wait(2.0)
             if self.is_alive():
                 self._signal_group(signal.SIGTERM)
@@ -191,6 +205,7 @@ class LocalBackend(KernelBackend):
         full = [a.replace("{connection_file}", conn_file) for a in argv] + _ipykernel_flags(argv)
         extra_env = {
             "KERNEL_ANALYST_MAX_OUTPUT": str(request.limits.max_output_bytes),
+            "KERNEL_ANALYST_MAX_RICH": str(request.limits.max_rich_output_bytes),
             "KERNEL_ANALYST_PRELOAD": ",".join(request.preload),
             "MPLBACKEND": "module://matplotlib_inline.backend_inline",
             "PYTHONHASHSEED": "0",
@@ -215,7 +230,9 @@ class LocalBackend(KernelBackend):
                 plan.release()
                 raise KernelStartError(f"could not run {plan.argv[0]!r}: {exc}") from exc
         assert self._context is not None
-        kernel = LocalKernel(proc, plan, ZmqConnection(dict(info), self._context), runtime_dir, log_path)
+        conn = ZmqConnection(dict(info), self._context,
+                             max_message_bytes=max_message_bytes(request.limits))
+        kernel = LocalKernel(proc, plan, conn, runtime_dir, log_path)
         try:
             await _wait_ready(kernel, request.limits.startup_timeout_s)
         except BaseException:
@@ -230,44 +247,70 @@ class LocalBackend(KernelBackend):
             self._context = None
 
 
-async def _wait_ready(kernel: LocalKernel, timeout: float) -> None:
-    """Ready = a kernel_info reply on shell and a message on IOPub (the SUB is connected).
+def max_message_bytes(limits: Limits) -> int:
+    """The largest message this process accepts from a kernel: what the kernel's own
+    caps let through, with room for JSON and base64 overhead (a safety net only)."""
+    return 4 * (limits.max_output_bytes + limits.max_rich_output_bytes) + 16 * 1024 * 1024
 
-    Tighter than jupyter_client's loop, which loses 0.2 s per missed IOPub probe.
+
+async def _wait_ready(kernel: LocalKernel, timeout: float) -> None:
+    """Ready = a reply to a ``kernel_info`` probe on shell, and a status message of one
+    on IOPub (the SUB socket is connected and subscribed).
+
+    Probes go out every ``_SHELL_PROBE_S`` until one is answered (a kernel still
+    starting queues them all); the reply to any probe counts, and the replies to the
+    others are awaited before the kernel is handed over, so no request of the ready
+    loop is still unanswered when the first cell is sent. Tighter than jupyter_client's
+    loop, which loses 0.2 s per missed IOPub probe.
     """
     deadline = time.monotonic() + timeout
-    replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
-    iopub_seen = asyncio.Event()
-    loop = asyncio.get_running_loop()
+    router = kernel.router
+    probes: list[Request] = []
+    try:
+        while True:
+            _check_starting(kernel, deadline, timeout)
+            probes.append(router.send("shell", "kernel_info_request", {}))
+            answered = await _first_reply(router, probes, min(deadline, time.monotonic() + _SHELL_PROBE_S))
+            if answered is None:
+                continue
+            kernel.kernel_info = answered.content
+            if not any(p.busy.done() for p in probes):
+                await router.wait_any([p.busy for p in probes], time.monotonic() + _IOPUB_PROBE_S)
+            if any(p.busy.done() for p in probes):
+                await _drain_probes(router, probes, deadline)
+                return
+    finally:
+        for probe in probes:
+            router.forget(probe)
 
-    def handler(channel: str, msg: dict[str, Any]) -> None:
-        parent = msg.get("parent_header", {}).get("msg_id")
-        if channel == "iopub":
-            iopub_seen.set()
-        elif channel == "shell" and parent in replies and not replies[parent].done():
-            replies[parent].set_result(msg)
 
-    kernel.conn.start(handler)
-    while True:
-        remaining = deadline - time.monotonic()
-        if not kernel.is_alive():
-            raise KernelStartError(
-                f"kernel exited during startup (code {kernel.proc.returncode}):\n{kernel.log_tail()}"
-            )
-        if remaining <= 0:
-            raise KernelStartError(
-                f"kernel did not become ready within {timeout:g} s; raise "
-                f"Limits.startup_timeout_s if the machine is slow.\n{kernel.log_tail()}"
-            )
-        msg_id = kernel.send("shell", "kernel_info_request", {})
-        replies[msg_id] = loop.create_future()
-        waiters: list[asyncio.Future[Any]] = [replies[msg_id], kernel._exited]
-        done, _ = await asyncio.wait(waiters, timeout=min(_SHELL_PROBE_S, remaining),
-                                     return_when=asyncio.FIRST_COMPLETED)
-        if replies[msg_id] not in done:
-            continue
-        kernel.kernel_info = replies[msg_id].result()["content"]
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(iopub_seen.wait(), _IOPUB_PROBE_S)
-        if iopub_seen.is_set():
-            return
+def _check_starting(kernel: LocalKernel, deadline: float, timeout: float) -> None:
+    if not kernel.is_alive():
+        log_tail = kernel.log_tail()
+        hint = sandbox.start_failure_hint(kernel.plan, log_tail)
+        raise KernelStartError(
+            f"kernel exited during startup (code {kernel.proc.returncode}). {hint}\n{log_tail}"
+        )
+    if kernel.router.failure is not None:
+        raise KernelStartError(f"lost the connection to a starting kernel: {kernel.router.failure}")
+    if time.monotonic() >= deadline:
+        raise KernelStartError(
+            f"kernel did not become ready within {timeout:g} s; raise "
+            f"Limits.startup_timeout_s if the machine is slow.\n{kernel.log_tail()}"
+        )
+
+
+async def _first_reply(router: RequestRouter, probes: list[Request], until: float) -> Request | None:
+    """The first probe answered before ``until`` (or the kernel's exit), if any."""
+    waiting = [p.reply for p in probes if not p.reply.done()]
+    if waiting and not any(p.reply.done() for p in probes):
+        await router.wait_any(waiting, until)
+    return next((p for p in probes if p.reply.done() and p.reply.exception() is None), None)
+
+
+async def _drain_probes(router: RequestRouter, probes: list[Request], deadline: float) -> None:
+    """Wait for the replies to every probe sent (shell replies come in order, so they
+    follow the first one at once)."""
+    for probe in probes:
+        if await router.wait(probe, deadline) is not Outcome.REPLY:
+            return  # the next request will notice the death or the failure itself

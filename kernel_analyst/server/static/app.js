@@ -1,12 +1,16 @@
-// kernel-analyst web page: upload a CSV, run the EDA playbook or ask, watch cells stream in.
-// Text from the server is set with textContent; the only markup inserted is the "html"
-// field of events, which the server has already sanitised (and the page's CSP forbids
-// inline scripts anyway). The token lives in sessionStorage and only ever travels in the
-// Authorization header.
+// kernel-analyst web page: a notebook and a chat at once. Cells run in order with [n]
+// counters; the input sits after the last result; Stop interrupts; sessions reopen from
+// their audit notebook (after a reload too, from #session=ID).
 "use strict";
 
+import { ApiError, api, auth, download, getJson, jsonBody, readEvents, saveToken } from "./api.js";
+import {
+  addOutputHtml, appendCell, createCodeCell, createMarkdownCell, finishCell, outcomeOf, renderCells,
+  summaryOf,
+} from "./cells.js";
+
 const $ = (id) => document.getElementById(id);
-const state = { token: sessionStorage.getItem("ka-token") || "", session: null, files: [], info: null, busy: false };
+const state = { info: null, session: null, busy: false, current: null, signedIn: false };
 
 function setStatus(text, kind) {
   const el = $("status");
@@ -14,179 +18,357 @@ function setStatus(text, kind) {
   el.className = kind || "";
 }
 
-async function api(path, options) {
-  const opts = Object.assign({}, options || {});
-  const headers = Object.assign({}, opts.headers || {});
-  if (state.token) headers.Authorization = "Bearer " + state.token;
-  opts.headers = headers;
-  const res = await fetch(path, opts);
-  if (!res.ok) {
-    let detail = res.statusText;
-    try { detail = (await res.json()).detail || detail; } catch (e) { /* not JSON */ }
-    if (typeof detail !== "string") detail = JSON.stringify(detail);
-    throw new Error(res.status + ": " + detail);
-  }
-  return res;
+function sid() {
+  return state.session ? state.session.id : null;
 }
 
-function jsonBody(data) {
-  return { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(data) };
-}
+// -- token --------------------------------------------------------------------------------
 
-async function readEvents(res, onEvent) {
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buffer += decoder.decode(value, { stream: true });
-    let cut;
-    while ((cut = buffer.indexOf("\n\n")) >= 0) {
-      const frame = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + 2);
-      let name = "message";
-      let data = "";
-      for (const line of frame.split("\n")) {
-        if (line.startsWith("event: ")) name = line.slice(7);
-        else if (line.startsWith("data: ")) data += line.slice(6);
-      }
-      if (data) onEvent(name, JSON.parse(data));
-    }
-  }
-}
-
-// -- rendering -------------------------------------------------------------------------------
-
-let currentCell = null;
-
-function addCell(kind, source) {
-  const cell = document.createElement("article");
-  cell.className = "cell " + kind;
-  if (kind === "code") {
-    const pre = document.createElement("pre");
-    pre.className = "source";
-    pre.textContent = source;
-    cell.appendChild(pre);
-  }
-  const outputs = document.createElement("div");
-  outputs.className = "outputs";
-  cell.appendChild(outputs);
-  $("cells").appendChild(cell);
-  cell.scrollIntoView({ block: "end" });
-  return cell;
-}
-
-function addHtml(cell, html) {
-  const box = document.createElement("div");
-  box.className = "output";
-  box.innerHTML = html; // sanitised by the server (render.py)
-  cell.querySelector(".outputs").appendChild(box);
-}
-
-function handleEvent(name, data) {
-  if (name === "cell") {
-    currentCell = addCell("code", data.source || "");
-  } else if (name === "output") {
-    if (!currentCell) currentCell = addCell("code", "");
-    addHtml(currentCell, data.html || "");
-  } else if (name === "result") {
-    const ex = data.execution || data;
-    if (currentCell) currentCell.classList.add("status-" + ex.status);
-    currentCell = null;
-  } else if (name === "markdown" || name === "answer") {
-    const cell = addCell(name === "answer" ? "answer" : "markdown", "");
-    addHtml(cell, data.html || "");
-  } else if (name === "error") {
-    setStatus("Error: " + data.detail, "error");
-  } else if (name === "done") {
-    setStatus(data.summary || "Done.", "done");
-  }
-}
-
-// -- session and files -----------------------------------------------------------------------
-
-async function ensureSession() {
-  if (state.session) return state.session;
-  const res = await api("/sessions", jsonBody({ label: "web" }));
-  state.session = (await res.json()).id;
-  document.body.dataset.session = state.session;
-  history.replaceState(null, "", "#session=" + state.session);
-  refreshButtons();
-  return state.session;
-}
-
-async function upload(file) {
-  if (!state.token) { setStatus("Paste your token first.", "error"); return; }
+async function checkToken(candidate, { quiet } = {}) {
   try {
-    const sid = await ensureSession();
-    setStatus("Uploading " + file.name + "…");
-    const form = new FormData();
-    form.append("file", file, file.name);
-    const res = await api("/sessions/" + sid + "/files", { method: "POST", body: form });
-    const info = await res.json();
-    state.files.push(info.name);
-    const item = document.createElement("li");
-    item.textContent = info.name + " — " + info.size.toLocaleString() + " bytes, sha256 " + info.sha256.slice(0, 12) + "…";
-    $("files").appendChild(item);
-    setStatus("Uploaded " + info.name + ". Run the EDA or ask a question.", "done");
+    const res = await api("/sessions", {}, candidate);
+    saveToken(candidate);
+    state.signedIn = true;
+    document.body.dataset.signedIn = "yes";
+    renderSessions((await res.json()).sessions);
+    if (!quiet) setStatus("Token accepted. Upload files, run code, or reopen a session.", "done");
+    return true;
+  } catch (err) {
+    state.signedIn = false;
+    document.body.dataset.signedIn = "no";
+    clearSessions();
+    if (err instanceof ApiError && err.status === 401) {
+      saveToken("");
+      setStatus("Token rejected: this server does not accept that token. Paste the one printed at "
+        + "server start.", "error");
+    } else {
+      setStatus("Could not check the token: " + err.message, "error");
+    }
+    return false;
+  } finally {
+    refreshButtons();
+  }
+}
+
+// -- sessions -------------------------------------------------------------------------------
+
+function when(iso) {
+  if (!iso) return "";
+  const date = new Date(iso);
+  const ago = (Date.now() - date.getTime()) / 1000;
+  if (ago < 60) return "just now";
+  if (ago < 3600) return Math.round(ago / 60) + " min ago";
+  if (ago < 86400) return Math.round(ago / 3600) + " h ago";
+  return date.toLocaleDateString();
+}
+
+function sessionStatus(info) {
+  if (info.state === "closed") return "closed" + (info.closed_reason ? " (" + info.closed_reason + ")" : "");
+  return info.busy ? "running" : "open";
+}
+
+function renderSessions(list) {
+  const ul = $("sessions");
+  ul.textContent = "";
+  for (const info of list) {
+    const li = document.createElement("li");
+    li.className = "session " + info.state + (info.id === sid() ? " current" : "");
+    li.dataset.id = info.id;
+    const open = document.createElement("button");
+    open.type = "button";
+    open.className = "session-open";
+    open.textContent = info.label || "untitled";
+    open.title = "Reopen session " + info.id;
+    open.addEventListener("click", () => openSession(info.id));
+    const meta = document.createElement("span");
+    meta.className = "meta";
+    const created = new Date(info.created_at).toLocaleString([], { dateStyle: "short", timeStyle: "short" });
+    meta.textContent = "created " + created + " · used " + when(info.last_used_at) + " · " + sessionStatus(info);
+    li.append(open, meta);
+    ul.appendChild(li);
+  }
+  if (!list.length) ul.innerHTML = '<li class="hint">No sessions yet.</li>';
+}
+
+function clearSessions() {
+  $("sessions").innerHTML = '<li class="hint">Sign in with your token to see your sessions.</li>';
+}
+
+async function refreshSessions() {
+  if (!state.signedIn) return;
+  try { renderSessions((await getJson("/sessions")).sessions); } catch (err) { /* shown elsewhere */ }
+}
+
+function showSession(info) {
+  state.session = info;
+  document.body.dataset.session = info.id;
+  history.replaceState(null, "", "#session=" + info.id);
+  const label = info.label ? info.label + " · " : "";
+  $("session-name").textContent = label + info.id + " · " + sessionStatus(info);
+  $("session-name").className = info.state === "closed" ? "closed" : "";
+  for (const li of $("sessions").children) li.classList.toggle("current", li.dataset.id === info.id);
+}
+
+async function openSession(id) {
+  if (state.busy) return;
+  try {
+    // Marks for benchmarks/web_page.py (cheap; visible in the browser's performance panel).
+    performance.mark("ka-cells-requested");
+    const data = await getJson("/sessions/" + id + "/cells");
+    performance.mark("ka-cells-fetched");
+    showSession(data.session);
+    renderCells(data.cells);
+    performance.mark("ka-cells-rendered");
+    requestAnimationFrame(() => setTimeout(() => performance.mark("ka-cells-painted")));
+    $("progress").hidden = true;
+    $("notebook-frame").hidden = true;
+    const closed = data.session.state === "closed";
+    setStatus(closed ? "This session was closed (" + (data.session.closed_reason || "closed") + "): its notebook "
+      + "is shown read-only. Start a new session to go on." : "Reopened: " + data.cells.length + " cells.",
+      closed ? "stopped" : "done");
+    await Promise.all([refreshFiles(), closed ? clearVariables() : refreshVariables()]);
+  } catch (err) {
+    setStatus("Could not open session " + id + ": " + err.message, "error");
+  }
+  refreshButtons();
+}
+
+async function ensureSession(label) {
+  if (state.session && state.session.state === "open") return state.session.id;
+  const res = await api("/sessions", jsonBody({ label: label.slice(0, 80) }));
+  showSession(await res.json());
+  $("cells").textContent = "";
+  $("files").textContent = "";
+  clearVariables();
+  refreshSessions();
+  refreshButtons();
+  return state.session.id;
+}
+
+function newSession() {
+  state.session = null;
+  delete document.body.dataset.session;
+  history.replaceState(null, "", location.pathname);
+  for (const id of ["cells", "files"]) $(id).textContent = "";
+  clearVariables();
+  $("progress").hidden = true;
+  $("notebook-frame").hidden = true;
+  $("session-name").textContent = "New session: it starts with your first file or cell.";
+  $("session-name").className = "hint";
+  setStatus("New session: upload files or run some code.");
+  refreshSessions();
+  refreshButtons();
+}
+
+// -- files and variables ----------------------------------------------------------------------
+
+async function uploadFiles(fileList) {
+  const files = Array.from(fileList);
+  if (!files.length) return;
+  if (!state.signedIn) { setStatus("Paste your token first.", "error"); return; }
+  try {
+    const id = await ensureSession(files.map((f) => f.name).join(", "));
+    for (const [i, file] of files.entries()) {
+      setStatus("Uploading " + file.name + " (" + (i + 1) + " of " + files.length + ")…");
+      const form = new FormData();
+      form.append("file", file, file.name);
+      await api("/sessions/" + id + "/files", { method: "POST", body: form });
+    }
+    setStatus("Uploaded " + files.map((f) => f.name).join(", ") + ".", "done");
   } catch (err) {
     setStatus("Upload failed: " + err.message, "error");
   }
-  refreshButtons();
+  await refreshFiles();
 }
 
-function refreshButtons() {
-  const ready = Boolean(state.token && state.session);
-  const hasFile = state.files.length > 0;
-  const canAsk = Boolean(state.info && state.info.ask_available);
-  $("run-eda").disabled = state.busy || !ready || !hasFile;
-  $("question").disabled = !canAsk || !ready;
-  $("ask").disabled = state.busy || !canAsk || !ready;
-  $("run-code").disabled = state.busy || !state.token;
-  for (const id of ["download-notebook", "download-html", "view-notebook", "new-session"]) {
-    $(id).disabled = !state.session;
+async function refreshFiles() {
+  const id = sid();
+  if (!id) return;
+  const ul = $("files");
+  let files = [];
+  try { files = (await getJson("/sessions/" + id + "/files")).files; } catch (err) { return; }
+  ul.textContent = "";
+  for (const file of files) {
+    const li = document.createElement("li");
+    const link = document.createElement("a");
+    link.href = "#";
+    link.className = "download";
+    link.textContent = file.name;
+    link.title = "Download " + file.name;
+    link.addEventListener("click", (e) => {
+      e.preventDefault();
+      download("/sessions/" + id + "/files/" + file.name.split("/").map(encodeURIComponent).join("/"),
+        file.name.split("/").pop()).catch((err) => setStatus("Download failed: " + err.message, "error"));
+    });
+    const size = document.createElement("span");
+    size.className = "meta";
+    size.textContent = file.size.toLocaleString() + " B";
+    const eda = document.createElement("button");
+    eda.type = "button";
+    eda.className = "small eda";
+    eda.textContent = "EDA";
+    eda.title = "Run the EDA playbook on " + file.name;
+    eda.disabled = state.busy || !state.session || state.session.state !== "open";
+    eda.addEventListener("click", () => runEda(file.name));
+    li.append(link, size, eda);
+    ul.appendChild(li);
   }
-  $("question").placeholder = canAsk ? "Ask a question about the data" : "Asking needs a model (serve --model ...)";
+}
+
+function clearVariables() {
+  $("variables").tBodies[0].textContent = "";
+  $("no-variables").hidden = false;
+}
+
+async function refreshVariables() {
+  const id = sid();
+  if (!id || !state.session || state.session.state !== "open") return;
+  let variables = [];
+  try { variables = (await getJson("/sessions/" + id + "/variables")).variables; } catch (err) { return; }
+  const body = $("variables").tBodies[0];
+  body.textContent = "";
+  for (const v of variables) {
+    const row = body.insertRow();
+    row.insertCell().textContent = v.name;
+    const type = row.insertCell();
+    type.textContent = v.type.split(".").pop(); // the class name; the full one on hover
+    type.title = v.type;
+    row.insertCell().textContent = v.shape ? v.shape.join(" × ") : "";
+  }
+  $("no-variables").hidden = variables.length > 0;
+}
+
+// -- runs -------------------------------------------------------------------------------------
+
+function showProgress(data) {
+  const bar = $("progress");
+  bar.hidden = false;
+  bar.className = data.status === "running" ? "running" : data.status === "ok" ? "ok" : "failed";
+  const what = data.status === "running" ? "" : data.status === "ok" ? " ✓" : " ✗ " + (data.error || data.status);
+  bar.textContent = "Step " + data.index + " of " + data.total + ": " + data.title + what;
+}
+
+function finishProgress(done) {
+  const bar = $("progress");
+  if (bar.hidden) return;
+  bar.className = done.status === "ok" ? "ok" : done.status === "stopped" ? "stopped" : "failed";
+  bar.textContent += done.status === "stopped" ? " (stopped)" : "";
+}
+
+const STATUS_KIND = { ok: "done", failed: "error", interrupted: "stopped", timeout: "error", died: "error",
+  stopped: "stopped" };
+
+function handleEvent(name, data) {
+  if (name === "cell") {
+    state.current = createCodeCell(data.source || "");
+    appendCell(state.current);
+  } else if (name === "output") {
+    if (!state.current) { state.current = createCodeCell(""); appendCell(state.current); }
+    addOutputHtml(state.current, data.html || "");
+  } else if (name === "result") {
+    const ex = data.execution || data;
+    if (state.current) finishCell(state.current, ex);
+    state.current = null;
+    setStatus(summaryOf(ex), STATUS_KIND[outcomeOf(ex)]);
+  } else if (name === "markdown" || name === "answer") {
+    appendCell(createMarkdownCell(data.html || "", name === "answer" ? "answer" : null));
+  } else if (name === "progress") {
+    showProgress(data);
+  } else if (name === "done") {
+    finishProgress(data);
+    setStatus(data.summary || "Done.", STATUS_KIND[data.status] || "done");
+  } else if (name === "error") {
+    setStatus("Failed: " + data.detail, "error");
+  }
 }
 
 async function runStream(path, body, label) {
   state.busy = true;
   refreshButtons();
-  setStatus(label + "…");
+  setStatus(label + "…", "running");
   try {
     const res = await api(path + "?html=true", jsonBody(body));
     await readEvents(res, handleEvent);
-    if (!$("status").classList.contains("error") && !$("status").classList.contains("done")) {
-      setStatus(label + " finished.", "done");
-    }
   } catch (err) {
     setStatus(label + " failed: " + err.message, "error");
   } finally {
+    if (state.current) state.current.classList.remove("status-running");
+    state.current = null;
     state.busy = false;
     refreshButtons();
+    await Promise.all([refreshFiles(), refreshVariables()]);
+    await refreshSessions(); // after the variables, whose listing holds the session for a moment
   }
 }
 
-async function download(path, filename) {
+async function runCode(code) {
+  const id = await ensureSession(code.split("\n")[0]);
+  state.current = createCodeCell(code);
+  appendCell(state.current);
+  await runStream("/sessions/" + id + "/execute/stream", { code: code }, "Running");
+}
+
+async function askQuestion(question) {
+  const id = await ensureSession(question);
+  // No file list: the agent is told about every file in the session's working directory.
+  await runStream("/sessions/" + id + "/ask", { question: question, files: [] }, "Answering");
+}
+
+async function runEda(file) {
+  $("progress").hidden = true;
+  await runStream("/sessions/" + sid() + "/eda", { file: file }, "EDA of " + file);
+}
+
+async function stop() {
+  if (!sid()) return;
+  setStatus("Stopping…", "running");
   try {
-    const res = await api(path);
-    const url = URL.createObjectURL(await res.blob());
-    const a = document.createElement("a");
-    a.href = url;
-    a.download = filename;
-    document.body.appendChild(a);
-    a.click();
-    a.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 10000);
+    await api("/sessions/" + sid() + "/interrupt", { method: "POST" });
   } catch (err) {
-    setStatus("Download failed: " + err.message, "error");
+    setStatus("Could not stop: " + err.message, "error");
   }
+}
+
+async function submit() {
+  const text = $("input").value;
+  if (!text.trim() || state.busy) return;
+  const mode = document.querySelector("input[name=mode]:checked").value;
+  $("input").value = "";
+  try {
+    if (mode === "ask") await askQuestion(text.trim());
+    else await runCode(text);
+  } catch (err) {
+    setStatus("Failed: " + err.message, "error");
+    $("input").value = text;
+  }
+}
+
+// -- buttons and wiring -------------------------------------------------------------------------
+
+function refreshButtons() {
+  const open = !state.session || state.session.state === "open";
+  const ready = state.signedIn && open;
+  const canAsk = Boolean(state.info && state.info.ask_available);
+  $("run").disabled = state.busy || !ready;
+  $("stop").disabled = !state.busy;
+  $("input").disabled = !ready;
+  $("new-session").disabled = !state.signedIn || state.busy;
+  $("file-input").disabled = !ready || state.busy;
+  const askRadio = document.querySelector("input[name=mode][value=ask]");
+  askRadio.disabled = !canAsk;
+  $("ask-mode").title = canAsk ? "Ask the agent a question" : "Asking needs a model (serve --model ...)";
+  if (!canAsk && askRadio.checked) document.querySelector("input[name=mode][value=code]").checked = true;
+  for (const id of ["download-notebook", "download-html", "view-notebook"]) $(id).disabled = !sid();
+  for (const button of $("files").querySelectorAll("button.eda")) button.disabled = state.busy || !ready;
+  const mode = document.querySelector("input[name=mode]:checked").value;
+  $("input").placeholder = mode === "ask" ? "A question about the data (Shift+Enter asks)"
+    : "Python code (Shift+Enter runs)";
+  $("run").textContent = mode === "ask" ? "Ask" : "Run";
 }
 
 async function viewNotebook() {
   try {
-    const res = await api("/sessions/" + state.session + "/notebook.html");
+    const res = await api("/sessions/" + sid() + "/notebook.html");
     const frame = $("notebook-frame");
     frame.srcdoc = await res.text(); // a sandboxed frame: nothing in it can run
     frame.hidden = false;
@@ -195,26 +377,7 @@ async function viewNotebook() {
   }
 }
 
-async function loadInfo() {
-  try {
-    state.info = await (await fetch("/api/info")).json();
-  } catch (err) {
-    state.info = null;
-  }
-  refreshButtons();
-}
-
-// -- wiring ----------------------------------------------------------------------------------
-
-function wire() {
-  $("token").value = state.token;
-  $("token-form").addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    state.token = $("token").value.trim();
-    sessionStorage.setItem("ka-token", state.token);
-    setStatus(state.token ? "Token set. Drop a CSV file to begin." : "Paste your token to start.");
-    refreshButtons();
-  });
+function wireDropzone() {
   const zone = $("dropzone");
   for (const ev of ["dragenter", "dragover"]) {
     zone.addEventListener(ev, (e) => { e.preventDefault(); zone.classList.add("over"); });
@@ -222,54 +385,55 @@ function wire() {
   for (const ev of ["dragleave", "drop"]) {
     zone.addEventListener(ev, (e) => { e.preventDefault(); zone.classList.remove("over"); });
   }
-  zone.addEventListener("drop", (e) => {
-    for (const file of e.dataTransfer.files) upload(file);
-  });
+  zone.addEventListener("drop", (e) => uploadFiles(e.dataTransfer.files));
   zone.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") $("file-input").click(); });
-  $("file-input").addEventListener("change", (e) => {
-    for (const file of e.target.files) upload(file);
-    e.target.value = "";
-  });
-  $("run-eda").addEventListener("click", () => {
-    const file = state.files[state.files.length - 1];
-    runStream("/sessions/" + state.session + "/eda", { file: file }, "EDA of " + file);
-  });
-  $("ask-form").addEventListener("submit", (e) => {
-    e.preventDefault();
-    const question = $("question").value.trim();
-    if (!question) return;
-    runStream("/sessions/" + state.session + "/ask", { question: question, files: state.files }, "Answering");
-  });
-  $("code-form").addEventListener("submit", async (e) => {
-    e.preventDefault();
-    await ensureSession();
-    currentCell = addCell("code", $("code").value);
-    runStream("/sessions/" + state.session + "/execute/stream", { code: $("code").value }, "Running");
-  });
-  $("download-notebook").addEventListener("click", () =>
-    download("/sessions/" + state.session + "/notebook", "kernel-analyst-" + state.session + ".ipynb"));
-  $("download-html").addEventListener("click", () =>
-    download("/sessions/" + state.session + "/notebook.html", "kernel-analyst-" + state.session + ".html"));
-  $("view-notebook").addEventListener("click", viewNotebook);
-  $("new-session").addEventListener("click", () => {
-    state.session = null;
-    state.files = [];
-    $("files").textContent = "";
-    $("cells").textContent = "";
-    $("notebook-frame").hidden = true;
-    delete document.body.dataset.session;
-    history.replaceState(null, "", location.pathname);
-    setStatus("New session: drop a CSV file to begin.");
-    refreshButtons();
-  });
-  if (state.token) setStatus("Token set. Drop a CSV file to begin.");
-  // "#session=ID" reopens an existing session (ids are not secrets; the token is needed anyway).
-  const match = /(?:^#|&)session=([0-9a-f]{16})(?:&|$)/.exec(location.hash);
-  if (match) {
-    state.session = match[1];
-    document.body.dataset.session = state.session;
-  }
-  loadInfo();
+  $("file-input").addEventListener("change", (e) => { uploadFiles(e.target.files); e.target.value = ""; });
 }
 
-document.addEventListener("DOMContentLoaded", wire);
+function wire() {
+  $("token").value = auth.token;
+  $("token-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const candidate = $("token").value.trim();
+    if (!candidate) { setStatus("Paste your token to start.", "error"); return; }
+    setStatus("Checking the token…", "running");
+    checkToken(candidate).then((ok) => { if (ok && !state.session) reopenFromHash(); });
+  });
+  wireDropzone();
+  $("composer").addEventListener("submit", (e) => { e.preventDefault(); submit(); });
+  $("input").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.shiftKey || e.ctrlKey || e.metaKey)) { e.preventDefault(); submit(); }
+  });
+  for (const radio of document.querySelectorAll("input[name=mode]")) radio.addEventListener("change", refreshButtons);
+  $("stop").addEventListener("click", stop);
+  $("new-session").addEventListener("click", newSession);
+  $("download-notebook").addEventListener("click", () => download("/sessions/" + sid() + "/notebook",
+    "kernel-analyst-" + sid() + ".ipynb").catch((err) => setStatus("Download failed: " + err.message, "error")));
+  $("download-html").addEventListener("click", () => download("/sessions/" + sid() + "/notebook.html",
+    "kernel-analyst-" + sid() + ".html").catch((err) => setStatus("Download failed: " + err.message, "error")));
+  $("view-notebook").addEventListener("click", viewNotebook);
+}
+
+async function start() {
+  wire();
+  clearSessions();
+  refreshButtons();
+  try { state.info = await (await fetch("/api/info")).json(); } catch (err) { state.info = null; }
+  if (state.info && state.info.auth === false) $("token-form").hidden = true;
+  const token = state.info && state.info.auth === false ? "" : auth.token;
+  if (token || (state.info && state.info.auth === false)) {
+    const ok = await checkToken(token, { quiet: true });
+    if (ok) setStatus("Ready. Upload files, run code, or reopen a session.");
+    if (ok) await reopenFromHash();
+  }
+  refreshButtons();
+}
+
+// "#session=ID" reopens a session after a reload (ids are not secrets; the token is needed anyway).
+async function reopenFromHash() {
+  const match = /(?:^#|&)session=([0-9a-f]{16})(?:&|$)/.exec(location.hash);
+  if (match) await openSession(match[1]);
+}
+
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+else start();

@@ -1,0 +1,251 @@
+"""Stress benchmark of the kernel protocol (not a test): many kernels at once on a busy machine.
+
+    python benchmarks/stress.py                        # 50 kernels, 10 rounds, none + sandbox
+    python benchmarks/stress.py --kernels 20 --rounds 2 --levels none
+
+Each round, with ``--burners`` processes spinning on the CPU beside it:
+
+1. **ours**: ``--kernels`` sessions are created at once through a ``SessionManager``
+   (the real path: start, ready loop, audit trail); each then sends a burst without
+   waiting: two cells, ``variables()``, an interrupt while the first cell sleeps, and
+   ten raw requests (kernel_info and silent executes) through the kernel's request path.
+   Every reply must arrive: a missing one is a **lost reply**; a session that does not
+   start within ``Limits.startup_timeout_s`` is a **startup timeout**.
+2. **raw**: the same number of kernels started at once with jupyter_client's
+   ``AsyncKernelManager`` + ``AsyncKernelClient.wait_for_ready`` (what a user would pick
+   instead), each then sending the same ten raw requests.
+
+Ours and raw alternate which goes first, so load changes hit both. Reported: lost replies
+and startup timeouts (goal: 0 of each), and the p95 time to ready, ours / raw (goal at
+most 1.0x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.manager import AsyncKernelManager
+
+from kernel_analyst.kernels import KernelSession, KernelStartError, Limits, SessionManager
+from kernel_analyst.kernels.request import Outcome, deadline_after
+
+BURST_TIMEOUT_S = 120.0
+RAW_REQUESTS = 10
+
+
+@dataclass
+class Tally:
+    """One side's counts over a round."""
+
+    ready_s: list[float] = field(default_factory=list)
+    startup_timeouts: int = 0
+    lost_replies: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, other: Tally) -> None:
+        self.ready_s += other.ready_s
+        self.startup_timeouts += other.startup_timeouts
+        self.lost_replies += other.lost_replies
+        self.errors += other.errors
+
+
+def p95(values: list[float]) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+
+# -- ours -----------------------------------------------------------------------------------
+
+
+async def _raw_burst(session: KernelSession) -> int:
+    """Ten requests through the kernel's request path at once; return how many got no reply."""
+    kernel = session.kernel
+    assert kernel is not None
+    router = kernel.router
+    requests = []
+    for i in range(RAW_REQUESTS):
+        if i % 2:
+            requests.append(router.send("shell", "kernel_info_request", {}))
+        else:
+            requests.append(router.send("shell", "execute_request", {
+                "code": "", "silent": True, "store_history": False, "user_expressions": {},
+                "allow_stdin": False, "stop_on_error": False}))
+    deadline = deadline_after(BURST_TIMEOUT_S)
+    outcomes = [await router.wait(r, deadline) for r in requests]
+    for r in requests:
+        router.forget(r)
+    return sum(o is not Outcome.REPLY for o in outcomes)
+
+
+async def _session_burst(session: KernelSession) -> tuple[int, list[str]]:
+    """Cells, variables() and an interrupt at once; every one must come back."""
+    errors: list[str] = []
+    first = asyncio.ensure_future(session.execute("import time\nx = 1\ntime.sleep(2)",
+                                                  timeout=BURST_TIMEOUT_S))
+    second = asyncio.ensure_future(session.execute("y = x + 1\ny", timeout=BURST_TIMEOUT_S))
+    names = asyncio.ensure_future(session.variables())
+    raw = asyncio.ensure_future(_raw_burst(session))
+    await _interrupt_when_running(session, first)
+    a, b, variables, lost = await asyncio.gather(first, second, names, raw)
+    if a.status not in ("ok", "error") or a.state != "kept":
+        errors.append(f"first cell: {a.status}/{a.state} {a.events}")
+    if b.status != "ok" or b.text.strip() != "2":
+        errors.append(f"second cell: {b.status} {b.text[-200:]!r} {b.events}")
+    if not {"x", "y"} & {v.name for v in variables}:
+        errors.append(f"variables: {[v.name for v in variables]}")
+    lost += sum(1 for ex in (a, b) if ex.status == "timeout")
+    return lost, errors
+
+
+async def _interrupt_when_running(session: KernelSession, cell: asyncio.Future[Any]) -> None:
+    """Interrupt the first cell as soon as it holds the session, as a user pressing Stop
+    (the session holds the signal until the kernel has begun the cell)."""
+    deadline = time.monotonic() + BURST_TIMEOUT_S
+    while not cell.done() and time.monotonic() < deadline:
+        if session.busy:
+            await session.interrupt()
+            return
+        await asyncio.sleep(0.01)
+
+
+async def ours(n: int, level: str, root: Path) -> Tally:
+    tally = Tally()
+    limits = Limits(isolation=level, startup_timeout_s=60.0, timeout_s=BURST_TIMEOUT_S)  # type: ignore[arg-type]
+    async with SessionManager(root, limits=limits) as manager:
+        async def one(i: int) -> None:
+            t0 = time.monotonic()
+            try:
+                session = await manager.session(f"stress-{i}")
+            except KernelStartError as exc:
+                tally.startup_timeouts += 1
+                tally.errors.append(f"start {i}: {str(exc)[:200]}")
+                return
+            tally.ready_s.append(time.monotonic() - t0)
+            lost, errors = await _session_burst(session)
+            tally.lost_replies += lost
+            tally.errors += [f"session {i}: {e}" for e in errors]
+
+        await asyncio.gather(*(one(i) for i in range(n)))
+    return tally
+
+
+# -- raw jupyter_client ---------------------------------------------------------------------------
+
+
+async def raw(n: int) -> Tally:
+    tally = Tally()
+    managers: list[AsyncKernelManager] = []
+
+    async def one(i: int) -> None:
+        km = AsyncKernelManager(kernel_name="python3")
+        managers.append(km)
+        t0 = time.monotonic()
+        try:
+            await km.start_kernel()
+            kc = km.client()
+            kc.start_channels()
+            await kc.wait_for_ready(timeout=60)
+        except (RuntimeError, TimeoutError) as exc:
+            tally.startup_timeouts += 1
+            tally.errors.append(f"raw start {i}: {exc}")
+            return
+        tally.ready_s.append(time.monotonic() - t0)
+        ids = [kc.kernel_info() if j % 2 else kc.execute("", silent=True) for j in range(RAW_REQUESTS)]
+        pending = set(ids)
+        deadline = time.monotonic() + BURST_TIMEOUT_S
+        while pending and time.monotonic() < deadline:
+            try:
+                msg = await kc._async_get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
+            except Exception:
+                break
+            pending.discard(msg["parent_header"].get("msg_id"))
+        tally.lost_replies += len(pending)
+        kc.stop_channels()
+
+    try:
+        await asyncio.gather(*(one(i) for i in range(n)))
+    finally:
+        await asyncio.gather(*(km.shutdown_kernel(now=True) for km in managers if km.has_kernel),
+                             return_exceptions=True)
+    return tally
+
+
+# -- the run ---------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def burners(count: int) -> Any:
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kernels", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--burners", type=int, default=2)
+    parser.add_argument("--levels", default="none,sandbox")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    levels = args.levels.split(",")
+    totals = {level: Tally() for level in levels}
+    baseline = Tally()
+    with tempfile.TemporaryDirectory(prefix="ka-stress-") as tmp, burners(args.burners):
+        for r in range(args.rounds):
+            for level in levels:
+                order = ("ours", "raw") if (r % 2 == 0) else ("raw", "ours")
+                for side in order:
+                    t0 = time.monotonic()
+                    if side == "ours":
+                        got = await ours(args.kernels, level, Path(tmp) / f"r{r}-{level}")
+                        totals[level].add(got)
+                    else:
+                        got = await raw(args.kernels)
+                        baseline.add(got)
+                    print(f"round {r + 1} {level:8} {side:4}: {len(got.ready_s)} ready, "
+                          f"{got.startup_timeouts} startup timeouts, {got.lost_replies} lost replies, "
+                          f"p95 ready {p95(got.ready_s):.1f} s, {time.monotonic() - t0:.0f} s",
+                          flush=True)
+                    for error in got.errors[:5]:
+                        print("   ", error)
+    report: dict[str, Any] = {"kernels": args.kernels, "rounds": args.rounds, "burners": args.burners}
+    print(f"\n{args.kernels} kernels x {args.rounds} rounds, {args.burners} CPU burners")
+    raw_p95 = p95(baseline.ready_s)
+    raw_median = statistics.median(baseline.ready_s or [0])
+    print(f"raw jupyter_client: {baseline.startup_timeouts} startup timeouts, {baseline.lost_replies} "
+          f"lost replies, p95 ready {raw_p95:.2f} s, median {raw_median:.2f} s")
+    for level, tally in totals.items():
+        ratio = p95(tally.ready_s) / raw_p95 if raw_p95 else float("nan")
+        print(f"ours ({level}): {tally.startup_timeouts} startup timeouts, {tally.lost_replies} lost "
+              f"replies, {len(tally.errors)} errors, p95 ready {p95(tally.ready_s):.2f} s "
+              f"({ratio:.2f}x raw; goal <= 1.0x), median {statistics.median(tally.ready_s or [0]):.2f} s")
+        report[level] = {"startup_timeouts": tally.startup_timeouts, "lost_replies": tally.lost_replies,
+                         "errors": len(tally.errors), "p95_ready_s": p95(tally.ready_s), "ratio": ratio}
+    report["raw"] = {"startup_timeouts": baseline.startup_timeouts, "lost_replies": baseline.lost_replies,
+                     "p95_ready_s": raw_p95}
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    failed = any(t.startup_timeouts or t.lost_replies or t.errors for t in totals.values())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

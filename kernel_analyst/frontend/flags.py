@@ -1,0 +1,69 @@
+"""The flags every front end shares, defined once: kernel, model and debug options.
+
+``kernel-analyst eda|verify|ask|chat`` and ``kernel-analyst serve|mcp`` add these groups to
+their parsers and read them back with :func:`kernel_settings` and :func:`model_settings`,
+so a flag has one spelling, one help text and one default everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..kernels.limits import ISOLATION_LEVELS
+from .settings import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT_S, IMAGES_MODES, KernelSettings, ModelSettings
+
+_MODEL_EXAMPLES = "e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, ollama:qwen2.5-coder"
+
+
+def add_kernel_flags(parser: argparse.ArgumentParser, *, session_dir: Path | None = None,
+                     session_dir_help: str = "keep session files here (default: a temporary directory, "
+                                             "removed at exit)") -> None:
+    """``--isolation --timeout --memory --session-dir --gateway``."""
+    group = parser.add_argument_group("kernel options")
+    group.add_argument("--isolation", choices=ISOLATION_LEVELS,
+                       help="kernel isolation: none, process, sandbox, auto (default: auto)")
+    group.add_argument("--timeout", type=float, metavar="SECONDS",
+                       help=f"time limit per cell (default {DEFAULT_TIMEOUT_S:g})")
+    group.add_argument("--memory", type=int, metavar="MB", help="kernel memory limit in MiB (default 4096)")
+    group.add_argument("--session-dir", type=Path, metavar="DIR", default=session_dir, help=session_dir_help)
+    group.add_argument("--gateway", metavar="URL", help="run kernels on a Jupyter (Enterprise) Gateway; "
+                       "token from KERNEL_ANALYST_GATEWAY_TOKEN")
+
+
+def add_model_flags(parser: argparse.ArgumentParser, *, required: bool, purpose: str = "") -> None:
+    """``--model --base-url --max-steps --images``."""
+    group = parser.add_argument_group("model options")
+    suffix = f"; {purpose}" if purpose else ""
+    group.add_argument("--model", required=required, metavar="PROVIDER:MODEL", help=_MODEL_EXAMPLES + suffix)
+    group.add_argument("--base-url", metavar="URL",
+                       help="an OpenAI-compatible server (vLLM, llama.cpp, Ollama)")
+    group.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS, metavar="N",
+                       help=f"code steps per answer (default {DEFAULT_MAX_STEPS})")
+    group.add_argument("--images", choices=IMAGES_MODES, default="auto",
+                       help="send figures to the model as images: auto (when its LangChain profile says "
+                            "it takes images), on (unless the profile says it does not), off "
+                            "(default auto)")
+
+
+def add_debug_flag(parser: argparse.ArgumentParser, *, top_level: bool = False) -> None:
+    """``--debug``: full tracebacks and debug logging. On a subcommand it does not override
+    the value given before the subcommand's name."""
+    parser.add_argument("--debug", action="store_true",
+                        default=False if top_level else argparse.SUPPRESS,
+                        help="show tracebacks and debug logging")
+
+
+def kernel_settings(args: argparse.Namespace) -> KernelSettings:
+    """The kernel settings given on the command line."""
+    return KernelSettings(isolation=args.isolation, timeout_s=args.timeout, memory_mb=args.memory,
+                          session_dir=args.session_dir, gateway_url=args.gateway)
+
+
+def model_settings(args: argparse.Namespace) -> ModelSettings:
+    """The model settings given on the command line."""
+    return ModelSettings(spec=args.model, base_url=args.base_url, max_steps=args.max_steps,
+                         images=args.images)
+
+
+__all__ = ["add_debug_flag", "add_kernel_flags", "add_model_flags", "kernel_settings", "model_settings"]

@@ -1,0 +1,131 @@
+"""The front ends' settings: one set of defaults for the CLI, ``serve`` and MCP.
+
+Kernel settings say how sessions run (isolation, time limit, memory, where their files
+go, a remote gateway); model settings say which chat model answers and how (step limit,
+whether figures are sent as images). Both are small frozen dataclasses built from
+parsed flags (:mod:`.flags`) or by hand, and :meth:`KernelSettings.limits` is the one
+place that turns them into :class:`~kernel_analyst.kernels.Limits`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..kernels import Limits
+from ..kernels.limits import ISOLATION_LEVELS
+
+if TYPE_CHECKING:  # the agent package loads LangChain; flags and settings stay light
+    from ..agent.analyst import ImagesMode
+
+IMAGES_MODES: tuple[ImagesMode, ...] = ("auto", "on", "off")
+"""Values of ``--images``: ``auto`` sends figures when the model's LangChain profile says it
+takes image input, ``on`` unless the profile says it does not, ``off`` never."""
+
+DEFAULT_MAX_STEPS = 15
+"""Agent code steps per question, for every front end (the library's ``Analyst`` default)."""
+
+DEFAULT_TIMEOUT_S: float | None = Limits.timeout_s
+"""Seconds a cell may run, for every front end (the library's ``Limits.timeout_s``)."""
+
+
+def package_version() -> str:
+    """The installed version of kernel-analyst (``--version``, the service's info)."""
+    try:
+        return metadata.version("kernel-analyst")
+    except metadata.PackageNotFoundError:  # running from a source tree that was never installed
+        return "0+unknown"
+
+
+@dataclass(frozen=True)
+class KernelSettings:
+    """How a front end's kernels run; a field left at None keeps the base ``Limits``."""
+
+    isolation: str | None = None
+    """``none``, ``process``, ``sandbox`` or ``auto``; None keeps the base."""
+    timeout_s: float | None = None
+    """Seconds per cell; None keeps the base (:data:`DEFAULT_TIMEOUT_S` by default)."""
+    memory_mb: int | None = None
+    """Kernel memory limit in MiB; None keeps the base."""
+    session_dir: Path | None = None
+    """Where session files go; None lets the front end choose (a temporary directory)."""
+    gateway_url: str | None = None
+    """Run kernels on this Jupyter (Enterprise) Gateway; None runs them here."""
+
+    def __post_init__(self) -> None:
+        if self.isolation is not None and self.isolation not in ISOLATION_LEVELS:
+            choices = ", ".join(ISOLATION_LEVELS)
+            raise ValueError(f"isolation must be one of {choices}; got {self.isolation!r}")
+        if self.timeout_s is not None and self.timeout_s <= 0:
+            raise ValueError(f"the timeout must be positive; got {self.timeout_s:g}")
+        if self.memory_mb is not None and self.memory_mb < 64:
+            raise ValueError(f"the memory limit must be at least 64 MiB; got {self.memory_mb}")
+
+    def limits(self, base: Limits | None = None, **extra: Any) -> Limits:
+        """The one ``Limits`` builder: ``base`` (default ``Limits()``) with these settings
+        and ``extra`` fields applied."""
+        changes: dict[str, Any] = {}
+        if self.isolation is not None:
+            changes["isolation"] = self.isolation
+        if self.timeout_s is not None:
+            changes["timeout_s"] = self.timeout_s
+        if self.memory_mb is not None:
+            changes["memory_mb"] = self.memory_mb
+        changes.update(extra)
+        limits = base or Limits()
+        return limits.with_(**changes) if changes else limits
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict."""
+        data = asdict(self)
+        data["session_dir"] = str(self.session_dir) if self.session_dir is not None else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KernelSettings:
+        """The inverse of :meth:`to_dict` (unknown keys ignored)."""
+        known = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        if known.get("session_dir") is not None:
+            known["session_dir"] = Path(known["session_dir"])
+        return cls(**known)
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Which chat model answers questions, and how."""
+
+    spec: str | None = None
+    """``provider:model`` (``openai:gpt-4o-mini``); None: no model (code and EDA only)."""
+    base_url: str | None = None
+    """An OpenAI-compatible server to send requests to (vLLM, llama.cpp, Ollama)."""
+    max_steps: int = DEFAULT_MAX_STEPS
+    """Code steps the agent may take per question."""
+    images: ImagesMode = "auto"
+    """Send figures to the model as images: see :data:`IMAGES_MODES`."""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    """More keywords for the model class (``temperature=0``, ``timeout=30`` ...)."""
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1:
+            raise ValueError(f"max steps must be at least 1; got {self.max_steps}")
+        if self.images not in IMAGES_MODES:
+            raise ValueError(f"images must be one of {', '.join(IMAGES_MODES)}; got {self.images!r}")
+
+    def with_(self, **changes: Any) -> ModelSettings:
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (``extra`` as given; keep it JSON-able to round-trip)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelSettings:
+        """The inverse of :meth:`to_dict` (unknown keys ignored)."""
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_TIMEOUT_S", "IMAGES_MODES", "KernelSettings", "ModelSettings",
+           "package_version"]

@@ -1,0 +1,130 @@
+"""Executions, agent steps and EDA progress as terminal text.
+
+The rules are the web page's: a failed cell says so with the error's one-line summary
+first, then the trimmed traceback (``/traceback`` in the console prints it whole); an
+interrupted cell says it was interrupted; figures are named, not drawn.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import TYPE_CHECKING, Any, TextIO
+
+from ..kernels import Execution
+from ..kernels.execution import strip_ansi
+from .events import AgentEventHandler
+from .tracebacks import ErrorView
+
+if TYPE_CHECKING:
+    from ..agent.events import ModelText, StepCode, StepFinished
+    from ..eda import Progress
+
+
+def output_text(output: dict[str, Any], figures: list[int]) -> str:
+    """One nbformat output as text ("" for errors, which :func:`status_line` reports).
+    ``figures`` counts the figures seen so far (one element, updated in place)."""
+    kind = output.get("output_type")
+    if kind == "stream":
+        return strip_ansi(_join(output.get("text", "")))
+    if kind not in ("execute_result", "display_data"):
+        return ""
+    data = output.get("data")
+    if not isinstance(data, dict):
+        return ""
+    if "image/png" in data:
+        figures[0] += 1
+        return f"[figure {figures[0]}: {_png_size(data['image/png'])} PNG]\n"
+    for mime in ("text/plain", "text/markdown"):
+        if mime in data:
+            return strip_ansi(_join(data[mime])).rstrip("\n") + "\n"
+    return f"[{next(iter(data), 'empty')} output]\n"
+
+
+def _join(value: Any) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _png_size(value: Any) -> str:
+    from ..agent.observation import png_size
+
+    try:
+        size = png_size(base64.b64decode(_join(value)))
+    except (binascii.Error, ValueError):
+        size = None
+    return f"{size[0]}x{size[1]}" if size else "a"
+
+
+def status_line(ex: Execution) -> str:
+    """One line: how the cell ended, with its prompt number and duration."""
+    prompt = f"[{ex.execution_count}]" if ex.execution_count is not None else "[ ]"
+    took = f"{ex.duration_s:.2f} s"
+    if ex.status == "timeout":
+        return f"{prompt} timed out after {took}" + ("; the kernel was restarted and variables lost"
+                                                     if ex.state == "lost" else "")
+    if ex.status == "died":
+        return f"{prompt} the kernel died ({took}); variables were lost and the next cell gets a fresh kernel"
+    if ex.error is not None:
+        view = ErrorView.from_error(ex.error)
+        return f"{prompt} {'stopped' if view.interrupted else 'failed'}: {view.summary} ({took})"
+    return f"{prompt} ok ({took})"
+
+
+def error_block(ex: Execution, *, indent: str = "  ") -> str:
+    """The trimmed traceback under the status line ("" when the cell did not raise)."""
+    if ex.error is None or ex.status != "error":
+        return ""
+    view = ErrorView.from_error(ex.error)
+    if view.interrupted or not view.trimmed_text:
+        return ""
+    folded = view.folded_note()
+    header = f"Traceback ({folded}; /traceback shows it whole):" if folded else "Traceback:"
+    return "\n".join(indent + line for line in [header, *view.trimmed_text.splitlines()])
+
+
+def format_execution(ex: Execution, *, max_lines: int | None = None) -> str:
+    """The whole cell as text: its output (at most ``max_lines`` lines), the status line,
+    and the trimmed traceback if it failed."""
+    figures = [0]
+    text = "".join(output_text(out, figures) for out in ex.outputs)
+    lines = text.rstrip("\n").splitlines()
+    if max_lines is not None and len(lines) > max_lines:
+        lines = [*lines[:max_lines], f"... ({len(lines) - max_lines} more lines)"]
+    parts = ["\n".join(lines)] if lines else []
+    parts.append(status_line(ex))
+    block = error_block(ex)
+    if block:
+        parts.append(block)
+    return "\n".join(parts)
+
+
+class StepPrinter(AgentEventHandler):
+    """Prints the agent's steps as they happen: code, a short output, the model's text."""
+
+    def __init__(self, out: TextIO, *, max_lines: int = 12) -> None:
+        self.out = out
+        self.max_lines = max_lines
+
+    def step_code(self, event: StepCode) -> None:
+        print(f"\n--- step {event.step} ---", file=self.out)
+        code = "\n".join(">>> " + line for line in event.code.rstrip().splitlines())
+        print(code, file=self.out, flush=True)
+
+    def step_finished(self, event: StepFinished) -> None:
+        print(format_execution(event.execution, max_lines=self.max_lines), file=self.out, flush=True)
+
+    def model_text(self, event: ModelText) -> None:
+        if event.text.strip():
+            print(f"\n{event.text.strip()}", file=self.out, flush=True)
+
+
+def progress_line(progress: Progress) -> str | None:
+    """One line per finished EDA step ("[ 3/12] Missing values ok 0.05 s"); None at a start."""
+    result = progress.result
+    if result is None:
+        return None
+    status = "ok" if result.ok else f"FAILED ({result.error})"
+    return f"[{progress.index:>2}/{progress.total}] {progress.title:<20} {status} {result.duration_s:6.2f} s"
+
+
+__all__ = ["StepPrinter", "error_block", "format_execution", "output_text", "progress_line", "status_line"]
