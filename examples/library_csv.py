@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from kernel_analyst import KernelSession, SessionManager
-from kernel_analyst.agent.playbook import PlaybookOptions, run_playbook
+from kernel_analyst.eda import PlaybookOptions, run_playbook
 
 DATA = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent / "data" / "penguins.csv")
 

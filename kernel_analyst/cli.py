@@ -60,14 +60,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_eda(commands: Any, shared: argparse.ArgumentParser) -> None:
-    p = commands.add_parser("eda", parents=[shared], help="exploratory analysis of a CSV file (no LLM)",
-                            description="Run the built-in EDA playbook on a delimited text file and "
-                                        "write the audit notebook.")
-    p.add_argument("data", type=Path, metavar="DATA", help="a CSV / TSV / delimited text file")
+    p = commands.add_parser("eda", parents=[shared], help="exploratory analysis of a data file (no LLM)",
+                            description="Run the built-in EDA playbook on a table and write the report "
+                                        "notebook (summary first), and optionally an HTML report.")
+    p.add_argument("data", type=Path, metavar="DATA", help="CSV / TSV / delimited text, .xlsx / .xls, "
+                   ".parquet, .json / .jsonl; any of them .gz / .bz2 / .xz / .zip")
     p.add_argument("-o", "--output", type=Path, metavar="OUT.ipynb",
                    help="notebook to write (default: DATA's name + -eda.ipynb, in the current directory)")
-    p.add_argument("--html", type=Path, metavar="OUT.html", help="also write an HTML rendering (nbconvert)")
+    p.add_argument("--html", type=Path, metavar="OUT.html",
+                   help="also write an HTML report (code folded away)")
     p.add_argument("--steps", metavar="NAMES", help="comma-separated subset of the playbook's steps")
+    p.add_argument("--target", metavar="COLUMN", help="a column to explain: every feature against it, ranked")
+    p.add_argument("--sheet", metavar="NAME", help="the Excel sheet to profile (name or 0-based position)")
     p.set_defaults(func=_cmd_eda)
 
 
@@ -189,33 +193,50 @@ def _logging(debug: bool) -> Iterator[None]:
 
 
 def _cmd_eda(args: argparse.Namespace) -> int:
-    from .agent.playbook import PlaybookOptions
+    from .eda import PlaybookOptions, selected_steps
 
     data = need_file(args.data)
     steps = tuple(s.strip() for s in args.steps.split(",") if s.strip()) if args.steps else None
-    options = PlaybookOptions(steps=steps)
-    output = args.output or Path(f"{data.stem}-eda.ipynb")
+    options = PlaybookOptions(steps=steps, target=args.target, sheet=args.sheet)
+    selected_steps(options)  # unknown step names fail before a kernel starts
+    output = args.output or Path(f"{data.name.split('.')[0] or data.stem}-eda.ipynb")
     return asyncio.run(_eda(args, data, output, options))
 
 
 async def _eda(args: argparse.Namespace, data: Path, output: Path, options: Any) -> int:
-    from .agent.playbook import run_playbook
+    from .eda import detect, run_playbook, write_notebook
 
-    kernel = kernel_settings(args)
-    async with open_manager(kernel) as manager:
-        session = await manager.session(f"eda-{uuid.uuid4().hex[:8]}")
-        report = await run_playbook(session, data, options=options, on_progress=_print_progress)
-        written = await session.export(output)
-    outcome = eda_outcome(report)
-    if report.plan is None:
-        raise RunFailedError(outcome.summary)
+    # The file is read on the host while the kernel starts; the report's writers are
+    # imported while the cells run (the host is idle then). A file that cannot be read
+    # stops the run before anything is written.
+    async with open_manager(kernel_settings(args)) as manager:
+        starting = asyncio.create_task(manager.session(f"eda-{uuid.uuid4().hex[:8]}"))
+        try:
+            plan = await asyncio.to_thread(detect, data, sheet=options.sheet)
+        finally:
+            session = await starting
+        warming = asyncio.create_task(asyncio.to_thread(_warm_report_imports, html=bool(args.html)))
+        report = await run_playbook(session, data, options=options, on_progress=_print_progress, plan=plan)
+        outcome = eda_outcome(report)
+        if not all(s.ok for s in report.steps if s.name in ("setup", "load")):
+            raise RunFailedError(outcome.summary)
+        await warming
+        written = await write_notebook(session, output)
+        page = _to_html(written, args.html) if args.html else None
     print(_plain(report.summary_markdown) or outcome.summary)
     print(f"\nnotebook: {written}")
-    if args.html:
-        print(f"html: {_to_html(written, args.html)}")
+    if page is not None:
+        print(f"html: {page}")
     if outcome.status != "ok":
         _err(outcome.summary)
     return 0 if outcome.status == "ok" else 1
+
+
+def _warm_report_imports(*, html: bool) -> None:
+    """Import what writing the report needs (nbformat's schema checks take ~1 s to import)."""
+    for name in ("nbformat", *(("markdown_it", "pygments.lexers.python") if html else ())):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
 
 def _print_progress(progress: Any) -> None:
@@ -225,21 +246,17 @@ def _print_progress(progress: Any) -> None:
 
 
 def _plain(markdown: str) -> str:
-    """Markdown made readable on a terminal: no ``**`` or backticks, headings bare."""
+    """Markdown made readable on a terminal: no ``**`` or backticks, headings bare, tables as rows."""
     text = re.sub(r"\*\*|`", "", markdown)
-    return re.sub(r"^#+ ", "", text, flags=re.MULTILINE)
+    text = re.sub(r"^\| --- .*\n", "", text, flags=re.MULTILINE)
+    text = re.sub(r"^\| (.*) \|$", lambda m: "  " + m.group(1).replace(" | ", "  "), text, flags=re.MULTILINE)
+    return re.sub(r"^#+ ", "", text, flags=re.MULTILINE).replace("\\|", "|")
 
 
 def _to_html(notebook: Path, target: Path) -> Path:
-    try:
-        nbconvert = importlib.import_module("nbconvert")
-        nbformat = importlib.import_module("nbformat")
-    except ImportError as exc:
-        raise UsageError(f"--html needs nbconvert: pip install 'kernel-analyst[html]' ({exc})") from exc
-    body, _ = nbconvert.HTMLExporter().from_notebook_node(nbformat.read(notebook, as_version=4))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(body, encoding="utf-8")
-    return target
+    from .eda import write_html
+
+    return write_html(notebook, target)
 
 
 # -- verify -------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import importlib
 
 import kernel_analyst
 import kernel_analyst.agent
+import kernel_analyst.eda
 
 
 def test_top_level_contract() -> None:
@@ -15,10 +16,16 @@ def test_top_level_contract() -> None:
 
 
 def test_every_agent_name_in_all_exists() -> None:
-    for module in (kernel_analyst, kernel_analyst.agent):
+    for module in (kernel_analyst, kernel_analyst.agent, kernel_analyst.eda):
         missing = [n for n in module.__all__ if not hasattr(module, n)]
         assert not missing, f"{module.__name__}.__all__ names missing objects: {missing}"
         assert sorted(module.__all__) == sorted(set(module.__all__))
+
+
+def test_playbook_names_of_earlier_versions_still_import() -> None:
+    old = importlib.import_module("kernel_analyst.agent.playbook")
+    assert old.run_playbook is kernel_analyst.eda.run_playbook
+    assert kernel_analyst.agent.PlaybookOptions is kernel_analyst.eda.PlaybookOptions
 
 
 def test_testing_helpers_import() -> None:

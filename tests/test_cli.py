@@ -82,12 +82,17 @@ def test_eda_writes_notebook_and_html(capsys: pytest.CaptureFixture[str], tmp_pa
     code, out, err = run(capsys, "eda", str(SEABORN / "tips.csv"), "-o", str(out_nb), "--html", str(out_html),
                          "--steps", "duplicates,outliers", *KERNEL)
     assert code == 0, err
-    assert "[ 3/4] Duplicate rows" in err and "ok" in err  # progress on stderr
+    assert "[ 4/5] Duplicate rows" in err and "ok" in err  # progress on stderr
     assert "Summary of findings: tips.csv" in out and "Duplicate rows: 1." in out and "**" not in out
     assert f"notebook: {out_nb}" in out and f"html: {out_html}" in out
     cells = json.loads(out_nb.read_text())["cells"]
-    assert sum(c["cell_type"] == "code" for c in cells) == 4
+    assert sum(c["cell_type"] == "code" for c in cells) == 5
     assert "Summary of findings" in out_html.read_text()
+
+
+def test_unknown_steps_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "eda", str(SEABORN / "iris.csv"), "--steps", "alerts,nope")
+    assert code == 1 and "unknown playbook steps ['nope']" in one_error_line(err)
 
 
 def test_a_directory_is_named_as_one(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -190,7 +195,7 @@ def test_chat_without_a_model_is_a_code_console(tmp_path: Path) -> None:
     assert "Cell In[4], line 1" in failed and "site-packages" not in failed.split("---------")[0]
     assert "The above exception was the direct cause" in out  # /traceback printed it whole
     assert "tips: pandas.DataFrame (244, 7)" in out and "tips.csv (9,729 bytes)" in out
-    assert "[12/12] Outliers" in out and "EDA of tips.csv: 12 cells ran without error." in out
+    assert "[14/14] Column profiles" in out and "EDA of tips.csv: 14 cells ran without error." in out
     assert f"error: {data} is a directory; give a file" in out
     assert "failed: ZeroDivisionError: division by zero" in out
     assert f"notebook: {saved}" in out
@@ -211,7 +216,8 @@ def test_missing_files_are_one_line(capsys: pytest.CaptureFixture[str], argv: li
 def test_unreadable_csv_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     (tmp_path / "book.csv").write_bytes(b"PK\x03\x04" + bytes(100))
     code, _, err = run(capsys, "eda", str(tmp_path / "book.csv"), "-o", str(tmp_path / "b.ipynb"), *KERNEL)
-    assert code == 1 and "not delimited text" in one_error_line(err)
+    assert code == 1 and "ZIP archive that cannot be opened" in one_error_line(err)
+    assert not (tmp_path / "b.ipynb").exists()
 
 
 def test_model_errors_are_one_line(capsys: pytest.CaptureFixture[str],
@@ -239,7 +245,7 @@ def test_bundled_notebooks_reproduce(capsys: pytest.CaptureFixture[str], tmp_pat
     code, out, err = run(capsys, "verify", str(NOTEBOOKS / name), "--data-dir", str(EXAMPLE_DATA),
                          "-o", str(rerun), *KERNEL)
     assert code == 0, out + err
-    assert "reproduced: all 12 code cells match." in out and rerun.is_file()
+    assert "reproduced: all 14 code cells match." in out and rerun.is_file()
 
 
 def test_verify_reports_a_changed_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

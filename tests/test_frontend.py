@@ -12,8 +12,8 @@ import pytest
 import kernel_analyst.frontend as frontend
 from kernel_analyst.agent.events import FinalAnswer, ModelText, StepCode
 from kernel_analyst.agent.observation import trim_traceback
-from kernel_analyst.agent.playbook import EdaReport, StepResult
 from kernel_analyst.agent.results import Answer
+from kernel_analyst.eda import EdaReport, StepResult
 from kernel_analyst.frontend.console import code_is_complete
 from kernel_analyst.frontend.errors import RunFailedError, UsageError, classify
 from kernel_analyst.frontend.flags import add_kernel_flags, add_model_flags, kernel_settings, model_settings

@@ -1,4 +1,5 @@
-"""The EDA playbook in real kernels: every shared table loads, full runs are complete."""
+"""The EDA playbook in real kernels: every shared table loads and profiles without an error
+cell (the quick steps on all ~97 files, the full playbook on a representative subset)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,26 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kernel_analyst.agent._loader import detect
-from kernel_analyst.agent.playbook import STEPS, PlaybookOptions, Progress, plan_cells, run_playbook
+from kernel_analyst.eda import STEPS, PlaybookOptions, Progress, detect, plan_cells, run_playbook
 from kernel_analyst.kernels import KernelSession, SessionManager
 
 from .conftest import MESSY, ROOT, SEABORN, SHARED
 
 DABENCH = SHARED / "datasets" / "dabench" / "da-dev-tables"
 ALL_TABLES = sorted([*SEABORN.glob("*.csv"), *MESSY.glob("*.csv"), *DABENCH.glob("*.csv")])
-LOAD_ONLY = PlaybookOptions(steps=())
+# The steps without figures: cheap enough to run on every shared table in the suite. The
+# full playbook (every figure too) runs below on files chosen for what they exercise; the
+# full sweep over all files is `python benchmarks/eda.py --sweep` (see docs/benchmarks.md).
+QUICK = PlaybookOptions(steps=("alerts", "duplicates", "numeric", "outliers"))
+REPRESENTATIVE = [
+    SEABORN / "taxis.csv",  # dates, skewed money columns
+    SEABORN / "flights.csv",  # a month name column, a trend
+    MESSY / "csvkit_bad.csv",  # ragged rows
+    MESSY / "frictionless_issue-1105-timezone_semicolon.csv",  # mixed UTC offsets
+    MESSY / "seaborn_raw_seaice_bom_wide.csv",  # a BOM, many columns
+    MESSY / "csvkit_test_empty_columns.csv",  # empty columns
+    DABENCH / "Credit.csv",  # an unnamed row-number column
+]
 NOTEBOOKS = ROOT / "notebooks"
 EXAMPLE_DATA = ROOT / "examples" / "data"
 
@@ -46,12 +58,21 @@ def test_the_shared_tables_are_there() -> None:
 
 
 @pytest.mark.parametrize("path", ALL_TABLES, ids=lambda p: f"{p.parent.name}/{p.name}")
-async def test_every_table_loads_without_an_error_cell(shared_session: KernelSession, path: Path) -> None:
-    report = await run_playbook(shared_session, path, options=LOAD_ONLY)
+async def test_every_table_profiles_without_an_error_cell(shared_session: KernelSession, path: Path) -> None:
+    report = await run_playbook(shared_session, path, options=QUICK)
     assert report.error is None, report.error
-    assert [s.name for s in report.steps] == ["setup", "load"]
+    assert [s.name for s in report.steps] == ["setup", "load", "overview", "alerts", "duplicates", "numeric",
+                                              "outliers"]
     assert all(s.ok for s in report.steps), report.steps
     assert report.plan is not None and report.plan.file == path.name
+    assert report.findings["shape"][1] > 0 and "alerts" in report.findings
+
+
+@pytest.mark.parametrize("path", REPRESENTATIVE, ids=lambda p: p.name)
+async def test_full_playbook_on_representative_tables(shared_session: KernelSession, path: Path) -> None:
+    report = await run_playbook(shared_session, path)
+    assert report.ok, [s for s in report.steps if not s.ok]
+    assert [s.name for s in report.steps] == ["setup", "load", *[s for s in STEPS if s != "target"]]
 
 
 @pytest.mark.parametrize("name", ["penguins", "tips"])
@@ -67,17 +88,18 @@ def test_bundled_notebooks_are_current(name: str) -> None:
 def test_penguins_notebook_content() -> None:
     cells = json.loads((NOTEBOOKS / "penguins-eda.ipynb").read_text())["cells"]
     code = [c for c in cells if c["cell_type"] == "code"]
-    assert len(code) == len(STEPS) + 2
+    assert len(code) == len(STEPS) + 1  # setup, load, every step but target
     assert all(c["metadata"]["kernel_analyst"]["status"] == "ok" for c in code)
     assert not [o for c in code for o in c["outputs"] if o.get("name") == "stderr"]
     images = [o for c in code for o in c["outputs"] if "image/png" in o.get("data", {})]
-    assert len(images) == 3  # histograms, top values, correlation heatmap
+    assert len(images) == 5  # missing matrix, histograms, top values, association matrices, scatter plots
     headings = [c["source"].splitlines()[0] for c in cells if c["cell_type"] == "markdown"]
     assert headings[0].startswith("# Exploratory analysis of `penguins.csv`")
-    assert "## Missing values" in headings and "## Correlations" in headings
-    summary = cells[-1]["source"]
-    assert "344 rows x 7 columns" in summary and "19 cells in 5 column(s)" in summary
-    assert "`flipper_length_mm` ~ `body_mass_g` r = +0.87" in summary
+    assert headings[1] == "## Summary of findings: `penguins.csv`"  # report first
+    assert "## Missing values" in headings and "## Associations" in headings
+    summary = cells[1]["source"]
+    assert "344 rows x 7 columns" in summary and "19 cells (0.8% of all cells) in 5 column(s)" in summary
+    assert "`flipper_length_mm` ~ `body_mass_g` Pearson r = +0.87 (n = 342)" in summary
 
 
 async def test_messy_files_reduced_playbook(manager: SessionManager) -> None:
@@ -102,20 +124,20 @@ async def test_wide_and_long_tables_are_capped_and_say_so(manager: SessionManage
     table["user"] = [f"u{i}" for i in range(3000)]
     table.to_csv(tmp_path / "wide.csv", index=False)
     caps = PlaybookOptions(sample_rows=1000, max_hist_columns=4, max_corr_columns=5, max_table_rows=5,
-                           steps=("numeric", "histograms", "categories", "correlations"))
+                           steps=("numeric", "histograms", "categories", "correlations"))  # old names too
     session = await manager.session(_cid("eda-caps"))
     seen: list[Progress] = []
     report = await run_playbook(session, tmp_path / "wide.csv", options=caps, on_progress=seen.append)
     assert report.ok, report.steps
-    assert [s.name for s in report.steps] == ["setup", "load", "shape", "numeric", "histograms",
-                                              "categories", "correlations"]
+    assert [s.name for s in report.steps] == ["setup", "load", "overview", "numeric", "distributions",
+                                              "categories", "associations"]
     assert len(seen) == 2 * len(report.steps) and seen[0].result is None and seen[-1].result is not None
     assert report.findings["shape"] == [3000, 42] and report.summary_markdown.startswith("## Summary")
     text = "\n".join(str(o.get("text", "")) for c in _cells(session) if c["cell_type"] == "code"
                      for o in c["outputs"])
     assert "random sample of 1,000 rows" in text
     assert "Histograms of the first 4 of 40 numeric columns" in text
-    assert "Heatmap of the first 5 of 40 numeric columns" in text
+    assert "Using the first 5 numeric and 15 categorical columns (of 40 and 1)" in text
     assert "the first 5 of 40 numeric columns" in text
     assert "more than 50 distinct values" in text and "user" in text
 

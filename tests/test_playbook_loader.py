@@ -9,8 +9,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from kernel_analyst.agent import _values
-from kernel_analyst.agent._loader import LoadPlan, UnreadableFileError, detect
+from kernel_analyst.eda import _values
+from kernel_analyst.eda.exceptions import UnreadableFileError
+from kernel_analyst.eda.loader import LoadPlan, detect
 
 from .conftest import MESSY, SHARED
 

@@ -138,7 +138,11 @@ async def test_limits_then_idle_culling_keeps_the_notebook(small_server: Running
 
 
 async def test_stop_ends_an_eda_run_and_says_so(server: RunningServer, sid: str) -> None:  # noqa: F811
+    from kernel_analyst.eda import STEPS
+
     from .conftest import SEABORN
+
+    total = len(STEPS) + 1  # setup, loading, every step but target (no target given)
 
     async with server.client("alice") as client:
         tips = (SEABORN / "tips.csv").read_bytes()
@@ -152,11 +156,12 @@ async def test_stop_ends_an_eda_run_and_says_so(server: RunningServer, sid: str)
                         stopped = await other.post(f"/sessions/{sid}/interrupt")
                     assert stopped.status_code == 200 and stopped.json() == {"stopped": "run"}
         progress = [d for n, d in events if n == "progress"]
-        assert progress[0] == {"index": 1, "total": 12, "title": "Setup", "status": "running", "error": None}
+        first = {"index": 1, "total": total, "title": "Setup", "status": "running", "error": None}
+        assert progress[0] == first
         name, done = events[-1]
         assert name == "done" and done["status"] == "stopped", events[-3:]
         assert done["summary"].startswith("EDA of tips.csv stopped at step ") and done["ok"] is False
-        assert len(progress) < 2 * 12
+        assert len(progress) < 2 * total
         idle = await client.post(f"/sessions/{sid}/interrupt")
         assert idle.json() == {"stopped": "idle"}
         ran = await client.post(f"/sessions/{sid}/execute", json={"code": "'usable'"})

@@ -15,6 +15,8 @@ from typing import Any
 import nbformat
 import pytest
 
+from kernel_analyst.eda import STEPS
+
 from .conftest import NOTEBOOKS_REAL, SEABORN
 from .server_fixtures import RunningServer, create_session, server  # noqa: F401
 from .web_fixtures import (  # noqa: F401
@@ -43,17 +45,18 @@ async def test_eda_in_the_page(browser: Any, server: RunningServer, tmp_path: Pa
         await page.click("#files li:has-text('tips.csv') button.eda")
         await page.wait_for_selector("#progress.running:has-text('Step ')", timeout=60_000)
         progress = await page.inner_text("#progress")
-        assert progress.startswith("Step ") and " of 12: " in progress, progress
+        total = len(STEPS) + 1  # setup, loading, every step but target (no target given)
+        assert progress.startswith("Step ") and f" of {total}: " in progress, progress
         await page.wait_for_selector("#status.done:has-text('EDA of tips.csv')", timeout=120_000)
-        assert "12 cells, all ran without error" in await page.inner_text("#status")
-        assert (await page.inner_text("#progress")).startswith("Step 12 of 12: Outliers")
-        assert await page.locator(".cell.code").count() == 12
-        assert await page.locator(".cell.code.status-ok").count() == 12
+        assert f"{total} cells, all ran without error" in await page.inner_text("#status")
+        assert (await page.inner_text("#progress")).startswith(f"Step {total} of {total}: Column profiles")
+        assert await page.locator(".cell.code").count() == total
+        assert await page.locator(".cell.code.status-ok").count() == total
         assert await page.locator(".cell.markdown").count() >= 3
         assert await page.locator(".cell .output-html table").count() >= 1
         assert await page.locator(".cell img.output-image").count() >= 2
         prompts = await page.locator(".cell.code .prompt").all_inner_texts()
-        assert prompts == [f"[{n}]" for n in range(1, 13)], prompts
+        assert prompts == [f"[{n}]" for n in range(1, total + 1)], prompts
         ask_mode = "input[name=mode][value=ask]"
         assert await page.is_disabled(ask_mode), "ask needs a model; this server has none"
         # The input sits after the last result; scrolled half-way up, the EDA's progress and

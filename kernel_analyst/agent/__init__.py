@@ -3,6 +3,7 @@
 Talks to kernels only through the public API of ``kernel_analyst.kernels``.
 """
 
+from ..eda import EdaReport, PlaybookOptions, run_playbook
 from .analyst import Analyst, AnalystSettings, EventCallback, ImagesMode
 from .events import AgentEvent, FinalAnswer, ModelText, StepCode, StepFinished, StepOutput, StepStarted
 from .exceptions import (
@@ -16,7 +17,6 @@ from .exceptions import (
 )
 from .models import ModelEnvironment, ModelSpec, load_chat_model
 from .observation import Observation, ObservationSettings, SavedOutput, observe, observe_step
-from .playbook import EdaReport, PlaybookOptions, run_playbook
 from .results import Answer, Step, StopReason, Usage
 from .tool import TOOL_NAME, KernelTool, KernelToolInput
 

@@ -75,6 +75,9 @@ class AnalystSettings:
     """Figures attached per step at most."""
     step_timeout_s: float | None = None
     """Seconds each step may run; ``None`` uses the manager's ``Limits.timeout_s``."""
+    profile_files: bool = False
+    """Load each table uploaded with a question as a DataFrame and show the model its
+    compact profile (:mod:`kernel_analyst.eda.profile`) before its first step."""
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -124,8 +127,9 @@ class Analyst:
     id gets its own kernel and chat history. Keywords: ``max_steps``,
     ``observation_budget`` (characters), ``send_images`` (``"auto"``: figures go to the
     model as images when its LangChain profile says it takes them; ``True``/``"on"``,
-    ``False``/``"off"``), ``max_images`` (per step), ``step_timeout`` (seconds). Nothing
-    starts before the first question.
+    ``False``/``"off"``), ``max_images`` (per step), ``step_timeout`` (seconds),
+    ``profile_files`` (load and profile uploaded tables first). Nothing starts before the
+    first question.
     """
 
     def __init__(
@@ -138,12 +142,13 @@ class Analyst:
         send_images: bool | ImagesMode = "auto",
         max_images: int = 4,
         step_timeout: float | None = None,
+        profile_files: bool = False,
     ) -> None:
         self.model = model
         self.manager = manager
         self.settings = AnalystSettings(max_steps=max_steps, observation_budget=observation_budget,
                                         send_images=send_images, max_images=max_images,
-                                        step_timeout_s=step_timeout)
+                                        step_timeout_s=step_timeout, profile_files=profile_files)
         self.sends_images = images_enabled(send_images, model)
         """True when figures go to the model as images (see ``send_images``)."""
         self._bound = _bind_tool(model, KernelTool(manager))
@@ -217,11 +222,13 @@ class Analyst:
             files = [files]  # one path given where a list was meant
         session = await self.manager.session(conversation_id)
         uploaded = [(await session.upload(Path(path))).name for path in files]
+        profiles = await _profiles(session, files, uploaded) if self.settings.profile_files else ""
         gone = await _refresh_variables(session, conversation)
         note = kernel_context(files=describe_files(await session.files(), new=uploaded),
                               variables=describe_variables(list(conversation.variables.values())))
         if gone:
             note += "\n" + message("variables_gone", names=", ".join(gone))
+        note += profiles
         await session.add_markdown(_question_markdown(question, uploaded), role="question",
                                    turn=conversation.turns + 1, at=_now())
         messages = [self._system, *conversation.history, HumanMessage(f"{question}\n{note}")]
@@ -411,6 +418,16 @@ def _track_variables(conversation: _Conversation, ex: Execution) -> list[str] | 
     for name in ex.variables.deleted:
         conversation.variables.pop(name, None)
     return lost
+
+
+async def _profiles(session: KernelSession, files: Sequence[str | os.PathLike[str]], names: list[str]) -> str:
+    """Load each uploaded table and return the compact profiles for the question's note."""
+    from ..eda.profile import profile_file
+
+    pairs = zip(files, names, strict=True)
+    found = [await profile_file(session, Path(path), name=name) for path, name in pairs]
+    texts = [p.text for p in found if p.ok]
+    return "\n" + message("profiles") + "\n" + "\n\n".join(texts) if texts else ""
 
 
 def describe_files(files: list[FileInfo], *, new: Sequence[str] = ()) -> str:

@@ -167,7 +167,7 @@ class Console:
         self._say(f"  notebook: {await self.session.export(target)}")
 
     async def _eda(self, rest: str) -> None:
-        from ..agent.playbook import run_playbook
+        from ..eda import run_playbook
 
         if not rest:
             self._say("  usage: /eda FILE")

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from ..agent.playbook import EdaReport
     from ..agent.results import Answer
+    from ..eda import EdaReport
 
 Status = Literal["ok", "failed", "stopped"]
 

@@ -18,7 +18,7 @@ from .tracebacks import ErrorView
 
 if TYPE_CHECKING:
     from ..agent.events import ModelText, StepCode, StepFinished
-    from ..agent.playbook import Progress
+    from ..eda import Progress
 
 
 def output_text(output: dict[str, Any], figures: list[int]) -> str:

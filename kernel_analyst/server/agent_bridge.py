@@ -38,7 +38,7 @@ from .streaming import Emit, EventStream, cancel_and_interrupt
 
 if TYPE_CHECKING:
     from ..agent.events import FinalAnswer, ModelText, StepCode, StepFinished, StepOutput
-    from ..agent.playbook import Progress
+    from ..eda import Progress
 
 
 class AuditFollower:
@@ -173,10 +173,10 @@ class AgentBridge:
         emit("done", outcome.to_dict())
 
     async def eda(self, service: SessionService, record: SessionRecord, file: str, emit: Emit, *,
-                  html: bool = False) -> None:
+                  html: bool = False, target: str | None = None, sheet: str | None = None) -> None:
         """Run the EDA playbook on an uploaded file, emitting each cell as it lands and a
         ``progress`` event as each step starts and ends."""
-        from ..agent.playbook import EdaReport, run_playbook
+        from ..eda import EdaReport, PlaybookOptions, run_playbook
 
         source = _files.resolve_inside(record.workdir, file)
         last: list[Progress] = []
@@ -190,7 +190,8 @@ class AgentBridge:
                 emit("progress", _progress_event(event))
 
             async def playbook() -> None:
-                reports.append(await run_playbook(session, source, name=file, on_progress=progress))
+                reports.append(await run_playbook(session, source, name=file, on_progress=progress,
+                                                  options=PlaybookOptions(target=target, sheet=sheet)))
 
             finished = await service.run_stoppable(record, playbook())
             follower.flush()
@@ -203,7 +204,8 @@ class AgentBridge:
         report = reports[0]
         outcome = eda_outcome(report)
         emit("done", {**outcome.to_dict(), "ok": report.ok, "file": report.file,
-                      "findings": report.findings, "error": report.error})
+                      "findings": report.findings, "error": report.error,
+                      "summary_markdown": report.summary_markdown})
 
 
 def _progress_event(progress: Progress) -> dict[str, Any]:
@@ -266,7 +268,7 @@ async def eda(request: Request, sid: str, body: EdaRequest, tenant: Tenant,
     _check_file(record, body.file)
 
     async def work(emit: Emit) -> None:
-        await bridge.eda(service, record, body.file, emit, html=html)
+        await bridge.eda(service, record, body.file, emit, html=html, target=body.target, sheet=body.sheet)
 
     return _stream(service, record, work)
 

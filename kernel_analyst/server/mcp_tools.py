@@ -32,6 +32,7 @@ from starlette.types import Receive, Scope, Send
 from ..agent.observation import Observation, ObservationSettings, observe_step
 from ..frontend.errors import classify
 from ..kernels import Execution, KernelAnalystError
+from ..kernels import files as _files
 from .config import DEFAULT_TENANT, ServerConfig
 from .service import SessionRecord, SessionService
 
@@ -40,7 +41,8 @@ DEFAULT_LABEL = "mcp"
 _INSTRUCTIONS = (
     "Stateful Python kernels for data analysis. Each session keeps its variables between calls; "
     "pandas and matplotlib are available; figures come back as images. Upload data with upload_file, "
-    "run code with execute, inspect with list_variables, and get the audit notebook with export_notebook."
+    "profile it with eda (a full exploratory report, no code needed), run code with execute, inspect "
+    "with list_variables, and get the audit notebook with export_notebook."
 )
 
 
@@ -114,6 +116,25 @@ class ServiceTools:
         """The audit notebook as .ipynb JSON text."""
         record = await self.record(tenant, session_id)
         return json.dumps(self._get_service().notebook(record), ensure_ascii=False, indent=1)
+
+    async def eda(self, tenant: str, file: str, session_id: str | None, target: str | None = None,
+                  sheet: str | None = None) -> CallToolResult:
+        """Run the EDA playbook on an uploaded file; the summary of findings as text."""
+        from ..eda import PlaybookOptions, run_playbook
+
+        service = self._get_service()
+        record = await self.record(tenant, session_id)
+        source = _files.resolve_inside(record.workdir, file)
+        if not source.is_file():
+            raise FileNotFoundError(f"no file named {file!r} in the session; upload it first")
+        async with service.use(record) as session:
+            report = await run_playbook(session, source, name=file,
+                                        options=PlaybookOptions(target=target, sheet=sheet))
+        text = report.summary_markdown or f"Could not profile {file}: {report.error}"
+        data = {"session_id": record.id, "file": report.file, "ok": report.ok, "error": report.error,
+                "findings": report.findings, "steps": report.to_dict()["steps"]}
+        return CallToolResult(content=[TextContent(text=text)], structured_content=data,
+                              is_error=report.plan is None)
 
     async def ask(self, tenant: str, question: str, session_id: str | None) -> CallToolResult:
         """Let the agent answer a question in the session."""
@@ -213,7 +234,15 @@ def build_mcp_server(tools: ServiceTools, *, with_ask: bool) -> MCPServer[Any]:
         with _as_tool_error():
             return await tools.export_notebook(tenant_of(ctx), session_id)
 
-    for fn in (create_session, execute, upload_file, list_variables, list_files, export_notebook):
+    async def eda(file: str, ctx: Context[Any, Any], session_id: str | None = None, target: str | None = None,
+                  sheet: str | None = None) -> CallToolResult:
+        """Exploratory data analysis of an uploaded table (CSV/TSV, Excel, Parquet, JSON; compressed
+        too), no code needed: alerts, missing values, distributions, associations, and with `target`
+        every column against it. Returns the summary of findings; the cells are in the notebook."""
+        with _as_tool_error():
+            return await tools.eda(tenant_of(ctx), file, session_id, target, sheet)
+
+    for fn in (create_session, execute, upload_file, list_variables, list_files, export_notebook, eda):
         server.add_tool(fn)
     if with_ask:
         async def ask(question: str, ctx: Context[Any, Any], session_id: str | None = None) -> CallToolResult:

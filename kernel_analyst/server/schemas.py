@@ -154,6 +154,8 @@ class EdaRequest(_Strict):
     """Body of ``POST /sessions/{id}/eda``."""
 
     file: str = Field(..., min_length=1, max_length=500, description="An uploaded file's name.")
+    target: str | None = Field(None, max_length=500, description="A column to explain (optional).")
+    sheet: str | None = Field(None, max_length=500, description="The Excel sheet to profile (optional).")
 
 
 class ServerInfo(BaseModel):

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import codecs
 from dataclasses import dataclass
-from pathlib import Path
+
+from ._source import STREAM_ERRORS, Source
 
 _BOMS: tuple[tuple[bytes, str, str], ...] = (
     (codecs.BOM_UTF32_LE, "utf-32", "UTF-32 byte-order mark"),
@@ -37,18 +38,15 @@ class EncodingGuess:
     """One short phrase for the notes above the loading cell."""
 
 
-def detect_encoding(path: Path) -> EncodingGuess:
-    """The encoding of the file at ``path`` (reads it once in chunks; never raises on content)."""
-    with open(path, "rb") as f:
-        head = f.read(4)
+def detect_encoding(source: Source) -> EncodingGuess:
+    """The encoding of ``source``'s text (reads it once in chunks; never raises on content)."""
+    sample = source.head(_SAMPLE)
     for bom, name, reason in _BOMS:
-        if head.startswith(bom):
+        if sample.startswith(bom):
             return EncodingGuess(name, reason)
-    with open(path, "rb") as f:
-        sample = f.read(_SAMPLE)
     if (unmarked := _utf16_without_bom(sample)) is not None:
         return EncodingGuess(unmarked, "UTF-16 without a byte-order mark (every other byte is NUL)")
-    if fits(path, "utf-8"):
+    if fits(source, "utf-8"):
         return EncodingGuess("utf-8", "the whole file is valid UTF-8")
     return _guess_legacy(sample)
 
@@ -81,14 +79,14 @@ def _guess_legacy(sample: bytes) -> EncodingGuess:
     return EncodingGuess(name, f"not UTF-8; charset-normalizer's best guess ({best.language})")
 
 
-def fits(path: Path, encoding: str) -> bool:
-    """True when the whole file decodes with ``encoding``."""
+def fits(source: Source, encoding: str) -> bool:
+    """True when the whole text decodes with ``encoding`` (False too for a corrupt stream)."""
     decoder = codecs.getincrementaldecoder(encoding)()
     try:
-        with open(path, "rb") as f:
+        with source.open() as f:
             for chunk in iter(lambda: f.read(_CHUNK), b""):
                 decoder.decode(chunk)
         decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
+    except (UnicodeDecodeError, *STREAM_ERRORS):
         return False
     return True

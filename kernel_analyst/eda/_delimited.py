@@ -1,7 +1,8 @@
 """Robust loading of a delimited text file: detect on the host, load with plain pandas.
 
-:func:`detect` reads the file's bytes on the host and decides every ``pd.read_csv``
-option explicitly; :meth:`LoadPlan.code` renders them as one plain call a reader can
+:func:`detect_delimited` reads the text's bytes on the host (decompressed, when
+``_source`` found gzip, bz2, xz or a ZIP member) and decides every ``pd.read_csv`` option
+explicitly; :meth:`LoadPlan.code` renders them as one plain call a reader can
 rerun. Tools, in order of use:
 
 - encoding: byte-order marks, a strict UTF-8 pass, then charset-normalizer (``_encoding``);
@@ -25,11 +26,12 @@ import io
 import statistics
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from . import _values
 from ._encoding import EncodingGuess, detect_encoding, fits
+from ._source import Source, reading_code
+from .exceptions import UnreadableFileError
 
 SAMPLE_BYTES = 2 << 20
 SAMPLE_ROWS = 5000
@@ -40,14 +42,6 @@ DENSITY_ROWS = 200
 MAX_SCAN_ROWS = 2_000_000
 DELIMITERS = ",;\t|"
 _EXAMPLES = 10
-_MAGIC = ((b"PK\x03\x04", "a ZIP archive (an Excel .xlsx workbook?)"), (b"%PDF", "a PDF document"),
-          (b"\x89PNG", "a PNG image"), (b"\x1f\x8b", "gzip-compressed"), (b"PAR1", "a Parquet file"),
-          (b"SQLite format 3", "an SQLite database"), (b"\xd0\xcf\x11\xe0", "an old Excel .xls workbook"))
-
-
-class UnreadableFileError(ValueError):
-    """The file cannot be read as a delimited table; the message says why and what to do."""
-
 
 @dataclass(frozen=True)
 class RaggedRows:
@@ -116,6 +110,28 @@ class LoadPlan:
     """Ragged rows found by the scan (None when every row fits)."""
     notes: tuple[str, ...] = ()
     """Why each choice was made, for the reader."""
+    compression: str | None = None
+    """``gzip``, ``bz2``, ``xz`` or ``zip`` when the file is compressed."""
+    member: str | None = None
+    """The table's name inside a ZIP archive."""
+
+    @property
+    def format(self) -> str:
+        """The table format: ``text`` (delimited text)."""
+        return "text"
+
+    def describe(self) -> str:
+        """One line on how the file is read, for the summary."""
+        parts = [f"delimited text, encoding {self.encoding}", f"delimiter {self.sep!r}"]
+        if self.compression:
+            parts.insert(0, f"{self.compression}-compressed")
+        if self.decimal != ".":
+            parts.append("decimal comma")
+        if self.skiprows:
+            parts.append(f"{self.skiprows} line(s) above the header skipped")
+        if self.ragged is not None:
+            parts.append(f"{self.ragged.count:,} ragged row(s) kept (see Loading)")
+        return ", ".join(parts)
 
     def read_csv_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of the ``pd.read_csv`` call (non-default ones only)."""
@@ -146,7 +162,7 @@ class LoadPlan:
 
     def code(self, var: str = "df", path: str | None = None) -> str:
         """The loading cell: one plain ``pd.read_csv`` call, option by option."""
-        lines = [f"{var} = pd.read_csv(", f"    {path or self.file!r},"]
+        lines = [f"{var} = pd.read_csv(", "    {src},"]
         comments = dict(_OPTION_COMMENTS)
         if self.names is not None and self.header is not None:
             above = f"{self.skiprows} line(s) above the header, then " if self.skiprows else ""
@@ -156,6 +172,7 @@ class LoadPlan:
             comment = comments.get(key, "")
             lines.append(f"    {key}={value!r},{'  # ' + comment if comment else ''}")
         lines.append(")")
+        lines = reading_code(path or self.file, self.compression, self.member, lines)
         for col, fmt in self.utc_dates.items():
             lines.append(f"{var}[{col!r}] = pd.to_datetime({var}[{col!r}], format={fmt!r}, utc=True, "
                          "errors='coerce')  # mixed UTC offsets")
@@ -177,27 +194,25 @@ _OPTION_COMMENTS = {
 }
 
 
-def detect(path: str | Path, *, name: str | None = None) -> LoadPlan:
-    """Decide how to read the delimited text file at ``path``.
-
-    ``name`` is the file name the loading cell should use (default: the file's own).
-    Raises :class:`UnreadableFileError` when the file is not a readable table.
-    """
-    source = Path(path)
-    if not source.is_file():
-        raise UnreadableFileError(f"{source}: no such file")
+def detect_delimited(source: Source, name: str) -> LoadPlan:
+    """Decide how to read the delimited text in ``source``; ``name`` is the file name the
+    loading cell uses. Raises :class:`UnreadableFileError` when it is not a readable table."""
     _check_not_binary(source)
+    source.check_stream()
     enc = _usable_encoding(source, detect_encoding(source))
     text = _sample_text(source, enc.encoding)
     if not text.strip():
-        raise UnreadableFileError(f"{source.name}: the file is empty")
+        raise UnreadableFileError(f"{source.path.name}: the file is empty")
     sep, spaces, sep_note = _delimiter(text)
     structure = _structure(text, sep, spaces)
-    plan = LoadPlan(file=name or source.name, encoding=enc.encoding, sep=sep, skipinitialspace=spaces,
+    stored = [f"Stored: {source.describe()}."] if source.compression else []
+    plan = LoadPlan(file=name, encoding=enc.encoding, sep=sep, skipinitialspace=spaces,
                     skiprows=structure.skiprows, header_lines=structure.header_lines,
                     header=structure.header, comment=structure.comment,
-                    low_memory=source.stat().st_size < (1 << 20),
-                    notes=(f"Encoding **{enc.encoding}**: {enc.reason}.", sep_note, *structure.notes))
+                    low_memory=source.path.stat().st_size < (1 << 20),
+                    compression=source.compression, member=source.member,
+                    notes=(*stored, f"Encoding **{enc.encoding}**: {enc.reason}.", sep_note,
+                           *structure.notes))
     plan = _with_ragged(plan, source, structure)
     return _with_values(plan, source)
 
@@ -205,18 +220,14 @@ def detect(path: str | Path, *, name: str | None = None) -> LoadPlan:
 # -- bytes and text ------------------------------------------------------------------------
 
 
-def _check_not_binary(source: Path) -> None:
-    with open(source, "rb") as f:
-        head = f.read(SNIFF_CHARS)
-    for magic, what in _MAGIC:
-        if head.startswith(magic):
-            raise UnreadableFileError(f"{source.name}: this is {what}, not delimited text; "
-                                      "export it as CSV first")
+def _check_not_binary(source: Source) -> None:
+    head = source.head(SNIFF_CHARS)
     if not head:
-        raise UnreadableFileError(f"{source.name}: the file is empty")
+        raise UnreadableFileError(f"{source.path.name}: the file is empty")
     control = sum(1 for b in head if b < 32 and b not in (9, 10, 13, 0))
     if control > len(head) * 0.05 or (head.count(0) > len(head) * 0.3 and not _utf16_like(head)):
-        raise UnreadableFileError(f"{source.name}: this looks like a binary file, not delimited text")
+        raise UnreadableFileError(f"{source.path.name}: this looks like a binary file, not a table "
+                                  "(supported: delimited text, Excel, Parquet, JSON)")
 
 
 def _utf16_like(head: bytes) -> bool:
@@ -224,15 +235,15 @@ def _utf16_like(head: bytes) -> bool:
         head[1::2].count(0) > len(head) * 0.4 or head[0::2].count(0) > len(head) * 0.4)
 
 
-def _usable_encoding(source: Path, guess: EncodingGuess) -> EncodingGuess:
+def _usable_encoding(source: Source, guess: EncodingGuess) -> EncodingGuess:
     if guess.encoding in ("utf-8", "utf-8-sig") or fits(source, guess.encoding):
         return guess
     return EncodingGuess("latin-1", f"{guess.encoding} fails somewhere in the file; Latin-1 "
                                     "reads every byte (check accented characters)")
 
 
-def _sample_text(source: Path, encoding: str) -> str:
-    with open(source, "rb") as f:
+def _sample_text(source: Source, encoding: str) -> str:
+    with source.open() as f:
         raw = f.read(SAMPLE_BYTES)
         more = bool(f.read(1))
     text = codecs.getincrementaldecoder(encoding)(errors="replace").decode(raw, final=not more)
@@ -369,14 +380,15 @@ def _body_comment(header: list[str], body: list[list[str]]) -> str | None:
 # -- ragged rows -------------------------------------------------------------------------
 
 
-def _scan(source: Path, plan: LoadPlan, expected: int) -> RaggedRows:
+def _scan(source: Source, plan: LoadPlan, expected: int) -> RaggedRows:
     longer = shorter = scanned = 0
     widest = expected
     examples: list[tuple[int, int]] = []
     complete = True
     csv.field_size_limit(2**31 - 1)
     first_data = plan.skiprows + plan.header_lines
-    with open(source, encoding=plan.encoding, errors="replace", newline="") as f:
+    with source.open() as raw, io.TextIOWrapper(raw, encoding=plan.encoding, errors="replace",
+                                                newline="") as f:
         reader = csv.reader((line.replace("\x00", "") for line in f), delimiter=plan.sep,
                             skipinitialspace=plan.skipinitialspace)
         start = 0
@@ -400,7 +412,7 @@ def _scan(source: Path, plan: LoadPlan, expected: int) -> RaggedRows:
     return RaggedRows(expected, longer, shorter, widest, tuple(examples), scanned, complete)
 
 
-def _with_ragged(plan: LoadPlan, source: Path, structure: _Structure) -> LoadPlan:
+def _with_ragged(plan: LoadPlan, source: Source, structure: _Structure) -> LoadPlan:
     # The header line itself is line ``skiprows`` (0-based); the scan starts after it.
     ragged = _scan(source, plan, structure.width)
     notes = list(plan.notes)
@@ -445,20 +457,21 @@ def _pandas_names(fields: list[str]) -> list[str]:
 # -- cell values ---------------------------------------------------------------------------
 
 
-def _read_sample(source: Path, plan: LoadPlan, **extra: Any) -> Any:
+def _read_sample(source: Source, plan: LoadPlan, **extra: Any) -> Any:
     import pandas as pd
 
     kwargs = {**plan.read_csv_kwargs(), **extra}
-    return pd.read_csv(source, nrows=SAMPLE_ROWS, **kwargs)
+    with source.open() as f:
+        return pd.read_csv(f, nrows=SAMPLE_ROWS, **kwargs)
 
 
-def _with_values(plan: LoadPlan, source: Path) -> LoadPlan:
+def _with_values(plan: LoadPlan, source: Source) -> LoadPlan:
     base = replace(plan, index_col=None)
     try:
         raw = _read_sample(source, base, dtype=str, keep_default_na=False, na_filter=False)
     except Exception as exc:  # pandas raises many types; all mean "cannot read it this way"
         raise UnreadableFileError(
-            f"{source.name}: pandas cannot read it as a table (encoding={plan.encoding}, "
+            f"{source.path.name}: pandas cannot read it as a table (encoding={plan.encoding}, "
             f"sep={plan.sep!r}): {_first_line(exc)}") from exc
     # Distinct values decide the rules; a cap keeps wide and long files quick.
     distinct = {str(c): raw[c].unique() for c in raw.columns}
@@ -514,7 +527,7 @@ def _describe_columns(notes: list[str], index_col: int | None, na: dict[str, tup
         notes.append("Dates: " + ", ".join(f"`{c}` ({f})" for c, f in {**dates, **utc}.items()) + ".")
 
 
-def _validated(candidate: LoadPlan, fallback: LoadPlan, source: Path) -> LoadPlan:
+def _validated(candidate: LoadPlan, fallback: LoadPlan, source: Source) -> LoadPlan:
     """The candidate if a sample reads with it, else the plain structural options."""
     try:
         _read_sample(source, candidate)
@@ -526,7 +539,7 @@ def _validated(candidate: LoadPlan, fallback: LoadPlan, source: Path) -> LoadPla
         _read_sample(source, plain)
     except Exception as exc:
         raise UnreadableFileError(
-            f"{source.name}: pandas cannot read it as a table: {_first_line(exc)}") from exc
+            f"{source.path.name}: pandas cannot read it as a table: {_first_line(exc)}") from exc
     return plain
 
 
