@@ -64,9 +64,12 @@ async def test_kernel_death_during_a_stream(server: RunningServer, sid: str) -> 
         assert [name for name, _ in events] == ["output", "result"], events
         result = events[-1][1]
         assert result["status"] == "died" and result["state"] == "lost"
+        # The service's recovery policy is "replay": the next cell finds the variable rebuilt
+        # and says how.
         after = (await client.post(f"/sessions/{sid}/execute",
                                    json={"code": "'before_death' in globals()"})).json()
-        assert after["status"] == "ok" and after["text"] == "False\n"
+        assert after["status"] == "ok" and after["text"] == "True\n"
+        assert after["recovery"]["method"] == "replay" and after["recovery"]["complete"]
         assert (await client.get(f"/sessions/{sid}")).json()["state"] == "open"
 
 
