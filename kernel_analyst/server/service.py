@@ -90,6 +90,7 @@ class SessionService:
         self._background: set[asyncio.Task[Any]] = set()
         self._disposals: set[asyncio.Task[None]] = set()
         self._housekeeper: asyncio.Task[None] | None = None
+        self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -115,6 +116,9 @@ class SessionService:
         """Stop background work and close every kernel, each snapshotted first where the
         recovery policy asks (notebooks stay on disk). Open sessions stay open in the
         registry, held by nobody: the next use resumes them."""
+        if self._closed:
+            return
+        self._closed = True
         if self._housekeeper is not None:
             self._housekeeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -1,0 +1,229 @@
+"""Durable conversations through the service: session records outlive the server.
+
+A real ``kernel-analyst serve`` is killed with SIGKILL mid-conversation and started again
+on the same directory: the same tenant lists the session and goes on with its variables
+rebuilt; another tenant still gets 404; the notebook is one trail with a resume marker.
+An orderly stop snapshots instead. Two services on one registry take a session over
+from each other, let go of what they no longer own, and never cull each other's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import nbformat
+import pytest
+
+from kernel_analyst.server.service import SessionService
+
+from .conftest import TEST_ISOLATION
+from .gateway_fixtures import child_pids
+from .helpers import pid_alive, wait_until
+from .server_fixtures import server_config, wait_for
+from .test_recovery import CHECK, CONVERSATION, PENGUINS, _expected
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (from /proc)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in child_pids(todo.pop()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+class ServeProcess:
+    """``kernel-analyst serve`` as a child process; its output goes to a log file (a pipe
+    nobody reads would fill up and stall the server)."""
+
+    def __init__(self, root: Path, tokens_file: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+        self.log_path = root.parent / f"serve-{secrets.token_hex(3)}.log"
+        command = [sys.executable, "-m", "kernel_analyst.cli", "serve", "--port", "0", "--pool-size", "0",
+                   "--session-dir", str(root), "--token-file", str(tokens_file), "--idle-timeout", "0",
+                   *extra]
+        base = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_ANALYST_")}
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, env={**base, **(env or {})})
+        self.url = wait_for(self._url, timeout=60, what="the server to start")
+        wait_for(self._healthy, timeout=30, what="the server to answer")
+
+    def _url(self) -> str | None:
+        assert self.proc.poll() is None, self.log_path.read_text()
+        found = re.search(r"serving on (http://127\.0\.0\.1:\d+)/", self.log_path.read_text())
+        return found.group(1) if found else None
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def client(self, token: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
+
+    def kill(self) -> set[int]:
+        """SIGKILL, as the OOM killer would; returns the processes it left (its kernels)."""
+        left = descendants(self.proc.pid)
+        self.proc.kill()
+        self.proc.wait(30)
+        return left
+
+    def stop(self) -> int:
+        """An orderly stop (SIGINT); returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                return self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+@pytest.fixture
+def tokens(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    found = {tenant: secrets.token_urlsafe(24) for tenant in ("alice", "bob")}
+    path = tmp_path / "tokens"
+    path.write_text("".join(f"{tenant} {token}\n" for tenant, token in found.items()))
+    yield path, found
+
+
+def _markers(nb: dict[str, Any]) -> list[str]:
+    return [c["metadata"]["kernel_analyst"]["marker"] for c in nb["cells"]
+            if c["cell_type"] == "markdown" and "marker" in c["metadata"].get("kernel_analyst", {})]
+
+
+def _check_one_trail(text: str) -> dict[str, Any]:
+    nb = nbformat.reads(text, as_version=4)
+    nbformat.validate(nb)
+    sources = [c.source for c in nb.cells if c.cell_type == "code"]
+    for code in CONVERSATION:
+        assert sources.count(code) == 1, f"recorded once, never duplicated by a replay: {code!r}"
+    return dict(nb)
+
+
+async def _converse(client: httpx.AsyncClient) -> str:
+    sid: str = (await client.post("/sessions", json={"label": "durable"})).json()["id"]
+    data = PENGUINS.read_bytes()
+    uploaded = await client.post(f"/sessions/{sid}/files", files={"file": ("penguins.csv", data)})
+    assert uploaded.status_code == 201, uploaded.text
+    for code in CONVERSATION:
+        ex = (await client.post(f"/sessions/{sid}/execute", json={"code": code})).json()
+        assert ex["status"] == "ok", ex
+    return sid
+
+
+async def test_a_killed_server_comes_back_with_its_sessions(tmp_path: Path,
+                                                            tokens: tuple[Path, dict[str, str]]) -> None:
+    tokens_file, token = tokens
+    root = tmp_path / "sessions"
+    first = ServeProcess(root, tokens_file, "--isolation", TEST_ISOLATION)
+    try:
+        async with first.client(token["alice"]) as alice:
+            sid = await _converse(alice)
+    finally:
+        kernels = first.kill()
+    assert kernels, "the server ran a kernel"
+    assert await wait_until(lambda: not any(pid_alive(p) for p in kernels), timeout=30), "kernels outlived it"
+
+    second = ServeProcess(root, tokens_file, "--isolation", TEST_ISOLATION)
+    try:
+        async with second.client(token["alice"]) as alice, second.client(token["bob"]) as bob:
+            listed = (await alice.get("/sessions")).json()["sessions"]
+            assert [(s["id"], s["state"], s["label"]) for s in listed] == [(sid, "open", "durable")]
+            ex = (await alice.post(f"/sessions/{sid}/execute", json={"code": CHECK})).json()
+            assert ex["status"] == "ok" and ex["text"].strip() == _expected(), ex
+            assert ex["recovery"]["method"] == "replay" and ex["recovery"]["complete"], ex["recovery"]
+            assert (await bob.get("/sessions")).json() == {"sessions": []}
+            for method, path in (("GET", f"/sessions/{sid}"), ("POST", f"/sessions/{sid}/execute"),
+                                 ("GET", f"/sessions/{sid}/notebook")):
+                assert (await bob.request(method, path, json={"code": "ratio"})).status_code == 404
+            nb = _check_one_trail((await alice.get(f"/sessions/{sid}/notebook")).text)
+            assert _markers(nb) == ["resumed"]
+        assert [p.name for p in (root / sid).glob("audit*.ipynb")] == ["audit.ipynb"]
+    finally:
+        assert second.stop() == 0  # an orderly stop: the namespace is snapshotted
+
+    third = ServeProcess(root, tokens_file, "--isolation", TEST_ISOLATION)
+    try:
+        async with third.client(token["alice"]) as alice:
+            ex = (await alice.post(f"/sessions/{sid}/execute", json={"code": CHECK})).json()
+            assert ex["text"].strip() == _expected()
+            assert ex["recovery"]["method"] == "snapshot", ex["recovery"]
+            nb = _check_one_trail((await alice.get(f"/sessions/{sid}/notebook")).text)
+            assert _markers(nb)[:2] == ["resumed", "snapshot"] and _markers(nb)[-1] == "resumed"
+    finally:
+        assert third.stop() == 0
+
+
+async def test_recovery_none_goes_on_in_an_empty_kernel(tmp_path: Path,
+                                                        tokens: tuple[Path, dict[str, str]]) -> None:
+    tokens_file, token = tokens
+    root = tmp_path / "sessions"
+    first = ServeProcess(root, tokens_file, "--isolation", TEST_ISOLATION, "--recovery", "none")
+    try:
+        async with first.client(token["alice"]) as alice:
+            sid = (await alice.post("/sessions", json={})).json()["id"]
+            await alice.post(f"/sessions/{sid}/execute", json={"code": "x = 1"})
+    finally:
+        first.kill()
+    second = ServeProcess(root, tokens_file, "--isolation", TEST_ISOLATION, "--recovery", "none")
+    try:
+        async with second.client(token["alice"]) as alice:
+            ex = (await alice.post(f"/sessions/{sid}/execute", json={"code": "'x' in globals()"})).json()
+            assert ex["text"] == "False\n" and ex["recovery"] is None
+            nb = (await alice.get(f"/sessions/{sid}/notebook")).json()
+            assert _markers(nb) == ["reopened"]
+    finally:
+        assert second.stop() == 0
+
+
+# -- two replicas on one registry (in this process; local kernels) ---------------------------
+
+
+async def test_replicas_take_over_let_go_and_never_cull_each_others(tmp_path: Path) -> None:
+    config, _ = server_config(tmp_path / "sessions", idle_timeout_s=0.5, pool_size=0)
+    async with SessionService(config) as a, SessionService(config.with_(idle_timeout_s=None)) as b:
+        record = await a.create("alice")
+        async with a.use(record) as session:
+            assert (await session.execute("x = 21")).status == "ok"
+            assert session.kernel is not None
+            a_kernel = session.kernel.proc.pid  # type: ignore[attr-defined]
+
+        on_b = await b.get("alice", record.id)
+        async with b.use(on_b) as session:
+            ex = await session.execute("x * 2")
+        assert ex.text == "42\n" and ex.recovery is not None and ex.recovery.method == "replay"
+        row = await b.registry.get(record.id)
+        assert row is not None and row.owner == b.replica_id
+
+        await a.housekeep()  # a sees it lost the session: it lets go (a local kernel stops)
+        assert a.manager.get(record.id) is None
+        assert await wait_until(lambda: not pid_alive(a_kernel), timeout=15)
+        assert await wait_until(lambda: time.monotonic() - on_b.last_active > 0.6, timeout=5)
+        assert await a.cull_idle() == [], "a replica never culls a session another one holds"
+        assert b.manager.get(record.id) is not None and (await b.get("alice", record.id)).open
+
+        await b.aclose()  # an orderly stop: the session stays open, held by nobody ...
+        row = await a.registry.get(record.id)
+        assert row is not None and row.open and row.owner is None
+        deadline = time.monotonic() + 15
+        while (await a.get("alice", record.id)).open:  # ... so a's culler may close it
+            assert time.monotonic() < deadline, "the idle, unowned session was not culled"
+            await asyncio.sleep(0.05)
+        assert (await a.get("alice", record.id)).closed_reason == "idle"
