@@ -10,14 +10,7 @@ from each other, let go of what they no longer own, and never cull each other's.
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import secrets
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,82 +21,17 @@ import pytest
 from kernel_analyst.server.service import SessionService
 
 from .conftest import TEST_ISOLATION
-from .gateway_fixtures import child_pids
 from .helpers import pid_alive, wait_until
-from .server_fixtures import server_config, wait_for
+from .server_fixtures import ServeProcess, server_config, tokens_file
 from .test_recovery import CHECK, CONVERSATION, PENGUINS, _expected
 
 
-def descendants(pid: int) -> set[int]:
-    """Every process below ``pid`` (from /proc)."""
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in child_pids(todo.pop()):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
-class ServeProcess:
-    """``kernel-analyst serve`` as a child process; its output goes to a log file (a pipe
-    nobody reads would fill up and stall the server)."""
-
-    def __init__(self, root: Path, tokens_file: Path, *extra: str, env: dict[str, str] | None = None) -> None:
-        self.log_path = root.parent / f"serve-{secrets.token_hex(3)}.log"
-        command = [sys.executable, "-m", "kernel_analyst.cli", "serve", "--port", "0", "--pool-size", "0",
-                   "--session-dir", str(root), "--token-file", str(tokens_file), "--idle-timeout", "0",
-                   *extra]
-        base = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_ANALYST_")}
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, env={**base, **(env or {})})
-        self.url = wait_for(self._url, timeout=60, what="the server to start")
-        wait_for(self._healthy, timeout=30, what="the server to answer")
-
-    def _url(self) -> str | None:
-        assert self.proc.poll() is None, self.log_path.read_text()
-        found = re.search(r"serving on (http://127\.0\.0\.1:\d+)/", self.log_path.read_text())
-        return found.group(1) if found else None
-
-    def _healthy(self) -> bool:
-        try:
-            return httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def client(self, token: str) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
-
-    def kill(self) -> set[int]:
-        """SIGKILL, as the OOM killer would; returns the processes it left (its kernels)."""
-        left = descendants(self.proc.pid)
-        self.proc.kill()
-        self.proc.wait(30)
-        return left
-
-    def stop(self) -> int:
-        """An orderly stop (SIGINT); returns the exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                return self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-
 @pytest.fixture
-def tokens(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    found = {tenant: secrets.token_urlsafe(24) for tenant in ("alice", "bob")}
-    path = tmp_path / "tokens"
-    path.write_text("".join(f"{tenant} {token}\n" for tenant, token in found.items()))
-    yield path, found
+def tokens(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    return tokens_file(tmp_path)
 
 
-def _markers(nb: dict[str, Any]) -> list[str]:
+def markers(nb: dict[str, Any]) -> list[str]:
     return [c["metadata"]["kernel_analyst"]["marker"] for c in nb["cells"]
             if c["cell_type"] == "markdown" and "marker" in c["metadata"].get("kernel_analyst", {})]
 
@@ -154,7 +82,7 @@ async def test_a_killed_server_comes_back_with_its_sessions(tmp_path: Path,
                                  ("GET", f"/sessions/{sid}/notebook")):
                 assert (await bob.request(method, path, json={"code": "ratio"})).status_code == 404
             nb = _check_one_trail((await alice.get(f"/sessions/{sid}/notebook")).text)
-            assert _markers(nb) == ["resumed"]
+            assert markers(nb) == ["resumed"]
         assert [p.name for p in (root / sid).glob("audit*.ipynb")] == ["audit.ipynb"]
     finally:
         assert second.stop() == 0  # an orderly stop: the namespace is snapshotted
@@ -166,7 +94,7 @@ async def test_a_killed_server_comes_back_with_its_sessions(tmp_path: Path,
             assert ex["text"].strip() == _expected()
             assert ex["recovery"]["method"] == "snapshot", ex["recovery"]
             nb = _check_one_trail((await alice.get(f"/sessions/{sid}/notebook")).text)
-            assert _markers(nb)[:2] == ["resumed", "snapshot"] and _markers(nb)[-1] == "resumed"
+            assert markers(nb)[:2] == ["resumed", "snapshot"] and markers(nb)[-1] == "resumed"
     finally:
         assert third.stop() == 0
 
@@ -188,7 +116,7 @@ async def test_recovery_none_goes_on_in_an_empty_kernel(tmp_path: Path,
             ex = (await alice.post(f"/sessions/{sid}/execute", json={"code": "'x' in globals()"})).json()
             assert ex["text"] == "False\n" and ex["recovery"] is None
             nb = (await alice.get(f"/sessions/{sid}/notebook")).json()
-            assert _markers(nb) == ["reopened"]
+            assert markers(nb) == ["reopened"]
     finally:
         assert second.stop() == 0
 

@@ -129,6 +129,8 @@ class SessionService:
         await asyncio.gather(*self._disposals, return_exceptions=True)  # never cut a shutdown short
         with _logged("writing last-use times at shutdown"):
             await self._flush_used()
+        with _logged("letting go of sessions other replicas took over"):
+            await self._reconcile()  # the manager's close below must only close our own kernels
         await self.manager.aclose()
         for record in self._records.values():
             record.session = None
