@@ -18,6 +18,7 @@ import httpx
 import nbformat
 import pytest
 
+from kernel_analyst.server.exceptions import SessionGoneError
 from kernel_analyst.server.service import SessionService
 
 from .conftest import TEST_ISOLATION
@@ -125,8 +126,8 @@ async def test_recovery_none_goes_on_in_an_empty_kernel(tmp_path: Path,
 
 
 async def test_replicas_take_over_let_go_and_never_cull_each_others(tmp_path: Path) -> None:
-    config, _ = server_config(tmp_path / "sessions", idle_timeout_s=0.5, pool_size=0)
-    async with SessionService(config) as a, SessionService(config.with_(idle_timeout_s=None)) as b:
+    config, _ = server_config(tmp_path / "sessions", pool_size=0)
+    async with SessionService(config) as a, SessionService(config) as b:
         record = await a.create("alice")
         async with a.use(record) as session:
             assert (await session.execute("x = 21")).status == "ok"
@@ -143,6 +144,7 @@ async def test_replicas_take_over_let_go_and_never_cull_each_others(tmp_path: Pa
         await a.housekeep()  # a sees it lost the session: it lets go (a local kernel stops)
         assert a.manager.get(record.id) is None
         assert await wait_until(lambda: not pid_alive(a_kernel), timeout=15)
+        a.config.idle_timeout_s = 0.5  # a culls from now on (its passes are called here)
         assert await wait_until(lambda: time.monotonic() - on_b.last_active > 0.6, timeout=5)
         assert await a.cull_idle() == [], "a replica never culls a session another one holds"
         assert b.manager.get(record.id) is not None and (await b.get("alice", record.id)).open
@@ -151,7 +153,20 @@ async def test_replicas_take_over_let_go_and_never_cull_each_others(tmp_path: Pa
         row = await a.registry.get(record.id)
         assert row is not None and row.open and row.owner is None
         deadline = time.monotonic() + 15
-        while (await a.get("alice", record.id)).open:  # ... so a's culler may close it
+        while not await a.cull_idle():  # ... so another replica may cull it
             assert time.monotonic() < deadline, "the idle, unowned session was not culled"
             await asyncio.sleep(0.05)
         assert (await a.get("alice", record.id)).closed_reason == "idle"
+
+
+async def test_a_session_culled_while_another_replica_resumes_it_is_gone(tmp_path: Path) -> None:
+    config, _ = server_config(tmp_path / "sessions", pool_size=0)
+    async with SessionService(config) as a, SessionService(config) as b:
+        record = await a.create("alice")
+        on_b = await b.get("alice", record.id)  # read while open ...
+        await a.close(record, "idle")  # ... closed before b resumes it
+        with pytest.raises(SessionGoneError):
+            async with b.use(on_b):
+                pass
+        assert b.manager.get(record.id) is None, "the kernel b started for it was closed"
+        assert (await b.get("alice", record.id)).closed_reason == "idle"

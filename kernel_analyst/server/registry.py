@@ -304,10 +304,12 @@ class Registry:
 
         return await self._run(work)
 
-    async def claim(self, sid: str, *, owner: str, kernel_id: str | None) -> None:
-        """Record that ``owner`` now holds the session live, in kernel ``kernel_id``."""
-        await self._update(sa.update(sessions_table).where(_S.id == sid)
-                           .values(owner=owner, kernel_id=kernel_id))
+    async def claim(self, sid: str, *, owner: str, kernel_id: str | None) -> bool:
+        """Record that ``owner`` now holds the open session live, in kernel ``kernel_id``;
+        False when it is no longer open (closed or deleted meanwhile)."""
+        statement = (sa.update(sessions_table).where(_S.id == sid, _S.closed_at.is_(None))
+                     .values(owner=owner, kernel_id=kernel_id))
+        return await self._update(statement) > 0
 
     async def close(self, sid: str, *, reason: str, at: float, keep_closed: int) -> bool:
         """Close an open session (False if it was not open); keep at most ``keep_closed``

@@ -269,7 +269,13 @@ class SessionService:
                 await self._release_kernel(record.id, session, owned=False)
             session = await self.manager.session(record.id, attach=record.kernel_id)
             kernel_id = session.kernel_id
-            await self.registry.claim(record.id, owner=self.replica_id, kernel_id=kernel_id)
+            if not await self.registry.claim(record.id, owner=self.replica_id, kernel_id=kernel_id):
+                # Closed or deleted (through another replica, or culled) while it resumed.
+                await self._release_kernel(record.id, session, owned=True)
+                row = await self.registry.get(record.id)
+                record.mark_closed(row.closed_reason or "closed" if row is not None else "deleted")
+                self._records.pop(record.id, None)
+                self.check_open(record)
             previous = record.owner
             record.session, record.owner, record.kernel_id = session, self.replica_id, kernel_id
             log.info("session %s resumed on replica %s (owner was %s)", record.id, self.replica_id,
