@@ -58,8 +58,9 @@ async def populate(service: SessionService, sessions: int, tenants: int) -> list
     for n in range(sessions):
         tenant, sid = f"tenant-{n % tenants}", f"{n:016x}"
         closed = None if n % 10 == 0 else now - n
-        await service.registry.insert(SessionRow(sid, tenant, sid, created_at=now - 2 * n, last_used_at=now - n,
-                                                 closed_at=closed, closed_reason="idle" if closed else None))
+        row = SessionRow(sid, tenant, sid, created_at=now - 2 * n, last_used_at=now - n, closed_at=closed,
+                         closed_reason="idle" if closed else None)
+        await service.registry.insert(row)
         found.append((tenant, sid))
     return found
 
