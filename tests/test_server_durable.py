@@ -18,7 +18,7 @@ import httpx
 import nbformat
 import pytest
 
-from kernel_analyst.server.exceptions import SessionGoneError
+from kernel_analyst.server.exceptions import SessionGoneError, SessionNotFoundError
 from kernel_analyst.server.service import SessionService
 
 from .conftest import TEST_ISOLATION
@@ -170,3 +170,15 @@ async def test_a_session_culled_while_another_replica_resumes_it_is_gone(tmp_pat
                 pass
         assert b.manager.get(record.id) is None, "the kernel b started for it was closed"
         assert (await b.get("alice", record.id)).closed_reason == "idle"
+
+
+async def test_a_session_deleted_through_another_replica_is_let_go_of(tmp_path: Path) -> None:
+    config, _ = server_config(tmp_path / "sessions", pool_size=0)
+    async with SessionService(config) as a, SessionService(config) as b:
+        record = await a.create("alice")
+        await b.delete(await b.get("alice", record.id))
+        await a.housekeep()
+        assert await wait_until(lambda: a.manager.get(record.id) is None, timeout=15), "the owner let go"
+        with pytest.raises(SessionNotFoundError):
+            await a.get("alice", record.id)
+        assert await wait_until(lambda: not record.directory.exists(), timeout=15)

@@ -134,6 +134,8 @@ async def test_limits_then_idle_culling_keeps_the_notebook(small_server: Running
         assert gone.status_code == 410 and f"/sessions/{first}/notebook" in gone.json()["detail"]
         nb = json.loads((await alice.get(f"/sessions/{first}/notebook")).text)
         assert any("answer = 42" in "".join(c["source"]) for c in nb["cells"])
+        # culled through the manager, which saved the namespace first
+        assert nb["cells"][-1]["metadata"]["kernel_analyst"]["marker"] == "snapshot"
         assert "answer = 42" in (await alice.get(f"/sessions/{first}/notebook.html")).text
         second = await create_session(alice)
         assert second != first
