@@ -23,6 +23,7 @@ per request.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import time
@@ -50,6 +51,7 @@ _DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg",
             "postgres": "postgresql+asyncpg"}
 _SCHEMA_LOCK = 0x6B61_7265  # a PostgreSQL advisory lock: replicas starting at once create the schema once
 _REPLICA_FORGET_S = 7 * 24 * 3600.0  # a replica row unseen this long is removed
+_ASYNCPG_DEADLINES = {"timeout": 10.0, "command_timeout": 30.0}  # connect, each statement (s)
 
 _metadata = sa.MetaData()
 
@@ -164,12 +166,9 @@ class Registry:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._engine: AsyncEngine | None = None
-
-    @property
-    def dialect(self) -> str:
+        self.dialect = make_url(url).get_backend_name()
         """``sqlite`` or ``postgresql``."""
-        return make_url(self.url).get_backend_name()
+        self._engine: AsyncEngine | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -184,8 +183,12 @@ class Registry:
             engine = create_async_engine(self.url)
             event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         else:
-            # pre-ping: a restarted database leaves dead pooled connections behind
-            engine = create_async_engine(self.url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+            # pre-ping: a restarted database leaves dead pooled connections behind. Every
+            # wait has a deadline: connecting, each statement, and waiting for a pooled
+            # connection.
+            deadlines = _ASYNCPG_DEADLINES if make_url(self.url).get_driver_name() == "asyncpg" else {}
+            engine = create_async_engine(self.url, pool_pre_ping=True, pool_size=5, max_overflow=10,
+                                         pool_timeout=30, connect_args=deadlines)
         self._engine = engine
         try:
             await self._run(self._create_schema, write=True)
@@ -229,7 +232,7 @@ class Registry:
             reason = " ".join(str(exc.orig or exc).split())[:300]
             raise RegistryError(f"the session registry at {safe_url(self.url)} failed: {reason}; "
                                 "check that the database is up (--database)") from exc
-        except OSError as exc:  # the driver could not reach the server at all
+        except (OSError, asyncio.TimeoutError) as exc:  # the server could not be reached at all
             raise RegistryError(f"cannot reach the session registry at {safe_url(self.url)}: {exc}; "
                                 "check --database") from exc
 
