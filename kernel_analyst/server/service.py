@@ -273,7 +273,7 @@ class SessionService:
                 # Closed or deleted (through another replica, or culled) while it resumed.
                 await self._release_kernel(record.id, session, owned=True)
                 row = await self.registry.get(record.id)
-                record.mark_closed(row.closed_reason or "closed" if row is not None else "deleted")
+                record.mark_closed((row.closed_reason or "closed") if row is not None else "deleted")
                 self._records.pop(record.id, None)
                 self.check_open(record)
             previous = record.owner
