@@ -13,7 +13,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $(STAMP)
 
-# bubblewrap for isolation="sandbox" (Debian/Ubuntu); skipped where it cannot be installed.
+# bubblewrap for isolation="sandbox", chromium for the page tests, PostgreSQL for the registry
+# test with several API replicas (Debian/Ubuntu); each skipped where it cannot be installed.
 sysdeps:
 	@command -v bwrap >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -23,6 +24,10 @@ sysdeps:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq chromium >/dev/null; \
 	} || echo "note: chromium could not be installed; the web page tests will be skipped"
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq postgresql >/dev/null; \
+	} || echo "note: postgresql could not be installed; the several-replica registry test will be skipped"
 
 lint: $(STAMP)
 	$(BIN)/ruff check kernel_analyst tests benchmarks examples

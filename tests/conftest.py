@@ -11,6 +11,7 @@ import pytest
 from kernel_analyst.kernels import Limits, SessionManager
 
 from .gateway_fixtures import backend_manager, gateway, gateway_manager  # noqa: F401
+from .postgres_fixtures import postgres  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import re
 import secrets
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
@@ -28,6 +33,7 @@ from kernel_analyst.server.runner import bind, uvicorn_server
 from kernel_analyst.server.service import SessionService
 
 from .conftest import test_limits
+from .gateway_fixtures import child_pids
 
 T = TypeVar("T")
 TENANTS = ("alice", "bob", "carol")
@@ -183,3 +189,72 @@ async def mcp_http_client(url: str, token: str) -> AsyncIterator[Any]:
         transport = streamable_http_client(f"{url}/mcp", http_client=http)
         async with Client(transport, read_timeout_seconds=60) as client:
             yield client
+
+
+def tokens_file(directory: Path, tenants: tuple[str, ...] = ("alice", "bob")) -> tuple[Path, dict[str, str]]:
+    """A tokens file with a fresh token per tenant; returns its path and the tokens."""
+    found = {tenant: secrets.token_urlsafe(24) for tenant in tenants}
+    path = directory / "tokens"
+    path.write_text("".join(f"{tenant} {token}\n" for tenant, token in found.items()))
+    return path, found
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (from /proc)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in child_pids(todo.pop()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+class ServeProcess:
+    """``kernel-analyst serve`` as a child process; its output goes to a log file (a pipe
+    nobody reads would fill up and stall the server)."""
+
+    def __init__(self, root: Path, tokens_file: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+        self.log_path = root.parent / f"serve-{secrets.token_hex(3)}.log"
+        command = [sys.executable, "-m", "kernel_analyst.cli", "serve", "--port", "0", "--pool-size", "0",
+                   "--session-dir", str(root), "--token-file", str(tokens_file), "--idle-timeout", "0",
+                   *extra]
+        base = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_ANALYST_")}
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, env={**base, **(env or {})})
+        self.url = wait_for(self._url, timeout=60, what="the server to start")
+        wait_for(self._healthy, timeout=30, what="the server to answer")
+
+    def _url(self) -> str | None:
+        assert self.proc.poll() is None, self.log_path.read_text()
+        found = re.search(r"serving on (http://127\.0\.0\.1:\d+)/", self.log_path.read_text())
+        return found.group(1) if found else None
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def client(self, token: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
+
+    def kill(self) -> set[int]:
+        """SIGKILL, as the OOM killer would; returns the processes it left (its kernels)."""
+        left = descendants(self.proc.pid)
+        self.proc.kill()
+        self.proc.wait(30)
+        return left
+
+    def stop(self) -> int:
+        """An orderly stop (SIGINT); returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                return self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode

@@ -57,6 +57,18 @@ def test_cli_registers_serve_and_mcp(tmp_path: Path) -> None:
         config_from_args(_parse("serve", "--no-auth", "--host", "0.0.0.0"))
 
 
+def test_database_and_recovery_flags() -> None:
+    default = config_from_args(_parse("serve"))
+    assert default.database_url is None and default.recovery == "replay"
+    for command in ("serve", "mcp"):
+        given = config_from_args(_parse(command, "--database", "postgresql://ka@db/ka", "--recovery", "none"))
+        assert given.database_url == "postgresql://ka@db/ka" and given.recovery == "none"
+    with pytest.raises(cli.UsageError, match="--database: use a sqlite"):
+        config_from_args(_parse("serve", "--database", "mysql://db/ka"))
+    with pytest.raises(SystemExit):
+        _parse("serve", "--recovery", "sometimes")
+
+
 def test_a_model_that_cannot_load_is_one_clear_line(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

@@ -64,9 +64,12 @@ async def test_kernel_death_during_a_stream(server: RunningServer, sid: str) -> 
         assert [name for name, _ in events] == ["output", "result"], events
         result = events[-1][1]
         assert result["status"] == "died" and result["state"] == "lost"
+        # The service's recovery policy is "replay": the next cell finds the variable rebuilt
+        # and says how.
         after = (await client.post(f"/sessions/{sid}/execute",
                                    json={"code": "'before_death' in globals()"})).json()
-        assert after["status"] == "ok" and after["text"] == "False\n"
+        assert after["status"] == "ok" and after["text"] == "True\n"
+        assert after["recovery"]["method"] == "replay" and after["recovery"]["complete"]
         assert (await client.get(f"/sessions/{sid}")).json()["state"] == "open"
 
 
@@ -131,6 +134,8 @@ async def test_limits_then_idle_culling_keeps_the_notebook(small_server: Running
         assert gone.status_code == 410 and f"/sessions/{first}/notebook" in gone.json()["detail"]
         nb = json.loads((await alice.get(f"/sessions/{first}/notebook")).text)
         assert any("answer = 42" in "".join(c["source"]) for c in nb["cells"])
+        # culled through the manager, which saved the namespace first
+        assert nb["cells"][-1]["metadata"]["kernel_analyst"]["marker"] == "snapshot"
         assert "answer = 42" in (await alice.get(f"/sessions/{first}/notebook.html")).text
         second = await create_session(alice)
         assert second != first

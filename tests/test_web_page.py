@@ -132,7 +132,7 @@ async def injected_session(server: RunningServer) -> AsyncIterator[str]:  # noqa
     """A closed session whose notebook on disk is the injection fixture (copied, never run)."""
     async with server.client("alice") as client:
         sid = await create_session(client, "injection")
-        record = server.service.get("alice", sid)
+        record = server.call(server.service.get("alice", sid))
         server.call(server.service.close(record, "idle"))
         shutil.copyfile(INJECTION, record.notebook_path)
         yield sid

@@ -11,7 +11,15 @@ import argparse
 from pathlib import Path
 
 from ..kernels.limits import ISOLATION_LEVELS
-from .settings import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT_S, IMAGES_MODES, KernelSettings, ModelSettings
+from .settings import (
+    DEFAULT_MAX_STEPS,
+    DEFAULT_TIMEOUT_S,
+    IMAGES_MODES,
+    RECOVERY_MODES,
+    KernelSettings,
+    ModelSettings,
+    RecoveryMode,
+)
 
 _MODEL_EXAMPLES = "e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, ollama:qwen2.5-coder"
 
@@ -29,6 +37,24 @@ def add_kernel_flags(parser: argparse.ArgumentParser, *, session_dir: Path | Non
     group.add_argument("--session-dir", type=Path, metavar="DIR", default=session_dir, help=session_dir_help)
     group.add_argument("--gateway", metavar="URL", help="run kernels on a Jupyter (Enterprise) Gateway; "
                        "token from KERNEL_ANALYST_GATEWAY_TOKEN")
+
+
+def add_recovery_flag(parser: argparse.ArgumentParser, *, default: RecoveryMode) -> None:
+    """``--recovery replay|none``: bring a conversation's variables back after its kernel
+    was lost (a restart, a crash), or not."""
+    parser.add_argument("--recovery", choices=RECOVERY_MODES, default=default,
+                        help="after a kernel is lost (a restart, a crash, a kernel death): replay = bring "
+                             "the variables back from a snapshot or by re-running the recorded cells "
+                             "(cells marked '# kernel-analyst: no-replay' are skipped); none = go on in "
+                             f"an empty kernel (default {default})")
+
+
+def add_database_flag(parser: argparse.ArgumentParser) -> None:
+    """``--database URL``: where the service keeps its session records."""
+    parser.add_argument("--database", metavar="URL",
+                        help="keep session records here: sqlite:///PATH, or postgresql://USER@HOST/DB for "
+                             "several replicas on one registry (default: SQLite in the session directory; "
+                             "a password can come from PGPASSWORD or ~/.pgpass)")
 
 
 def add_model_flags(parser: argparse.ArgumentParser, *, required: bool, purpose: str = "") -> None:
@@ -66,4 +92,5 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
                          images=args.images)
 
 
-__all__ = ["add_debug_flag", "add_kernel_flags", "add_model_flags", "kernel_settings", "model_settings"]
+__all__ = ["add_database_flag", "add_debug_flag", "add_kernel_flags", "add_model_flags", "add_recovery_flag",
+           "kernel_settings", "model_settings"]

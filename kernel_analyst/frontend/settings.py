@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..kernels import Limits
 from ..kernels.limits import ISOLATION_LEVELS
@@ -23,6 +23,10 @@ if TYPE_CHECKING:  # the agent package loads LangChain; flags and settings stay 
 IMAGES_MODES: tuple[ImagesMode, ...] = ("auto", "on", "off")
 """Values of ``--images``: ``auto`` sends figures when the model's LangChain profile says it
 takes image input, ``on`` unless the profile says it does not, ``off`` never."""
+
+RecoveryMode = Literal["replay", "none"]
+"""Values of ``--recovery``: see :class:`~kernel_analyst.kernels.recovery.RecoveryPolicy`."""
+RECOVERY_MODES: tuple[RecoveryMode, ...] = ("replay", "none")
 
 DEFAULT_MAX_STEPS = 15
 """Agent code steps per question, for every front end (the library's ``Analyst`` default)."""
@@ -127,5 +131,5 @@ class ModelSettings:
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
-__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_TIMEOUT_S", "IMAGES_MODES", "KernelSettings", "ModelSettings",
-           "package_version"]
+__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_TIMEOUT_S", "IMAGES_MODES", "RECOVERY_MODES", "KernelSettings",
+           "ModelSettings", "RecoveryMode", "package_version"]

@@ -30,10 +30,11 @@ from ..kernels import files as _files
 from .auth import Tenant
 from .config import ServerConfig
 from .exceptions import NoModelError
+from .records import SessionRecord
 from .render import render_markdown
 from .routes import output_event, service_of, sse_response
 from .schemas import AskRequest, EdaRequest, Problem
-from .service import SessionRecord, SessionService
+from .service import SessionService
 from .streaming import Emit, EventStream, cancel_and_interrupt
 
 if TYPE_CHECKING:
@@ -221,7 +222,7 @@ def _bridge(request: Request) -> AgentBridge:
 
 
 def _stream(service: SessionService, record: SessionRecord, work: Any) -> StreamingResponse:
-    service.live(record)
+    service.check_open(record)  # a closed session is a plain 410, before the stream starts
 
     async def abandon(task: asyncio.Task[None]) -> None:
         await cancel_and_interrupt(task, record.session)
@@ -246,7 +247,7 @@ async def ask(request: Request, sid: str, body: AskRequest, tenant: Tenant,
     """Ask the agent a question about the session's data; streams its steps as events."""
     bridge = _bridge(request)
     service = service_of(request)
-    record = service.get(tenant, sid)
+    record = await service.get(tenant, sid)
     bridge.require_model()
     for name in body.files:
         _check_file(record, name)
@@ -264,7 +265,7 @@ async def eda(request: Request, sid: str, body: EdaRequest, tenant: Tenant,
     """Run the built-in EDA playbook (no model needed) on an uploaded file; streams each cell."""
     bridge = _bridge(request)
     service = service_of(request)
-    record = service.get(tenant, sid)
+    record = await service.get(tenant, sid)
     _check_file(record, body.file)
 
     async def work(emit: Emit) -> None:

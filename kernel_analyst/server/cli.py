@@ -16,6 +16,7 @@ from typing import Any
 from ..frontend import flags
 from ..frontend.errors import UsageError
 from ..frontend.models import load_model
+from ..frontend.settings import KernelSettings
 from .config import ServerConfig, TokenTable, environment_overrides, read_tokens_file
 
 _LOOPBACK = ("localhost",)
@@ -58,6 +59,8 @@ def _common(parser: argparse.ArgumentParser, *, default_port: int) -> None:
                        help="close sessions idle this long, s (1800; 0 = never)")
     group.add_argument("--max-upload-mb", type=float, default=100.0, help="largest upload, MiB (100)")
     group.add_argument("--pool-size", type=int, default=1, help="kernels started in advance (1)")
+    flags.add_database_flag(parser)
+    flags.add_recovery_flag(parser, default="replay")
     flags.add_kernel_flags(parser, session_dir=DEFAULT_SESSION_DIR,
                      session_dir_help=f"where session files and audit notebooks are kept "
                                       f"(default ./{DEFAULT_SESSION_DIR})")
@@ -86,7 +89,21 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_upload_bytes=int(args.max_upload_mb * 1024 * 1024), default_timeout_s=timeout,
         max_timeout_s=args.max_timeout, idle_timeout_s=args.idle_timeout or None,
         pool_size=args.pool_size, model=model.spec, base_url=model.base_url, max_steps=model.max_steps,
-        images=model.images, gateway_url=kernel.gateway_url)
+        images=model.images, gateway_url=kernel.gateway_url, database_url=_database(args.database, kernel),
+        recovery=args.recovery)
+
+
+def _database(url: str | None, kernel: KernelSettings) -> str | None:
+    """``--database`` checked now, so a bad URL is one clear line before anything starts."""
+    if url is None:
+        return None
+    from .registry import database_url
+
+    try:
+        database_url(url, kernel.session_dir or DEFAULT_SESSION_DIR)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return url
 
 
 def _merge(table: TokenTable, more: dict[str, str]) -> TokenTable:

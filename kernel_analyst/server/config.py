@@ -11,7 +11,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..frontend.settings import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT_S, ModelSettings
+from ..frontend.settings import (
+    DEFAULT_MAX_STEPS,
+    DEFAULT_TIMEOUT_S,
+    RECOVERY_MODES,
+    ModelSettings,
+    RecoveryMode,
+)
 from ..kernels import Limits
 
 if TYPE_CHECKING:
@@ -131,6 +137,16 @@ class ServerConfig:
     """Run kernels on this Jupyter Kernel/Enterprise Gateway (token from
     ``KERNEL_ANALYST_GATEWAY_TOKEN``); None: local kernels, unless
     ``KERNEL_ANALYST_GATEWAY_URL`` is set."""
+    database_url: str | None = None
+    """Where session records are kept (``--database``): None is SQLite in ``root_dir``
+    (one API process); a ``postgresql://`` URL lets several replicas share them."""
+    recovery: RecoveryMode = "replay"
+    """``replay``: a session whose kernel is gone (a restart, a crash, a kernel death) gets
+    its variables back at its next use, from a snapshot or by replaying its cells;
+    ``none``: it goes on in an empty kernel (``--recovery``)."""
+    replica_lease_s: float = 60.0
+    """A replica unheard of this long is taken for dead: its idle sessions may be closed
+    by the others. Heartbeats come at least four times per lease."""
 
     @property
     def model_settings(self) -> ModelSettings:
@@ -151,6 +167,10 @@ class ServerConfig:
         if self.max_sessions < 1 or self.max_sessions_per_tenant < 1:
             raise ValueError("session limits must be at least 1")
         self.model_settings  # noqa: B018 (validates max_steps and images)
+        if self.recovery not in RECOVERY_MODES:
+            raise ValueError(f"recovery must be one of {', '.join(RECOVERY_MODES)}; got {self.recovery!r}")
+        if self.replica_lease_s <= 0:
+            raise ValueError("the replica lease must be positive")
 
 
 def environment_overrides(environ: Mapping[str, str] | None = None) -> TokenTable:

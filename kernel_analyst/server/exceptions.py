@@ -7,7 +7,8 @@
         ├── TooManySessionsError  429: a session limit is reached (retry_after set)
         ├── NoModelError          409: ``ask`` without a configured model
         ├── BadRequestError       422: a value outside what the service accepts
-        └── PayloadTooLargeError  413: a body or upload over its limit
+        ├── PayloadTooLargeError  413: a body or upload over its limit
+        └── RegistryError         503: the session registry (database) failed or is unreachable
 
 Errors from the kernel layer are mapped in ``app.py`` (unsafe file name 400, file too
 large 413, kernel start failures 503, ...).
@@ -66,3 +67,10 @@ class PayloadTooLargeError(ServiceError):
     """A request body or an uploaded file is over its limit."""
 
     status = 413
+
+
+class RegistryError(ServiceError):
+    """The session registry (its database) failed or cannot be reached; retry, or check
+    ``--database``."""
+
+    status = 503

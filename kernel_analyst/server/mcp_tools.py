@@ -34,7 +34,8 @@ from ..frontend.errors import classify
 from ..kernels import Execution, KernelAnalystError
 from ..kernels import files as _files
 from .config import DEFAULT_TENANT, ServerConfig
-from .service import SessionRecord, SessionService
+from .records import SessionRecord
+from .service import SessionService
 
 TENANT_SCOPE_KEY = "kernel_analyst_tenant"
 DEFAULT_LABEL = "mcp"
@@ -58,9 +59,9 @@ class ServiceTools:
         """The named session, or the tenant's default MCP session (created on first use)."""
         service = self._get_service()
         if session_id:
-            return service.get(tenant, session_id)
+            return await service.get(tenant, session_id)
         async with self._default_locks.setdefault(tenant, asyncio.Lock()):  # one default, even at once
-            for record in service.sessions_of(tenant):
+            for record in await service.sessions_of(tenant):
                 if record.open and record.label == DEFAULT_LABEL:
                     return record
             return await service.create(tenant, label=DEFAULT_LABEL)
@@ -95,7 +96,7 @@ class ServiceTools:
             limit = service.config.max_upload_bytes
             raise ValueError(f"{name!r} is {len(data):,} bytes; the limit is {limit:,}")
         record = await self.record(tenant, session_id)
-        info = await service.live(record).upload(data, name=name)
+        info = await (await service.live(record)).upload(data, name=name)
         return {"session_id": record.id, **info.to_dict()}
 
     async def list_variables(self, tenant: str, session_id: str | None) -> dict[str, Any]:
@@ -109,7 +110,7 @@ class ServiceTools:
     async def list_files(self, tenant: str, session_id: str | None) -> dict[str, Any]:
         """Files in the session's working directory."""
         record = await self.record(tenant, session_id)
-        infos = await self._get_service().live(record).files()
+        infos = await (await self._get_service().live(record)).files()
         return {"session_id": record.id, "files": [i.to_dict() for i in infos]}
 
     async def export_notebook(self, tenant: str, session_id: str | None) -> str:

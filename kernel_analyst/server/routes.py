@@ -20,6 +20,7 @@ from ..kernels import KernelSession, UnsafeFileNameError
 from ..kernels import files as _files
 from .auth import Tenant
 from .exceptions import BadRequestError, PayloadTooLargeError
+from .records import SessionRecord
 from .render import NOTEBOOK_CSP, cell_view, render_notebook, render_output
 from .schemas import (
     CellList,
@@ -34,7 +35,7 @@ from .schemas import (
     StopOut,
     VariableList,
 )
-from .service import SessionRecord, SessionService
+from .service import SessionService
 from .streaming import Emit, EventStream, interrupt_until_done
 
 UPLOAD_OVERHEAD_BYTES = 64 * 1024
@@ -93,20 +94,20 @@ async def create_session(request: Request, tenant: Tenant, body: SessionCreate |
 @router.get("/sessions", response_model=SessionList, tags=["sessions"])
 async def list_sessions(request: Request, tenant: Tenant) -> Any:
     """Your sessions, newest first, closed ones included while they are remembered."""
-    return {"sessions": [r.to_dict() for r in service_of(request).sessions_of(tenant)]}
+    return {"sessions": [r.to_dict() for r in await service_of(request).sessions_of(tenant)]}
 
 
 @router.get("/sessions/{sid}", response_model=SessionOut, tags=["sessions"])
 async def get_session(request: Request, sid: str, tenant: Tenant) -> Any:
     """One session's state."""
-    return service_of(request).get(tenant, sid).to_dict()
+    return (await service_of(request).get(tenant, sid)).to_dict()
 
 
 @router.delete("/sessions/{sid}", status_code=204, tags=["sessions"])
 async def delete_session(request: Request, sid: str, tenant: Tenant) -> Response:
     """Shut the kernel down and delete the session with its files and notebook."""
     service = service_of(request)
-    await service.delete(service.get(tenant, sid))
+    await service.delete(await service.get(tenant, sid))
     return Response(status_code=204)
 
 
@@ -115,8 +116,8 @@ async def interrupt_session(request: Request, sid: str, tenant: Tenant) -> Any:
     """Stop what runs in the session: the running cell is interrupted; an EDA or agent run is
     stopped as a whole (its current cell interrupted). The session and its variables stay."""
     service = service_of(request)
-    record = service.get(tenant, sid)
-    service.live(record)
+    record = await service.get(tenant, sid)
+    service.check_open(record)
     return {"stopped": await service.stop(record)}
 
 
@@ -129,8 +130,8 @@ async def interrupt_session(request: Request, sid: str, tenant: Tenant) -> Any:
 async def upload_file(request: Request, sid: str, tenant: Tenant) -> Any:
     """Upload one file (multipart field ``file``) into the session's working directory."""
     service = service_of(request)
-    record = service.get(tenant, sid)
-    session = service.live(record)
+    record = await service.get(tenant, sid)
+    session = await service.live(record)
     limit = service.config.max_upload_bytes
     form = await request.form(max_files=1, max_fields=2, max_part_size=4096)
     try:
@@ -174,7 +175,7 @@ async def _measure(upload: UploadFile) -> int:
 @router.get("/sessions/{sid}/files", response_model=FileList, tags=["files"])
 async def list_files(request: Request, sid: str, tenant: Tenant) -> Any:
     """Files in the session's working directory (also after the session was closed)."""
-    record = service_of(request).get(tenant, sid)
+    record = await service_of(request).get(tenant, sid)
     infos = await asyncio.to_thread(_files.listing, record.workdir) if record.workdir.is_dir() else []
     return {"files": [i.to_dict() for i in infos]}
 
@@ -184,7 +185,7 @@ async def list_files(request: Request, sid: str, tenant: Tenant) -> Any:
                        400: {"model": Problem, "description": "Unsafe file name."}})
 async def download_file(request: Request, sid: str, name: str, tenant: Tenant) -> Response:
     """Download a file from the session's working directory (always as an attachment)."""
-    record = service_of(request).get(tenant, sid)
+    record = await service_of(request).get(tenant, sid)
     fd, size = await asyncio.to_thread(open_inside, record.workdir, name)
     filename = Path(name).name
     return StreamingResponse(_read_fd(fd), media_type="application/octet-stream", headers={
@@ -237,7 +238,7 @@ def _attachment(filename: str) -> str:
 async def execute(request: Request, sid: str, body: ExecuteRequest, tenant: Tenant) -> Response:
     """Run code in the session's kernel; returns the Execution when the cell has finished."""
     service = service_of(request)
-    record = service.get(tenant, sid)
+    record = await service.get(tenant, sid)
     timeout = service.timeout_for(body.timeout)
     async with service.use(record) as session:
         ex = await session.execute(body.code, timeout=timeout)
@@ -253,9 +254,9 @@ async def execute_stream(request: Request, sid: str, body: ExecuteRequest, tenan
     """Run code and stream its outputs as server-sent events. If the client goes away, the
     cell is interrupted and the session stays usable."""
     service = service_of(request)
-    record = service.get(tenant, sid)
+    record = await service.get(tenant, sid)
     timeout = service.timeout_for(body.timeout)
-    service.live(record)
+    service.check_open(record)  # a closed session is a plain 410, before the stream starts
     started = asyncio.Event()
     holder: dict[str, KernelSession] = {}
 
@@ -290,7 +291,7 @@ def output_event(output: dict[str, Any], with_html: bool, *, workdir: str | None
 async def variables(request: Request, sid: str, tenant: Tenant) -> Any:
     """Summaries of the kernel's variables (name, type, shape ...), without running a cell."""
     service = service_of(request)
-    async with service.use(service.get(tenant, sid)) as session:
+    async with service.use(await service.get(tenant, sid)) as session:
         infos = await session.variables()
     return {"variables": [i.to_dict() for i in infos]}
 
@@ -302,7 +303,7 @@ async def variables(request: Request, sid: str, tenant: Tenant) -> Any:
 async def notebook(request: Request, sid: str, tenant: Tenant) -> Response:
     """The session's audit notebook (.ipynb), also after the session was closed."""
     service = service_of(request)
-    record = service.get(tenant, sid)
+    record = await service.get(tenant, sid)
     data = json.dumps(service.notebook(record), ensure_ascii=False, indent=1)
     return Response(data, media_type="application/x-ipynb+json", headers={
         "Content-Disposition": _attachment(f"kernel-analyst-{record.id}.ipynb")})
@@ -313,7 +314,7 @@ async def cells(request: Request, sid: str, tenant: Tenant) -> Any:
     """The audit notebook's cells as the web page shows them: source, counter, status,
     duration, and outputs as sanitised HTML (also after the session was closed)."""
     service = service_of(request)
-    record = service.get(tenant, sid)
+    record = await service.get(tenant, sid)
     notebook = service.notebook(record)
     found = notebook.get("cells")
     workdir = str(record.workdir)
@@ -326,7 +327,7 @@ async def cells(request: Request, sid: str, tenant: Tenant) -> Any:
 async def notebook_html(request: Request, sid: str, tenant: Tenant) -> Response:
     """The audit notebook as a standalone HTML page (outputs sanitised, no scripts)."""
     service = service_of(request)
-    record = service.get(tenant, sid)
+    record = await service.get(tenant, sid)
     label = f" ({record.label})" if record.label else ""
     page = render_notebook(service.notebook(record), title=f"kernel-analyst session {record.id}{label}")
     return HTMLResponse(page, headers={"Content-Security-Policy": NOTEBOOK_CSP,

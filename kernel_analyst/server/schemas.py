@@ -80,6 +80,10 @@ class ExecutionOut(BaseModel):
     truncated_bytes: int
     events: list[str]
     text: str
+    recovery: dict[str, Any] | None = Field(
+        None, description="Set when this cell's session first had its variables brought back (after a "
+                          "restart, a crash or a kernel death): method (snapshot or replay), cells "
+                          "replayed and skipped, variables restored, whether it is complete.")
 
 
 class FileOut(BaseModel):

@@ -1,31 +1,46 @@
-"""The sessions of many tenants over one :class:`SessionManager`.
+"""The sessions of many tenants over one :class:`SessionManager` and one registry.
 
-A tenant sees only its own sessions: another tenant's id is reported as unknown, never
-as forbidden. Every kernel operation runs under the session's request lock, so a
-request holding it knows that the cell running in the kernel is its own (which is what
-makes interrupting on a client disconnect safe). Closed sessions (deleted ones aside)
-keep their record, so their audit notebook stays downloadable.
+**Tenancy.** A tenant sees only its own sessions: another tenant's id is reported as
+unknown, never as forbidden. Every kernel operation runs under the session's request
+lock, so a request holding it knows that the cell running in the kernel is its own
+(which is what makes interrupting on a client disconnect safe). Closed sessions
+(deleted ones aside) keep their record, so their audit notebook stays downloadable.
 
-Routes and the page use only this record API (:meth:`SessionService.sessions_of`,
-:meth:`~SessionService.get`, :meth:`~SessionService.notebook`, :meth:`~SessionService.stop`
-...), so where records are kept (process memory today) can change behind it.
+**Records** live in the registry (:mod:`.registry`: SQLite in the session directory,
+or PostgreSQL shared by several replicas), not in process memory: after a restart the
+same token sees the same sessions, and using one resumes it through
+``manager.session(id)`` (the same notebook goes on; variables come back by the recovery
+policy, ``replay`` by default). Routes and the page use only this record API
+(:meth:`SessionService.sessions_of`, :meth:`~SessionService.get`,
+:meth:`~SessionService.use`, :meth:`~SessionService.notebook` ...).
+
+**Lifecycle.** The manager owns every kernel; this service only decides. One
+housekeeping pass (:meth:`SessionService.housekeep`) writes heartbeats and last-use
+times in batches, lets go of sessions another replica took over, and culls idle ones
+through ``manager.close(id, reason="idle")``, which snapshots the namespace first. The
+manager's own culler is not started here: there is one culler.
+
+**Replicas.** A replica that gets a request for a session it holds no live object for
+resumes it (with a gateway, it reattaches to the kernel id in the registry) and becomes
+its owner. A replica that finds it no longer owns a session lets go of it with
+``manager.detach(id)``, which never stops a gateway kernel, and never culls or closes a
+kernel another replica owns. Sessions of a replica whose heartbeat stopped longer than
+``replica_lease_s`` ago may be culled by any other.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import json
 import logging
 import math
+import os
 import secrets
 import shutil
+import socket
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Coroutine
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from ..frontend.sessions import kernel_backend
@@ -33,7 +48,15 @@ from ..frontend.settings import KernelSettings
 from ..kernels import KernelSession, SessionManager
 from ..kernels.manager import directory_name
 from .config import ServerConfig
-from .exceptions import BadRequestError, SessionGoneError, SessionNotFoundError, TooManySessionsError
+from .exceptions import (
+    BadRequestError,
+    RegistryError,
+    SessionGoneError,
+    SessionNotFoundError,
+    TooManySessionsError,
+)
+from .records import SessionRecord, Use
+from .registry import Registry, SessionRow, database_url
 
 log = logging.getLogger(__name__)
 
@@ -42,108 +65,45 @@ StopResult = Literal["run", "cell", "idle"]
 """What :meth:`SessionService.stop` stopped: a multi-step run, a cell, or nothing."""
 
 
-def _now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-@dataclass
-class _Use:
-    """One request holding a session's lock (a cell, a variable listing ...)."""
-
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-@dataclass
-class SessionRecord:
-    """What the service knows about one session, open or closed."""
-
-    id: str
-    """Public id (random; also the conversation id in the manager)."""
-    tenant: str
-    """The tenant that owns it."""
-    directory: Path
-    """The session directory (working files under ``work/``, ``audit.ipynb``)."""
-    label: str = ""
-    """A free-text label given at creation."""
-    created_at: str = field(default_factory=_now_iso)
-    """ISO-8601 UTC creation time."""
-    closed_at: str | None = None
-    """When it was closed, if it was."""
-    closed_reason: str | None = None
-    """``idle``, ``deleted``, ``shutdown`` or ``error``; None while open."""
-    session: KernelSession | None = None
-    """The live kernel session (None while starting and after close)."""
-    last_active: float = field(default_factory=time.monotonic)
-    """Monotonic time of the last request that used it."""
-    last_used_at: str = field(default_factory=_now_iso)
-    """ISO-8601 UTC time of the last request that used it."""
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
-    """Held by whichever request is using the kernel."""
-    current: _Use | None = field(default=None, repr=False)
-    """The request holding :attr:`lock`, if any."""
-    run: asyncio.Task[Any] | None = field(default=None, repr=False)
-    """The multi-step run (EDA, agent) in progress, which Stop cancels."""
-
-    @property
-    def open(self) -> bool:
-        """True until the session is closed."""
-        return self.closed_reason is None
-
-    @property
-    def notebook_path(self) -> Path:
-        """The audit notebook on disk (kept after close)."""
-        return self.directory / "audit.ipynb"
-
-    @property
-    def workdir(self) -> Path:
-        """The working directory the kernel sees."""
-        return self.directory / "work"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The public view (no paths of the server machine)."""
-        return {
-            "id": self.id,
-            "label": self.label,
-            "created_at": self.created_at,
-            "state": "open" if self.open else "closed",
-            "closed_at": self.closed_at,
-            "closed_reason": self.closed_reason,
-            "busy": self.lock.locked(),
-            "idle_s": round(time.monotonic() - self.last_active, 3),
-            "last_used_at": self.last_used_at,
-        }
-
-    def touch(self) -> None:
-        """Record a use now."""
-        self.last_active = time.monotonic()
-        self.last_used_at = _now_iso()
+def new_replica_id() -> str:
+    """An id for this process among the replicas on one registry."""
+    return f"{socket.gethostname()[:80]}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
 class SessionService:
-    """Tenants' sessions with limits, idle culling and kept audit trails.
+    """Tenants' sessions with limits, idle culling, kept audit trails and durable records.
 
-    Use as an async context manager; nothing starts in the constructor.
+    Use as an async context manager; nothing starts (or connects) in the constructor.
     """
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
+        self.replica_id = new_replica_id()
+        """This process's id in the registry (the owner of the sessions it holds live)."""
         self.manager = SessionManager(config.root_dir, limits=config.limits, pool_size=config.pool_size,
-                                      backend=kernel_backend(KernelSettings(gateway_url=config.gateway_url)))
-        self._records: dict[str, SessionRecord] = {}
-        self._closed_order: deque[str] = deque()
+                                      backend=kernel_backend(KernelSettings(gateway_url=config.gateway_url)),
+                                      recovery=config.recovery)
+        self.registry = Registry(database_url(config.database_url, config.root_dir))
+        self._records: dict[str, SessionRecord] = {}  # open sessions this replica has seen
         self._starting: dict[str, int] = {}
         self._admit = asyncio.Lock()
         self._background: set[asyncio.Task[Any]] = set()
         self._disposals: set[asyncio.Task[None]] = set()
-        self._culler: asyncio.Task[None] | None = None
+        self._housekeeper: asyncio.Task[None] | None = None
+        self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> SessionService:
-        """Start the session manager and the idle culler."""
-        await self.manager.start()
-        if self.config.idle_timeout_s:
-            self._culler = asyncio.create_task(self._cull_loop(), name="server-idle-culler")
+        """Open the registry, start the session manager and the housekeeping pass."""
+        await self.registry.start()
+        try:
+            await self.registry.heartbeat(self.replica_id)
+            await self.manager.start()
+        except BaseException:
+            await self.registry.aclose()
+            raise
+        self._housekeeper = asyncio.create_task(self._housekeeping_loop(), name="server-housekeeping")
         return self
 
     async def __aenter__(self) -> SessionService:
@@ -153,19 +113,30 @@ class SessionService:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop background work and close every kernel (notebooks stay on disk)."""
-        if self._culler is not None:
-            self._culler.cancel()
+        """Stop background work and close every kernel, each snapshotted first where the
+        recovery policy asks (notebooks stay on disk). Open sessions stay open in the
+        registry, held by nobody: the next use resumes them."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._housekeeper is not None:
+            self._housekeeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._culler
+                await self._housekeeper
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         await asyncio.gather(*self._disposals, return_exceptions=True)  # never cut a shutdown short
-        for record in self._records.values():
-            if record.open:
-                self._mark_closed(record, "shutdown")
+        with _logged("writing last-use times at shutdown"):
+            await self._flush_used()
+        with _logged("letting go of sessions other replicas took over"):
+            await self._reconcile()  # the manager's close below must only close our own kernels
         await self.manager.aclose()
+        for record in self._records.values():
+            record.session = None
+        with _logged("releasing this replica's sessions"):
+            await self.registry.release(self.replica_id)
+        await self.registry.aclose()
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run ``coro`` in the background, kept referenced and cancelled at close."""
@@ -179,62 +150,99 @@ class SessionService:
     async def create(self, tenant: str, *, label: str = "") -> SessionRecord:
         """Start a new session for ``tenant``; 429 (TooManySessionsError) when full."""
         async with self._admit:
-            self._check_capacity(tenant)
+            await self._check_capacity(tenant)
             self._starting[tenant] = self._starting.get(tenant, 0) + 1  # holds a slot while starting
-        sid = secrets.token_hex(8)
-        record = SessionRecord(sid, tenant, self.config.root_dir / directory_name(sid), label=label)
         try:
-            record.session = await self.manager.session(sid)
+            sid = secrets.token_hex(8)
+            session = await self.manager.session(sid)
+            record = SessionRecord(sid, tenant, self.config.root_dir / directory_name(sid), label=label,
+                                   kernel_id=session.kernel_id, owner=self.replica_id, session=session)
+            row = SessionRow(sid, tenant, record.directory.name, record.created, record.used_at, label=label,
+                             kernel_id=record.kernel_id, owner=self.replica_id)
+            try:
+                await self.registry.insert(row)
+            except BaseException:
+                await self.manager.close(sid, reason=None)
+                raise
         finally:
-            self._starting[tenant] -= 1
+            self._starting[tenant] -= 1  # only now: the row counts from here on
         self._records[sid] = record  # visible only once its kernel is up
         record.touch()
         log.info("session %s created for tenant %s", sid, tenant)
         return record
 
-    def _check_capacity(self, tenant: str) -> None:
-        open_records = [r for r in self._records.values() if r.open]
-        mine = [r for r in open_records if r.tenant == tenant]
-        if len(mine) + self._starting.get(tenant, 0) >= self.config.max_sessions_per_tenant:
+    async def _check_capacity(self, tenant: str) -> None:
+        mine, total = await self.registry.open_counts(tenant)
+        if mine + self._starting.get(tenant, 0) >= self.config.max_sessions_per_tenant:
             raise TooManySessionsError(
-                f"you have {len(mine)} open sessions (limit {self.config.max_sessions_per_tenant}); "
-                "delete one or wait for an idle one to be closed", self._retry_after(mine))
-        if len(open_records) + sum(self._starting.values()) >= self.config.max_sessions:
+                f"you have {mine} open sessions (limit {self.config.max_sessions_per_tenant}); "
+                "delete one or wait for an idle one to be closed", await self._retry_after(tenant))
+        if total + sum(self._starting.values()) >= self.config.max_sessions:
             raise TooManySessionsError(
                 f"the server is at its limit of {self.config.max_sessions} open sessions; "
-                "retry later", self._retry_after(open_records))
+                "retry later", await self._retry_after(None))
 
-    def _retry_after(self, candidates: list[SessionRecord]) -> int:
-        """Seconds until the most idle of ``candidates`` would be culled, else the default."""
+    async def _retry_after(self, tenant: str | None) -> int:
+        """Seconds until the most idle open session (of ``tenant``, or of all) would be
+        culled, else the default."""
         idle_limit = self.config.idle_timeout_s
+        if not idle_limit:
+            return self.config.retry_after_s
+        candidates = [self._record_for(row) for row in await self.registry.open_rows(tenant)]
         idle = [time.monotonic() - r.last_active for r in candidates if not r.lock.locked()]
-        if not idle_limit or not idle:
+        if not idle:
             return self.config.retry_after_s
         return max(1, min(3600, math.ceil(idle_limit - max(idle))))
 
-    def get(self, tenant: str, sid: str) -> SessionRecord:
-        """The tenant's session ``sid`` (open or closed); 404 for anyone else's."""
-        record = self._records.get(sid) if isinstance(sid, str) else None
-        if record is None or record.tenant != tenant:
+    async def get(self, tenant: str, sid: str) -> SessionRecord:
+        """The tenant's session ``sid`` (open or closed); 404 for anyone else's. One
+        registry lookup; no kernel is started."""
+        row = await self.registry.get(sid) if isinstance(sid, str) and sid else None
+        if row is None or row.tenant != tenant:
+            if row is None and isinstance(sid, str) and sid in self._records:
+                self._forget(sid)  # deleted through another replica
             raise SessionNotFoundError(f"no session {sid!r}; list yours with GET /sessions")
+        return self._record_for(row)
+
+    async def sessions_of(self, tenant: str) -> list[SessionRecord]:
+        """The tenant's sessions, newest first (closed ones that are still remembered too)."""
+        return [self._record_for(row) for row in await self.registry.of_tenant(tenant)]
+
+    def _record_for(self, row: SessionRow) -> SessionRecord:
+        """The one record object of a session (cached while open), refreshed from ``row``."""
+        record = self._records.get(row.id)
+        if record is None:
+            record = SessionRecord.from_row(row, self.config.root_dir)
+            if record.open:
+                self._records[row.id] = record
+            return record
+        record.refresh(row)
+        if not record.open:
+            self._forget(row.id)  # closed through another replica
         return record
 
-    def sessions_of(self, tenant: str) -> list[SessionRecord]:
-        """The tenant's sessions, newest first (closed ones that are still remembered too)."""
-        mine = [r for r in self._records.values() if r.tenant == tenant]
-        return sorted(mine, key=lambda r: r.created_at, reverse=True)
+    def _forget(self, sid: str) -> None:
+        """Drop a session that is closed or deleted elsewhere; let go of its kernel here."""
+        record = self._records.pop(sid, None)
+        if record is not None and record.session is not None:
+            session, record.session = record.session, None
+            self.spawn(self._release_kernel(sid, session, owned=True), f"let-go-{sid}")
 
-    def open_count(self) -> int:
-        """Open sessions over all tenants."""
-        return sum(1 for r in self._records.values() if r.open)
+    def check_open(self, record: SessionRecord) -> None:
+        """410 (SessionGoneError) once the session is closed."""
+        if not record.open:
+            raise SessionGoneError(
+                f"session {record.id} was closed ({record.closed_reason}); its notebook is still "
+                f"available at GET /sessions/{record.id}/notebook. Create a new session to go on.")
 
     @contextlib.asynccontextmanager
     async def use(self, record: SessionRecord) -> AsyncIterator[KernelSession]:
-        """Hold the session's request lock and yield its live kernel session."""
-        self.live(record)
+        """Hold the session's request lock and yield its live kernel session (resumed or
+        taken over first when this replica holds none)."""
+        self.check_open(record)
         async with record.lock:
-            session = self.live(record)
-            record.current = use = _Use()
+            session = await self._live(record)
+            record.current = use = Use()
             record.touch()
             try:
                 yield session
@@ -243,49 +251,83 @@ class SessionService:
                 record.current = None
                 use.done.set()
 
-    def live(self, record: SessionRecord) -> KernelSession:
-        """The record's live kernel session (without taking its lock); 410 once closed."""
+    async def live(self, record: SessionRecord) -> KernelSession:
+        """The record's live kernel session (without taking its lock), resumed first when
+        this replica holds none; 410 once closed."""
+        self.check_open(record)
         record.touch()
-        session = record.session
-        if not record.open or session is None or session.closed:
-            if record.open:
-                self._mark_closed(record, "error")
-            raise SessionGoneError(
-                f"session {record.id} was closed ({record.closed_reason}); its notebook is still "
-                f"available at GET /sessions/{record.id}/notebook. Create a new session to go on.")
-        return session
+        return await self._live(record)
+
+    async def _live(self, record: SessionRecord) -> KernelSession:
+        async with record.resuming:
+            self.check_open(record)
+            session = record.session
+            if session is not None and not session.closed and record.owner == self.replica_id:
+                return session
+            if session is not None:  # another replica took it over since we held it
+                record.session = None
+                await self._release_kernel(record.id, session, owned=False)
+            session = await self.manager.session(record.id, attach=record.kernel_id)
+            kernel_id = session.kernel_id
+            if not await self.registry.claim(record.id, owner=self.replica_id, kernel_id=kernel_id):
+                # Closed or deleted (through another replica, or culled) while it resumed.
+                await self._release_kernel(record.id, session, owned=True)
+                row = await self.registry.get(record.id)
+                record.mark_closed((row.closed_reason or "closed") if row is not None else "deleted")
+                self._records.pop(record.id, None)
+                self.check_open(record)
+            previous = record.owner
+            record.session, record.owner, record.kernel_id = session, self.replica_id, kernel_id
+            log.info("session %s resumed on replica %s (owner was %s)", record.id, self.replica_id,
+                     previous or "nobody")
+            return session
+
+    async def _release_kernel(self, sid: str, session: KernelSession, *, owned: bool,
+                              reason: str | None = None) -> None:
+        """Through the manager: close a kernel this replica owns (``reason`` as for
+        ``manager.close``); only detach from one another replica owns."""
+        if self.manager.get(sid) is not session:
+            return  # the manager has let go of it already
+        if owned:
+            await self.manager.close(sid, reason=reason)
+        else:
+            await self.manager.detach(sid)
 
     async def close(self, record: SessionRecord, reason: str) -> None:
-        """Shut the kernel down; the record (and the notebook on disk) are kept."""
+        """Close the session; its kernel, if this replica owns it, is shut down through the
+        manager (``idle`` snapshots the namespace first). The record and the notebook on
+        disk are kept."""
         if not record.open:
             return
-        self._mark_closed(record, reason)
-        await self.manager.close(record.id)
+        owned = record.owner == self.replica_id
+        session = record.mark_closed(reason)
+        self._records.pop(record.id, None)
+        try:
+            await self.registry.close(record.id, reason=reason, at=record.closed or time.time(),
+                                      keep_closed=self.config.closed_kept)
+        finally:
+            if session is not None:
+                await self._release_kernel(record.id, session, owned=owned, reason=reason)
         log.info("session %s closed (%s)", record.id, reason)
 
     async def delete(self, record: SessionRecord) -> None:
         """Forget the session at once; its kernel, files and notebook are removed in the
         background (a polite kernel shutdown takes a moment)."""
+        owned = record.owner == self.replica_id
         self._records.pop(record.id, None)
-        record.closed_reason, record.closed_at, record.session = "deleted", _now_iso(), None
-        task = asyncio.create_task(self._dispose(record), name=f"dispose-{record.id}")
+        session = record.mark_closed("deleted")
+        await self.registry.delete(record.id)
+        task = asyncio.create_task(self._dispose(record, session, owned), name=f"dispose-{record.id}")
         self._disposals.add(task)
         task.add_done_callback(self._disposals.discard)
 
-    async def _dispose(self, record: SessionRecord) -> None:
+    async def _dispose(self, record: SessionRecord, session: KernelSession | None, owned: bool) -> None:
         try:
-            await self.manager.close(record.id)
+            if session is not None:
+                await self._release_kernel(record.id, session, owned=owned)
         finally:
             await asyncio.to_thread(shutil.rmtree, record.directory, True)
         log.info("session %s deleted", record.id)
-
-    def _mark_closed(self, record: SessionRecord, reason: str) -> None:
-        record.closed_reason = reason
-        record.closed_at = _now_iso()
-        record.session = None
-        self._closed_order.append(record.id)
-        while len(self._closed_order) > self.config.closed_kept:
-            self._records.pop(self._closed_order.popleft(), None)
 
     # -- runs and stopping ------------------------------------------------------------------
 
@@ -318,10 +360,9 @@ class SessionService:
             run.cancel()
             await asyncio.wait({run}, timeout=grace)
             return "run"
-        use = record.current
-        if use is None:
+        use, session = record.current, record.session
+        if use is None or session is None:
             return "idle"
-        session = self.live(record)
         deadline = time.monotonic() + grace
         while not use.done.is_set() and time.monotonic() < deadline:
             await session.interrupt()
@@ -341,9 +382,10 @@ class SessionService:
         return requested
 
     def notebook(self, record: SessionRecord) -> dict[str, Any]:
-        """The session's audit notebook: from memory while open, from disk once closed."""
+        """The session's audit notebook: from memory while this replica holds it live,
+        else from disk."""
         session = record.session
-        if record.open and session is not None and not session.closed:
+        if record.open and session is not None and not session.closed and record.owner == self.replica_id:
             return session.audit.notebook()
         try:
             data: dict[str, Any] = json.loads(record.notebook_path.read_text(encoding="utf-8"))
@@ -351,28 +393,94 @@ class SessionService:
             raise SessionGoneError(f"the notebook of session {record.id} is no longer available") from exc
         return data
 
-    # -- idle culling --------------------------------------------------------------------
+    # -- housekeeping: heartbeats, last-use times, owners, idle culling ----------------------
 
-    async def _cull_loop(self) -> None:
-        idle_limit = self.config.idle_timeout_s
-        assert idle_limit
-        interval = max(0.2, min(30.0, idle_limit / 4))
+    def _housekeeping_interval(self) -> float:
+        candidates = [30.0, self.config.replica_lease_s / 4]
+        if self.config.idle_timeout_s:
+            candidates.append(self.config.idle_timeout_s / 4)
+        return max(0.2, min(candidates))
+
+    async def _housekeeping_loop(self) -> None:
+        interval = self._housekeeping_interval()
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.cull_idle()
+                await self.housekeep()
             except Exception:
-                log.exception("idle culling failed")
+                log.exception("session housekeeping failed")
+
+    async def housekeep(self) -> list[str]:
+        """One pass: heartbeat, last-use times written, sessions closed, deleted or taken
+        over elsewhere let go of, idle ones culled. Returns the ids culled."""
+        await self.registry.heartbeat(self.replica_id)
+        await self._flush_used()
+        await self._reconcile()
+        return await self.cull_idle()
+
+    async def _flush_used(self) -> None:
+        due = {sid: r.used_at for sid, r in self._records.items() if r.used_at > r.flushed_at}
+        await self.registry.touch(due)
+        for sid, used in due.items():
+            record = self._records.get(sid)
+            if record is not None:
+                record.flushed_at = max(record.flushed_at, used)
+
+    async def _reconcile(self) -> None:
+        """Let go of what the registry says is no longer ours to hold (a request in
+        progress is left to finish; the next pass sees it again)."""
+        rows = await self.registry.rows(self._records)
+        for sid, record in list(self._records.items()):
+            row = rows.get(sid)
+            if row is None:
+                self._forget(sid)
+                continue
+            if record.lock.locked() or record.resuming.locked():
+                continue
+            record.refresh(row)
+            if not record.open:
+                self._forget(sid)
+            elif record.session is not None and row.owner != self.replica_id:
+                session, record.session = record.session, None
+                log.info("session %s was taken over by replica %s; letting go", sid, row.owner)
+                await self._release_kernel(sid, session, owned=False)
 
     async def cull_idle(self) -> list[str]:
-        """Close sessions idle past ``idle_timeout_s`` and not in use; return their ids."""
+        """Close sessions idle past ``idle_timeout_s`` and not in use that this replica may
+        close (its own, and those nobody holds); return their ids."""
         idle_limit = self.config.idle_timeout_s
         if not idle_limit:
             return []
-        now = time.monotonic()
-        idle = [r for r in self._records.values()
-                if r.open and r.session is not None and not r.lock.locked()
-                and now - max(r.last_active, r.session.last_used) > idle_limit]
-        for record in idle:
-            await self.close(record, "idle")
-        return [r.id for r in idle]
+        now = time.time()
+        rows = await self.registry.idle(now - idle_limit, me=self.replica_id,
+                                        lease_cut=now - self.config.replica_lease_s)
+        culled = []
+        for row in rows:
+            record = self._record_for(row)
+            if record.open and self._is_due(record, idle_limit):
+                await self.close(record, "idle")
+                culled.append(record.id)
+        return culled
+
+    def _is_due(self, record: SessionRecord, idle_limit: float) -> bool:
+        if record.lock.locked() or record.resuming.locked():
+            return False
+        last = record.last_active
+        session = record.session
+        if session is not None and not session.closed:
+            if record.owner != self.replica_id or session.busy:
+                return False
+            last = max(last, session.last_used)
+        return time.monotonic() - last > idle_limit
+
+
+@contextlib.contextmanager
+def _logged(what: str) -> Any:
+    """A registry failure at shutdown is logged, not raised: the kernels still get closed."""
+    try:
+        yield
+    except RegistryError:
+        log.exception("session registry: %s failed", what)
+
+
+__all__ = ["SessionRecord", "SessionService", "StopResult", "new_replica_id"]
