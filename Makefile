@@ -35,8 +35,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy kernel_analyst
 
+# Two workers (whole modules each, so module fixtures stay shared), then the tests that
+# load the machine on purpose, alone, so they never slow a neighbour's timing.
 pytest: $(STAMP) sysdeps
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not busy_machine"
+	$(BIN)/pytest -q -p no:cacheprovider -m busy_machine
 
 test: lint typecheck pytest
 

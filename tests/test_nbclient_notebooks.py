@@ -55,6 +55,9 @@ def _normalise_data(mime: str, value: str) -> str:
     return _ADDRESS.sub(" at 0x", value)
 
 
+pytestmark = pytest.mark.busy_machine
+
+
 @pytest.fixture(scope="module", autouse=True)
 def busy_machine() -> Iterator[None]:
     with cpu_burners(2):

@@ -30,6 +30,9 @@ PLOTTING = {
 }
 
 
+pytestmark = pytest.mark.busy_machine
+
+
 @pytest.fixture(scope="module", autouse=True)
 def busy_machine() -> Iterator[None]:
     with cpu_burners(2):

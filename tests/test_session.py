@@ -194,6 +194,7 @@ async def test_huge_single_print_is_capped(backend_manager: SessionManager) -> N
     assert size < 3 * limit, "the audit notebook stays bounded"
 
 
+@pytest.mark.busy_machine
 async def test_many_flushed_lines_are_all_kept(backend_manager: SessionManager) -> None:
     """5,000 flushed lines while two CPU burners starve this process: the kernel's IOPub
     waits for us (XPUB_NODROP) instead of dropping past its high-water mark."""
