@@ -53,6 +53,9 @@ async def test_eda_in_the_page(browser: Any, server: RunningServer, tmp_path: Pa
         assert await page.locator(".cell.code").count() == total
         assert await page.locator(".cell.code.status-ok").count() == total
         assert await page.locator(".cell.markdown").count() >= 3
+        # Findings first, as in the saved report: the summary sits right under the title.
+        second = page.locator("#cells > .cell").nth(1)
+        assert "Summary of findings" in await second.inner_text()
         assert await page.locator(".cell .output-html table").count() >= 1
         assert await page.locator(".cell img.output-image").count() >= 2
         prompts = await page.locator(".cell.code .prompt").all_inner_texts()

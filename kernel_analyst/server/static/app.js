@@ -10,7 +10,8 @@ import {
 } from "./cells.js";
 
 const $ = (id) => document.getElementById(id);
-const state = { info: null, session: null, busy: false, current: null, signedIn: false };
+const state = { info: null, session: null, busy: false, current: null, signedIn: false,
+  runFirst: null, runLastMarkdown: null };
 
 function setStatus(text, kind) {
   const el = $("status");
@@ -271,18 +272,34 @@ function handleEvent(name, data) {
     state.current = null;
     setStatus(summaryOf(ex), STATUS_KIND[outcomeOf(ex)]);
   } else if (name === "markdown" || name === "answer") {
-    appendCell(createMarkdownCell(data.html || "", name === "answer" ? "answer" : null));
+    const cell = createMarkdownCell(data.html || "", name === "answer" ? "answer" : null);
+    state.runFirst = state.runFirst || cell;
+    state.runLastMarkdown = cell;
+    appendCell(cell);
   } else if (name === "progress") {
     showProgress(data);
   } else if (name === "done") {
     finishProgress(data);
+    if (data.summary_markdown) summaryFirst();
     setStatus(data.summary || "Done.", STATUS_KIND[data.status] || "done");
   } else if (name === "error") {
     setStatus("Failed: " + data.detail, "error");
   }
 }
 
+// An EDA run's summary comes last (it is written once every step has run); the report
+// reads findings first, as the saved notebook and HTML do: move it under the run's title.
+function summaryFirst() {
+  const first = state.runFirst;
+  const summary = state.runLastMarkdown;
+  if (first && summary && summary !== first && first.parentNode) {
+    first.parentNode.insertBefore(summary, first.nextSibling);
+  }
+}
+
 async function runStream(path, body, label) {
+  state.runFirst = null;
+  state.runLastMarkdown = null;
   state.busy = true;
   refreshButtons();
   setStatus(label + "…", "running");
