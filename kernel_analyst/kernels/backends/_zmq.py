@@ -19,7 +19,6 @@ from .base import Channel, FailureHandler, MessageHandler
 
 log = logging.getLogger(__name__)
 
-_RECONNECT_MS = 10
 _SOCKET_TYPES: dict[str, int] = {
     "shell": zmq.DEALER,
     "control": zmq.DEALER,
@@ -68,10 +67,6 @@ class ZmqConnection:
             sock = context.socket(kind)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
-            # We connect before a starting kernel has bound its sockets, so the first
-            # attempt fails and ZMQ retries every RECONNECT_IVL: 100 ms by default cost a
-            # starting kernel 50 ms on average; an ipc retry is one cheap syscall.
-            sock.setsockopt(zmq.RECONNECT_IVL, _RECONNECT_MS)
             if kind == zmq.SUB:
                 sock.setsockopt(zmq.RCVHWM, 0)
                 sock.setsockopt(zmq.SUBSCRIBE, b"")

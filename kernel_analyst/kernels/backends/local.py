@@ -27,7 +27,7 @@ from ..exceptions import KernelConnectionError, KernelStartError
 from ..limits import Limits
 from ..request import Outcome, Request, RequestRouter
 from ._process import ChildProcess
-from ._zmq import ZmqConnection
+from ._zmq import ZmqConnection, channel_url
 from .base import Channel, KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,7 @@ def _kill_leftover_kernels() -> None:
 
 STARTUP_FILE = Path(__file__).resolve().parent.parent / "_kernel_startup.py"
 _IOPUB_PROBE_S = 0.02
+_CHANNELS = ("shell", "control", "stdin", "iopub")
 _SHELL_PROBE_S = 0.5
 _SHELL_PROBE_MAX_S = 4.0
 
@@ -224,6 +225,16 @@ class LocalBackend(KernelBackend):
         log_path = runtime_dir / "kernel.log"
         with open(log_path, "wb") as logf:
             proc = await _spawn(plan, logf)
+        deadline = time.monotonic() + request.limits.startup_timeout_s
+        try:
+            await _sockets_bound(dict(info), proc, deadline)
+        except BaseException as exc:
+            await _kill(proc)
+            plan.release()
+            if isinstance(exc, _NotStarted):
+                raise _start_failure(exc.exited, proc, plan, log_path, request.limits.startup_timeout_s) \
+                    from None
+            raise
         assert self._context is not None
         conn = ZmqConnection(dict(info), self._context,
                              max_message_bytes=max_message_bytes(request.limits))
@@ -240,6 +251,49 @@ class LocalBackend(KernelBackend):
         if self._context is not None:
             self._context.term()
             self._context = None
+
+
+class _NotStarted(Exception):
+    def __init__(self, exited: bool) -> None:
+        self.exited = exited
+
+
+async def _sockets_bound(info: dict[str, Any], proc: ChildProcess, deadline: float) -> None:
+    """Wait until the kernel has bound its ipc sockets (their files exist), so our
+    connects succeed at once: connecting earlier costs a retry cycle per socket, and
+    50 kernels starting at once made ZMQ's I/O thread spin on failing retries."""
+    paths = [channel_url(info, channel)[len("ipc://"):] for channel in _CHANNELS]
+    directory = os.path.dirname(paths[0])
+    names = {os.path.basename(p) for p in paths}
+    interval = 0.002
+    while not names <= set(os.listdir(directory)):
+        if proc.returncode is not None:
+            raise _NotStarted(exited=True)
+        if time.monotonic() >= deadline:
+            raise _NotStarted(exited=False)
+        await asyncio.sleep(interval)
+        interval = min(1.5 * interval, 0.01)
+
+
+async def _kill(proc: ChildProcess) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(proc.wait(), 10)
+
+
+def _start_failure(exited: bool, proc: ChildProcess, plan: sandbox.LaunchPlan, log_path: Path,
+                   timeout: float) -> KernelStartError:
+    """The error for a kernel that exited, or did not answer, during startup."""
+    try:
+        log_tail = log_path.read_text(errors="replace")[-2000:]
+    except OSError:
+        log_tail = ""
+    if exited:
+        hint = sandbox.start_failure_hint(plan, log_tail)
+        return KernelStartError(f"kernel exited during startup (code {proc.returncode}). {hint}\n{log_tail}")
+    return KernelStartError(f"kernel did not become ready within {timeout:g} s; raise "
+                            f"Limits.startup_timeout_s if the machine is slow.\n{log_tail}")
 
 
 async def _spawn(plan: sandbox.LaunchPlan, logf: Any) -> ChildProcess:
@@ -306,19 +360,10 @@ async def _wait_ready(kernel: LocalKernel, timeout: float) -> None:
 
 
 def _check_starting(kernel: LocalKernel, deadline: float, timeout: float) -> None:
-    if not kernel.is_alive():
-        log_tail = kernel.log_tail()
-        hint = sandbox.start_failure_hint(kernel.plan, log_tail)
-        raise KernelStartError(
-            f"kernel exited during startup (code {kernel.proc.returncode}). {hint}\n{log_tail}"
-        )
+    if not kernel.is_alive() or time.monotonic() >= deadline:
+        raise _start_failure(not kernel.is_alive(), kernel.proc, kernel.plan, kernel.log_path, timeout)
     if kernel.router.failure is not None:
         raise KernelStartError(f"lost the connection to a starting kernel: {kernel.router.failure}")
-    if time.monotonic() >= deadline:
-        raise KernelStartError(
-            f"kernel did not become ready within {timeout:g} s; raise "
-            f"Limits.startup_timeout_s if the machine is slow.\n{kernel.log_tail()}"
-        )
 
 
 async def _first_reply(router: RequestRouter, probes: list[Request], until: float) -> Request | None:
