@@ -173,13 +173,18 @@ async def test_an_idle_cull_snapshots_and_resume_loads(tmp_path: Path) -> None:
 
 async def test_an_orderly_close_then_a_new_manager_loads_the_snapshot(tmp_path: Path) -> None:
     async with SessionManager(tmp_path, limits=_limits(), recovery="replay") as m:
-        await _converse(await m.session("closed"))
+        s = await m.session("closed")
+        await _converse(s)
+        await s.execute("import numpy as np\nvalues = np.arange(1000.0)")
     async with SessionManager(tmp_path, limits=_limits(), recovery="replay") as m:
         s = await m.session("closed")
         ex = await s.execute(CHECK)
         assert ex.text.strip() == _expected()
         assert ex.recovery is not None and ex.recovery.method == "snapshot" and not ex.recovery.replayed
         assert _markers(s) == ["snapshot", "resumed"]
+        # An array comes back mapped from its file, copy-on-write: a plain, writable array.
+        changed = await s.execute("values[0] = 7.0\nprint(values[:2], values.sum(), type(values).__name__)")
+        assert changed.text.strip() == "[7. 1.] 499507.0 ndarray", changed.text
 
 
 async def test_recovery_off_keeps_the_trail_and_says_so(tmp_path: Path) -> None:

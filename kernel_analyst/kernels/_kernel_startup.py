@@ -416,7 +416,10 @@ def _kernel_analyst_setup(max_output_chars, max_rich_chars):
                     elif entry["format"] == "npy":
                         import numpy
 
-                        value = numpy.load(base, allow_pickle=False)
+                        # Mapped copy-on-write, as a plain array: pages come in as they
+                        # are used (a resume does not wait for a whole GB to be read);
+                        # writes stay private to the kernel.
+                        value = numpy.asarray(numpy.load(base, mmap_mode="c", allow_pickle=False))
                     else:
                         with open(base, "rb") as f:
                             value = pickle.load(f)
