@@ -10,7 +10,6 @@ import io
 import json
 import os
 import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,26 +20,9 @@ from kernel_analyst import cli
 
 from .conftest import SEABORN, TEST_ISOLATION
 from .test_eda_report import generated
+from .web_fixtures import RECORD_ALERTS, browser, needs_chromium  # noqa: F401
 
-playwright_api = pytest.importorskip("playwright.async_api")
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-RECORD_ALERTS = "window.__alerts = []; window.alert = (m) => window.__alerts.push(String(m));"
-
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
-                                reason="Debian's chromium is not installed (make sysdeps)")
-
-
-@pytest.fixture(scope="module")
-async def browser() -> AsyncIterator[Any]:
-    async with playwright_api.async_playwright() as pw:
-        launched = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
+pytestmark = needs_chromium
 
 
 async def _report(data: Path, out: Path, *extra: str) -> tuple[Path, Path]:
@@ -58,7 +40,7 @@ def _keep(shot: Path) -> None:
         shutil.copy(shot, Path(target) / shot.name)
 
 
-async def _open(browser: Any, page_file: Path) -> tuple[Any, Any, list[str]]:
+async def _open(browser: Any, page_file: Path) -> tuple[Any, Any, list[str]]:  # noqa: F811
     context = await browser.new_context(viewport={"width": 1400, "height": 1000})
     page = await context.new_page()
     errors: list[str] = []
@@ -81,7 +63,7 @@ def _figures(notebook: Path) -> list[Image.Image]:
     (SEABORN / "taxis.csv", ()),
     (None, ()),  # the generated table with one crafted column per alert
 ], ids=["penguins-target", "taxis", "generated"])
-async def test_html_report_reads_well(browser: Any, tmp_path: Path, data: Path | None,
+async def test_html_report_reads_well(browser: Any, tmp_path: Path, data: Path | None,  # noqa: F811
                                       extra: tuple[str, ...]) -> None:
     source = data or generated(tmp_path / "held_out.csv")
     notebook, page_file = await _report(source, tmp_path / "out", *extra)
@@ -130,7 +112,7 @@ async def test_html_report_reads_well(browser: Any, tmp_path: Path, data: Path |
         await context.close()
 
 
-async def test_hostile_names_and_values_stay_text(browser: Any, tmp_path: Path) -> None:
+async def test_hostile_names_and_values_stay_text(browser: Any, tmp_path: Path) -> None:  # noqa: F811
     data = tmp_path / "hostile.csv"
     data.write_text('"<img src=x onerror=alert(1)>",note\n1,"<script>alert(2)</script>"\n2,b\n3,b\n')
     _, page_file = await _report(data, tmp_path / "out", "--steps", "alerts,categories")

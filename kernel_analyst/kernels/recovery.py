@@ -19,11 +19,12 @@ must not run twice (they send mail, write to a database) carry the marker
 
 **Snapshot.** A planned loss (an idle cull, an orderly close) first saves the namespace
 (``_kernel_analyst.snapshot``: DataFrames as Parquet, arrays as .npy, other values
-pickled, modules by name). Arrays come back mapped from their files, copy-on-write, so
-a resume does not wait for every page (the disk they use is held until they are freed). Resuming loads it and replays only the cells whose results
+pickled, modules by name). Resuming loads it and replays only the cells whose results
 could not be saved, plus cells that changed no variable and showed nothing (they
-configure something outside the namespace: options, styles, seeds). A crash, which no
-snapshot foresees, falls back to replay.
+configure something outside the namespace: options, styles, seeds). Arrays come back
+mapped from their files, copy-on-write, so a resume does not wait for every page (the
+disk they use is held until they are freed). A crash, which no snapshot foresees, falls
+back to replay.
 
 Not restored: state outside the namespace that a skipped cell built (open connections,
 files in ``/tmp``), the position of random generators, and anything a cell did that
