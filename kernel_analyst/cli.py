@@ -222,6 +222,8 @@ async def _eda(args: argparse.Namespace, data: Path, output: Path, options: Any)
             raise RunFailedError(outcome.summary)
         await warming
         written = await write_notebook(session, output)
+        # The report is written and the kernel was only this run's: no polite shutdown.
+        await manager.close(session.id, reason=None, now=True)
         page = _to_html(written, args.html) if args.html else None
     print(_plain(report.summary_markdown) or outcome.summary)
     print(f"\nnotebook: {written}")

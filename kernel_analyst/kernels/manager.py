@@ -221,17 +221,17 @@ class SessionManager:
     def __contains__(self, conversation_id: object) -> bool:
         return isinstance(conversation_id, str) and self.get(conversation_id) is not None
 
-    async def close(self, conversation_id: str, *, reason: str | None = "closed") -> bool:
+    async def close(self, conversation_id: str, *, reason: str | None = "closed", now: bool = False) -> bool:
         """Shut down a conversation's kernel (its notebook and files stay on disk), after
         snapshotting its namespace when the recovery policy asks for snapshots (not
-        with ``reason=None``: the conversation is being deleted). Returns False if there
-        was no such open session."""
+        with ``reason=None``: the conversation is being deleted). ``now`` skips the
+        kernel's polite shutdown. Returns False if there was no such open session."""
         session = self._sessions.pop(conversation_id, None)
         if session is None:
             return False
         # A task of its own, awaited through a shield: a caller that is cancelled (the
         # culler, at shutdown) cannot leave a kernel half closed, and aclose() waits for it.
-        closing = asyncio.ensure_future(session.close(save=reason))
+        closing = asyncio.ensure_future(session.close(save=reason, now=now))
         self._closing.add(closing)
         closing.add_done_callback(self._closing.discard)
         await asyncio.shield(closing)

@@ -169,14 +169,15 @@ class KernelSession:
             },
         }
 
-    async def close(self, *, save: str | None = None) -> None:
+    async def close(self, *, save: str | None = None, now: bool = False) -> None:
         """Shut the kernel down (no process is left behind). The notebook stays on disk.
 
         ``save`` (the reason: ``idle``, ``closed``, ``shutdown``) first snapshots the
         namespace when the recovery policy asks for snapshots, so that resuming the
-        conversation loads it instead of replaying every cell.
+        conversation loads it instead of replaying every cell. ``now`` skips the kernel's
+        polite shutdown (for a throwaway session whose results are written).
         """
-        await self._end(save=save, keep_kernel=False)
+        await self._end(save=save, keep_kernel=False, now=now)
 
     async def detach(self) -> None:
         """Let go of the session without stopping its kernel (another process takes the
@@ -184,7 +185,7 @@ class KernelSession:
         running). The notebook stays on disk."""
         await self._end(save=None, keep_kernel=True)
 
-    async def _end(self, *, save: str | None, keep_kernel: bool) -> None:
+    async def _end(self, *, save: str | None, keep_kernel: bool, now: bool = False) -> None:
         if self._closed:
             return
         self._closed = True
@@ -194,7 +195,7 @@ class KernelSession:
             if save is not None:
                 await self._snapshot(save)
             if self._kernel is not None:
-                await (self._kernel.detach() if keep_kernel else self._kernel.shutdown())
+                await (self._kernel.detach() if keep_kernel else self._kernel.shutdown(now=now))
             if self._quota is not None:
                 self._quota.close()
 
