@@ -51,6 +51,25 @@ async def test_unknown_parents_are_counted() -> None:
     assert kernel.router.unknown_parents == 2
 
 
+async def test_idle_without_a_reply_is_proven_by_a_later_reply() -> None:
+    kernel = FakeKernel()
+    request = kernel.router.send("shell", "execute_request", {"code": "print:x;no-reply"})
+    t0 = time.monotonic()
+    assert await kernel.router.wait(request, deadline_after(10)) is Outcome.NO_REPLY
+    assert time.monotonic() - t0 < 2
+    assert [t for _, t, _ in kernel.sent] == ["execute_request", "kernel_info_request"]
+    assert kernel.router.pending == 1, "the probe is forgotten; the caller forgets its request"
+
+
+async def test_reply_after_its_idle_needs_no_probe() -> None:
+    kernel = FakeKernel()
+    request = kernel.router.send("shell", "execute_request", {"code": "no-reply"})
+    asyncio.get_running_loop().call_later(0.05, lambda: kernel.publish(
+        request.msg_id, "execute_reply", {"status": "ok"}, channel="shell"))
+    assert await kernel.router.wait(request, deadline_after(5)) is Outcome.REPLY
+    assert [t for _, t, _ in kernel.sent] == ["execute_request"]
+
+
 async def test_death_ends_the_wait_at_once() -> None:
     kernel = FakeKernel()
     request = kernel.router.send("shell", "execute_request", {"code": "hang"})
@@ -244,4 +263,17 @@ async def test_calls_run_in_arrival_order(tmp_path: Path) -> None:
     kinds = [content.get("code") for _, msg_type, content in backend.started[0].sent
              if msg_type == "execute_request"]
     assert kinds.index("print:first") < kinds.index(""), kinds
+    await session.close()
+
+
+async def test_cell_without_a_reply_is_an_error_and_keeps_the_kernel(tmp_path: Path) -> None:
+    session, backend = await _session(tmp_path)
+    t0 = time.monotonic()
+    ex = await session.execute("print:half;no-reply", timeout=5)
+    assert time.monotonic() - t0 < 2, "no waiting for the timeout"
+    assert ex.status == "error" and ex.state == "kept"
+    assert ex.error is not None and ex.error.ename == "NoReply"
+    assert ex.text == "half\n"
+    assert (await session.execute("print:next")).status == "ok"
+    assert len(backend.started) == 1, "the kernel was not replaced"
     await session.close()

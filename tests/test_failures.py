@@ -77,6 +77,52 @@ async def test_sigint_ignored_in_c_level_wait_restarts(backend_manager: SessionM
     assert (await s.execute("'alive'")).text == "'alive'\n"
 
 
+async def _interrupt_after_the_code(s: object, setup: str) -> tuple[object, float]:
+    """Run a cell, and interrupt it once its code has run but while ipykernel is still
+    finishing the request (a 3 s pause before the reply, ipykernel's own
+    ``_execute_sleep``, stands in for flushing output on a busy machine)."""
+    await s.execute(setup + "\nget_ipython().kernel._execute_sleep = 3.0\nx = 1")  # type: ignore[attr-defined]
+    printed = asyncio.Event()
+    cell = asyncio.ensure_future(s.execute(  # type: ignore[attr-defined]
+        "y = 2\nprint('code done', flush=True)", on_output=lambda out: printed.set(), timeout=60))
+    await asyncio.wait_for(printed.wait(), 30)
+    await asyncio.sleep(1.0)  # the code has returned; the kernel is in its pause
+    t0 = asyncio.get_running_loop().time()
+    await s.interrupt()  # type: ignore[attr-defined]
+    ex = await cell
+    return ex, asyncio.get_running_loop().time() - t0
+
+
+async def test_interrupt_after_the_code_stops_nothing(backend_manager: SessionManager) -> None:
+    """ipykernel turns SIGINT into KeyboardInterrupt wherever it lands while it handles a
+    request, and one that lands after the cell's code aborts the reply. Our kernels let an
+    interrupt stop only the cell's code: this one is dropped and the reply still comes."""
+    s = await backend_manager.session("late-interrupt")
+    ex, _ = await _interrupt_after_the_code(s, "")
+    assert ex.status == "ok" and ex.state == "kept", (ex.status, ex.events, ex.error)
+    assert "code done" in ex.text
+    assert any("after its code had finished" in e for e in ex.events), ex.events
+    after = await s.execute("x + y", timeout=30)
+    assert after.text == "3\n"
+
+
+async def test_reply_dropped_by_the_kernel_is_known_at_once(backend_manager: SessionManager) -> None:
+    """A kernel without that guard (here: ipykernel's own hook put back) drops the reply.
+    The session learns it from the next shell reply instead of waiting out the timeout
+    and replacing a healthy kernel: the cell is an error, the variables stay."""
+    s = await backend_manager.session("dropped-reply")
+    ex, waited = await _interrupt_after_the_code(
+        s, "k = get_ipython().kernel\nk.pre_handler_hook = type(k).pre_handler_hook.__get__(k)")
+    assert ex.status == "error" and ex.state == "kept", (ex.status, ex.events)
+    assert ex.error is not None and ex.error.ename == "NoReply"
+    assert "code done" in ex.text
+    assert waited < 30, "known from the probe, not from the 60 s timeout"
+    after = await s.execute("x + y", timeout=30)
+    assert after.status == "ok" and after.text == "3\n", "same kernel, variables kept"
+    cells = [c for c in audit_cells(s.notebook_path) if c.cell_type == "code"]
+    assert cells[-2].metadata["kernel_analyst"]["status"] == "error"
+
+
 async def test_death_mid_cell_is_detected_without_timeout(backend_manager: SessionManager) -> None:
     s = await backend_manager.session("exit")
     await s.execute("x = 1")

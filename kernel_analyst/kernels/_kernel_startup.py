@@ -482,6 +482,44 @@ def _kernel_analyst_lossless_iopub():
         pass  # not ipykernel's IOPubThread: keep its default
 
 
+def _kernel_analyst_safe_interrupts():
+    """Let an interrupt stop only the cell's code. While ipykernel handles a request it
+    turns SIGINT into KeyboardInterrupt wherever it lands; after the cell's code (building
+    and sending the reply, flushing output) that aborts the handler and the reply is never
+    sent. So SIGINT raises only inside InteractiveShell.run_code, which reports it as the
+    cell's error; one that lands anywhere else is counted (``late_interrupts``) and
+    dropped: the code it was meant for has already finished."""
+    import signal
+
+    try:
+        shell = get_ipython()  # noqa: F821 - defined by IPython
+        kernel = shell.kernel
+        run_code = shell.run_code
+        kernel.pre_handler_hook  # noqa: B018 - ipykernel's hook around each request
+    except Exception:
+        return None
+    state = {"in_code": 0, "late_interrupts": 0}
+
+    async def guarded_run_code(*args, **kwargs):
+        state["in_code"] += 1
+        try:
+            return await run_code(*args, **kwargs)
+        finally:
+            state["in_code"] -= 1
+
+    def on_sigint(signum, frame):
+        if state["in_code"]:
+            raise KeyboardInterrupt
+        state["late_interrupts"] += 1
+
+    def pre_handler_hook():
+        kernel.saved_sigint_handler = signal.signal(signal.SIGINT, on_sigint)
+
+    shell.run_code = guarded_run_code
+    kernel.pre_handler_hook = pre_handler_hook
+    return state
+
+
 def _kernel_analyst_preload(names):
     import importlib
 
@@ -497,8 +535,10 @@ import os as _ka_os
 _kernel_analyst = _kernel_analyst_setup(int(_ka_os.environ.get("KERNEL_ANALYST_MAX_OUTPUT", "1000000")),
                                         int(_ka_os.environ.get("KERNEL_ANALYST_MAX_RICH", "20000000")))
 _kernel_analyst_lossless_iopub()
+_kernel_analyst.interrupts = _kernel_analyst_safe_interrupts()
 _kernel_analyst_preload(_ka_os.environ.get("KERNEL_ANALYST_PRELOAD", ""))
 if _ka_os.environ.get("KERNEL_ANALYST_PRELOAD"):
     _kernel_analyst.versions()  # a pool kernel has time now; its first cell should not wait
 _kernel_analyst.reset_diff()
 del _ka_os, _kernel_analyst_setup, _kernel_analyst_preload, _kernel_analyst_lossless_iopub
+del _kernel_analyst_safe_interrupts

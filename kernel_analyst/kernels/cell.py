@@ -9,6 +9,9 @@ in :class:`CellRun` and nowhere else:
 - a caller that cancels the call gets the same treatment (interrupt, grace, replace),
   then the cancellation propagates;
 - the kernel's exit ends the wait at once (``died``); a broken connection too;
+- a kernel that finishes the cell without replying (ipykernel drops the reply when an
+  interrupt lands after the cell's code) is known as soon as a later request is answered
+  (:attr:`Outcome.NO_REPLY`): the cell is an ``error``, the kernel and its variables stay;
 - after the reply, the cell completes once IOPub has delivered all its output
   (:meth:`RequestRouter.settle`); output that arrives later still goes to the cell.
 
@@ -56,6 +59,10 @@ class CellResult:
     """The caller's deadline passed while the cell ran."""
     cancelled: bool = False
     """The caller cancelled the call."""
+    interrupted: bool = False
+    """An interrupt was sent to the kernel while this cell ran."""
+    no_reply: bool = False
+    """The kernel finished the cell without sending its reply."""
     events: list[str] = field(default_factory=list)
     """What happened, in order, for the execution's ``events``."""
 
@@ -85,6 +92,7 @@ class CellRun:
         if msg_type == "execute_input":
             self.started = True
             if self._interrupt_wanted and self._interrupting is None:
+                self.result.interrupted = True
                 self._interrupting = asyncio.ensure_future(self.kernel.interrupt())
         self._on_iopub(msg_type, content)
 
@@ -95,6 +103,7 @@ class CellRun:
         if self.result.reply is not None:
             return
         if self.started:
+            self.result.interrupted = True
             await self.kernel.interrupt()
         else:
             self._interrupt_wanted = True
@@ -123,6 +132,7 @@ class CellRun:
             router.forget(request, late=self._late)
 
     async def _interrupt(self, request: Request) -> Outcome:
+        self.result.interrupted = True
         await self.kernel.interrupt()
         return await self.kernel.router.wait(request, deadline_after(self.limits.interrupt_grace_s))
 
@@ -133,6 +143,10 @@ class CellRun:
             if self.result.timed_out or self.result.cancelled:
                 settle_by = deadline_after(self.limits.interrupt_grace_s)
             await self._settle(request, settle_by)
+        elif outcome is Outcome.NO_REPLY:
+            self.result.no_reply = True
+            self.result.events.append("the kernel finished the cell without sending its reply "
+                                      "(a later request was answered first); variables kept")
         elif outcome is Outcome.DIED:
             self.result.ending = Ending.DIED
             self.result.events.append("kernel died")
@@ -190,9 +204,17 @@ def apply_result(ex: Execution, collector: OutputCollector, result: CellResult) 
         ex.status = "error"
         ex.error = ExecutionError("CancelledError", "cancelled by the caller; the cell ignored the "
                                   "interrupt, so the kernel was restarted", [])
+    if result.no_reply and ex.status == "ok":
+        ex.status = "error"
+        ex.error = collector.error or ExecutionError(
+            "NoReply", "the kernel finished this cell without replying (ipykernel drops the "
+            "reply when an interrupt lands after the cell's code has run); its output is "
+            "above and the variables are kept", [])
     reply = result.reply
     if reply is None:
         return {}
+    if result.interrupted and reply.get("content", {}).get("status") == "ok":
+        ex.events.append("interrupted after its code had finished: nothing was stopped")
     content = reply.get("content", {})
     ex.execution_count = content.get("execution_count", ex.execution_count)
     if content.get("status") != "ok":

@@ -15,6 +15,14 @@ it, so the rules live here once:
   everything the earlier request published (IOPub is one ordered stream, and the kernel
   handles shell requests one at a time). Only the kernel's death or the deadline end
   that wait early.
+- **A reply that will never come is known at once.** ipykernel drops a request's reply
+  when an interrupt lands while it handles the request but outside the cell's code
+  (finishing the reply, flushing output): it logs "KeyboardInterrupt caught in kernel",
+  publishes ``idle`` and moves on. When a shell request's ``idle`` arrives without its
+  reply, :meth:`RequestRouter.wait` sends a ``kernel_info_request``: the kernel answers
+  shell requests one at a time on one ordered stream, so the probe's reply arriving
+  first proves the earlier reply was never sent (:attr:`Outcome.NO_REPLY`), instead of
+  the caller waiting out its deadline and replacing a healthy kernel.
 - **Nothing disappears silently.** Messages for unknown parents are counted and logged
   at debug level; output that arrives for a request already settled goes to its
   ``late`` callback; a connection that fails (a reader task died, a send failed) fails
@@ -59,6 +67,9 @@ class Outcome(enum.Enum):
     """The kernel process ended first."""
     FAILED = "failed"
     """The connection to the kernel failed (a reader stopped, a send failed)."""
+    NO_REPLY = "no_reply"
+    """The kernel finished the request without replying: its ``idle`` came, and a later
+    shell request was answered first. The kernel is usable."""
 
 
 class Settled(enum.Enum):
@@ -89,6 +100,8 @@ class Request:
     """The request's ``msg_id``: replies and IOPub messages carry it as parent."""
     msg_type: str
     """The request type (``execute_request`` ...)."""
+    channel: str = "shell"
+    """The channel it was sent on."""
     on_iopub: IopubHandler | None = None
     """Receives the request's IOPub output messages."""
     reply: asyncio.Future[dict[str, Any]] = field(default_factory=_future)
@@ -142,7 +155,7 @@ class RequestRouter:
         if self.failure is not None:
             raise KernelConnectionError(f"the connection to the kernel failed: {self.failure}")
         msg_id = self._kernel.send(channel, msg_type, content)
-        request = Request(msg_id, msg_type, on_iopub)
+        request = Request(msg_id, msg_type, channel, on_iopub)
         self._pending[msg_id] = request
         return request
 
@@ -237,9 +250,38 @@ class RequestRouter:
                            return_when=asyncio.FIRST_COMPLETED)
 
     async def wait(self, request: Request, deadline: float | None) -> Outcome:
-        """Wait for the reply, the kernel's exit, a failure or ``deadline``."""
-        if not request.reply.done():
-            await self.wait_any([request.reply], deadline)
+        """Wait for the reply, the kernel's exit, a failure or ``deadline``; a shell
+        request whose ``idle`` came without its reply is probed (see the module doc)."""
+        probe: Request | None = None
+        idle_at: float | None = None
+        try:
+            while not request.reply.done():
+                if self.failure is not None or not self._kernel.is_alive():
+                    break
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    break
+                watch, until = [request.reply], deadline
+                if probe is not None:
+                    if probe.reply.done():
+                        if probe.reply.exception() is not None:
+                            break
+                        return Outcome.NO_REPLY
+                    watch.append(probe.reply)
+                elif request.channel == "shell" and not request.idle.done():
+                    watch.append(request.idle)
+                elif request.channel == "shell":
+                    # The reply travels on another socket than the idle: give it a moment
+                    # before spending a probe.
+                    idle_at = now if idle_at is None else idle_at
+                    if now >= idle_at + PROBE_AFTER_S:
+                        probe = self.send("shell", "kernel_info_request", {})
+                        continue
+                    until = idle_at + PROBE_AFTER_S if deadline is None else min(idle_at + PROBE_AFTER_S, deadline)
+                await self.wait_any(watch, until)
+        finally:
+            if probe is not None:
+                self.forget(probe)
         if request.reply.done():
             return Outcome.FAILED if request.reply.exception() is not None else Outcome.REPLY
         if self.failure is not None:

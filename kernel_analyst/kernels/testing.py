@@ -19,6 +19,8 @@ A cell's code is a list of commands separated by ``;``::
     late-output:S:TEXT   after the reply, wait S seconds, then a stdout message
     idle-after:S         publish the idle status S seconds after the reply
     no-idle              publish no idle status at all
+    no-reply             end the cell without a reply, only its idle status (as ipykernel
+                         does when an interrupt lands after the cell's code)
 
 Anything else runs as a cell that prints nothing and succeeds.
 """
@@ -166,7 +168,8 @@ class FakeKernel(RunningKernel):
         except _Died:
             return
         error = error or next((c.split(":", 1)[1] for c in commands if c.startswith("error:")), None)
-        self._reply(msg_id, content, error, sent_chars)
+        if "no-reply" not in commands:
+            self._reply(msg_id, content, error, sent_chars)
         await self._after_reply(msg_id, commands)
 
     async def _run(self, msg_id: str, command: str) -> int:

@@ -136,7 +136,7 @@ class GatewayKernel(RunningKernel):
                                                      deadline=deadline_after(timeout))
         if outcome is Outcome.REPLY:
             return request.reply.result()
-        if outcome is Outcome.TIMEOUT:
+        if outcome in (Outcome.TIMEOUT, Outcome.NO_REPLY):
             raise _NoReply(msg_type)
         reason = self.exit_reason or self.router.failure or "it stopped"
         raise GatewayError(f"the remote kernel is gone: {reason}. Run a cell to start "
