@@ -261,7 +261,8 @@ class RequestRouter:
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:
                     break
-                watch, until = [request.reply], deadline
+                watch: list[asyncio.Future[Any]] = [request.reply]
+                until = deadline
                 if probe is not None:
                     if probe.reply.done():
                         if probe.reply.exception() is not None:
@@ -274,10 +275,11 @@ class RequestRouter:
                     # The reply travels on another socket than the idle: give it a moment
                     # before spending a probe.
                     idle_at = now if idle_at is None else idle_at
-                    if now >= idle_at + PROBE_AFTER_S:
+                    probe_at = idle_at + PROBE_AFTER_S
+                    if now >= probe_at:
                         probe = self.send("shell", "kernel_info_request", {})
                         continue
-                    until = idle_at + PROBE_AFTER_S if deadline is None else min(idle_at + PROBE_AFTER_S, deadline)
+                    until = probe_at if deadline is None else min(probe_at, deadline)
                 await self.wait_any(watch, until)
         finally:
             if probe is not None:
