@@ -106,6 +106,27 @@ async def test_interrupt_after_the_code_stops_nothing(backend_manager: SessionMa
     assert after.text == "3\n"
 
 
+async def test_interrupt_before_the_code_stops_the_cell(backend_manager: SessionManager) -> None:
+    """An interrupt that lands while the kernel prepares the cell (here: in a slow
+    ``pre_run_cell`` hook, where IPython would swallow it) is held and stops the cell
+    before its first statement: the cell is interrupted, not run, and the reply comes."""
+    s = await backend_manager.session("early-interrupt")
+    await s.execute("import time\ndef _slow(info):\n    print('preparing', flush=True)\n"
+                    "    time.sleep(3)\nget_ipython().events.register('pre_run_cell', _slow)")
+    printed = asyncio.Event()
+    cell = asyncio.ensure_future(s.execute("x = 10\nprint('statement two')", timeout=60,
+                                           on_output=lambda out: printed.set()))
+    await asyncio.wait_for(printed.wait(), 30)
+    await asyncio.sleep(1.0)
+    await s.interrupt()
+    ex = await cell
+    assert ex.status == "error" and ex.state == "kept", (ex.status, ex.events)
+    assert ex.error is not None and ex.error.ename == "KeyboardInterrupt"
+    assert "statement two" not in ex.text
+    await s.execute("get_ipython().events.unregister('pre_run_cell', _slow)")
+    assert "NameError" in (await s.execute("x")).text
+
+
 async def test_reply_dropped_by_the_kernel_is_known_at_once(backend_manager: SessionManager) -> None:
     """A kernel without that guard (here: ipykernel's own hook put back) drops the reply.
     The session learns it from the next shell reply instead of waiting out the timeout

@@ -484,39 +484,59 @@ def _kernel_analyst_lossless_iopub():
 
 def _kernel_analyst_safe_interrupts():
     """Let an interrupt stop only the cell's code. While ipykernel handles a request it
-    turns SIGINT into KeyboardInterrupt wherever it lands; after the cell's code (building
-    and sending the reply, flushing output) that aborts the handler and the reply is never
-    sent. So SIGINT raises only inside InteractiveShell.run_code, which reports it as the
-    cell's error; one that lands anywhere else is counted (``late_interrupts``) and
-    dropped: the code it was meant for has already finished."""
+    turns SIGINT into KeyboardInterrupt wherever it lands; outside the cell's code
+    (building and sending the reply, flushing output) that aborts the handler and the
+    reply is never sent. So SIGINT raises only inside InteractiveShell.run_code, which
+    reports it as the cell's error. One that lands elsewhere in the request is held: the
+    cell's next statement raises it instead of running (before the code, or between two
+    statements); if no statement is left it is counted (``late_interrupts``) and
+    dropped, as the code it was meant for has finished."""
     import signal
 
     try:
         shell = get_ipython()  # noqa: F821 - defined by IPython
         kernel = shell.kernel
         run_code = shell.run_code
-        kernel.pre_handler_hook  # noqa: B018 - ipykernel's hook around each request
+        kernel.pre_handler_hook  # noqa: B018 - ipykernel's hooks around each request
+        kernel.post_handler_hook  # noqa: B018
     except Exception:
         return None
-    state = {"in_code": 0, "late_interrupts": 0}
+    state = {"in_code": 0, "held": False, "late_interrupts": 0}
+    import linecache
 
-    async def guarded_run_code(*args, **kwargs):
+    source = "raise KeyboardInterrupt('interrupted before the next statement of the cell ran')\n"
+    name = "<kernel-analyst interrupt>"
+    linecache.cache[name] = (len(source), None, [source], name)  # so tracebacks show the line
+    interrupted = compile(source, name, "exec")
+
+    async def guarded_run_code(code_obj, result=None, *, async_=False):
         state["in_code"] += 1
         try:
-            return await run_code(*args, **kwargs)
+            if state["held"]:
+                state["held"] = False
+                code_obj, async_ = interrupted, False
+            return await run_code(code_obj, result, async_=async_)
         finally:
             state["in_code"] -= 1
 
     def on_sigint(signum, frame):
         if state["in_code"]:
             raise KeyboardInterrupt
-        state["late_interrupts"] += 1
+        state["held"] = True
 
     def pre_handler_hook():
+        state["held"] = False
         kernel.saved_sigint_handler = signal.signal(signal.SIGINT, on_sigint)
+
+    def post_handler_hook():
+        signal.signal(signal.SIGINT, kernel.saved_sigint_handler)
+        if state["held"]:
+            state["held"] = False
+            state["late_interrupts"] += 1
 
     shell.run_code = guarded_run_code
     kernel.pre_handler_hook = pre_handler_hook
+    kernel.post_handler_hook = post_handler_hook
     return state
 
 
