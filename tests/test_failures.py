@@ -127,6 +127,30 @@ async def test_interrupt_before_the_code_stops_the_cell(backend_manager: Session
     assert "NameError" in (await s.execute("x")).text
 
 
+async def test_second_stop_while_the_error_is_reported_keeps_it(backend_manager: SessionManager) -> None:
+    """Stop pressed twice (the service repeats it every 0.5 s): the second interrupt lands
+    while the first one's traceback is written (made slow here, as on a busy machine).
+    It must not abort that report: the cell keeps its KeyboardInterrupt output."""
+    s = await backend_manager.session("double-stop")
+    await s.execute("import time\nsh = get_ipython()\n_orig = sh._showtraceback\n"
+                    "def _slow(*a, **k):\n    time.sleep(2)\n    return _orig(*a, **k)\n"
+                    "sh._showtraceback = _slow\nx = 1")
+    printed = asyncio.Event()
+    cell = asyncio.ensure_future(s.execute("print('looping', flush=True)\nwhile True: pass",
+                                           timeout=60, on_output=lambda out: printed.set()))
+    await asyncio.wait_for(printed.wait(), 30)
+    await asyncio.sleep(0.3)
+    await s.interrupt()
+    await asyncio.sleep(1.0)  # the first KeyboardInterrupt is being reported
+    await s.interrupt()
+    ex = await cell
+    assert ex.status == "error" and ex.state == "kept", (ex.status, ex.events)
+    assert ex.error is not None and ex.error.ename == "KeyboardInterrupt"
+    assert [o["output_type"] for o in ex.outputs] == ["stream", "error"], ex.outputs
+    await s.execute("sh._showtraceback = _orig")
+    assert (await s.execute("x")).text == "1\n"
+
+
 async def test_reply_dropped_by_the_kernel_is_known_at_once(backend_manager: SessionManager) -> None:
     """A kernel without that guard (here: ipykernel's own hook put back) drops the reply.
     The session learns it from the next shell reply instead of waiting out the timeout

@@ -490,18 +490,22 @@ def _kernel_analyst_safe_interrupts():
     reports it as the cell's error. One that lands elsewhere in the request is held: the
     cell's next statement raises it instead of running (before the code, or between two
     statements); if no statement is left it is counted (``late_interrupts``) and
-    dropped, as the code it was meant for has finished."""
+    dropped, as the code it was meant for has finished. The same hold covers the report
+    of an error (showtraceback, slow on a busy machine): a second Stop pressed while the
+    first interrupt's traceback is written must not abort it, or the cell's error
+    output is lost."""
     import signal
 
     try:
         shell = get_ipython()  # noqa: F821 - defined by IPython
         kernel = shell.kernel
         run_code = shell.run_code
+        showtraceback = shell.showtraceback
         kernel.pre_handler_hook  # noqa: B018 - ipykernel's hooks around each request
         kernel.post_handler_hook  # noqa: B018
     except Exception:
         return None
-    state = {"in_code": 0, "held": False, "late_interrupts": 0}
+    state = {"in_code": 0, "reporting": 0, "held": False, "late_interrupts": 0}
     import linecache
 
     source = "raise KeyboardInterrupt('interrupted before the next statement of the cell ran')\n"
@@ -519,8 +523,15 @@ def _kernel_analyst_safe_interrupts():
         finally:
             state["in_code"] -= 1
 
+    def guarded_showtraceback(*args, **kwargs):
+        state["reporting"] += 1
+        try:
+            return showtraceback(*args, **kwargs)
+        finally:
+            state["reporting"] -= 1
+
     def on_sigint(signum, frame):
-        if state["in_code"]:
+        if state["in_code"] and not state["reporting"]:
             raise KeyboardInterrupt
         state["held"] = True
 
@@ -535,6 +546,7 @@ def _kernel_analyst_safe_interrupts():
             state["late_interrupts"] += 1
 
     shell.run_code = guarded_run_code
+    shell.showtraceback = guarded_showtraceback
     kernel.pre_handler_hook = pre_handler_hook
     kernel.post_handler_hook = post_handler_hook
     return state
