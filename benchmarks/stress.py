@@ -107,7 +107,9 @@ async def _session_burst(session: KernelSession) -> tuple[int, list[str]]:
         errors.append(f"second cell: {b.status} {b.text[-200:]!r} {b.events}")
     if not {"x", "y"} & {v.name for v in variables}:
         errors.append(f"variables: {[v.name for v in variables]}")
-    lost += sum(1 for ex in (a, b) if ex.status == "timeout")
+    # A reply the kernel never sent (NoReply, known at once) is still a lost reply.
+    lost += sum(1 for ex in (a, b)
+                if ex.status == "timeout" or (ex.error is not None and ex.error.ename == "NoReply"))
     return lost, errors
 
 
