@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +38,7 @@ from jupyter_client.manager import AsyncKernelManager
 
 from kernel_analyst.kernels import KernelSession, KernelStartError, Limits, SessionManager
 from kernel_analyst.kernels.request import Outcome, deadline_after
+from kernel_analyst.kernels.testing import cpu_burners
 
 BURST_TIMEOUT_S = 120.0
 RAW_REQUESTS = 10
@@ -205,17 +204,6 @@ async def _raw_client_burst(km: AsyncKernelManager, kc: Any) -> int:
 # -- the run ---------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def burners(count: int) -> Any:
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
-    try:
-        yield
-    finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
-
-
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernels", type=int, default=50)
@@ -227,7 +215,7 @@ async def main() -> int:
     levels = args.levels.split(",")
     totals = {level: Tally() for level in levels}
     baseline = Tally()
-    with tempfile.TemporaryDirectory(prefix="ka-stress-") as tmp, burners(args.burners):
+    with tempfile.TemporaryDirectory(prefix="ka-stress-") as tmp, cpu_burners(args.burners):
         for r in range(args.rounds):
             for level in levels:
                 order = ("ours", "raw") if (r % 2 == 0) else ("raw", "ours")

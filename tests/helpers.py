@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+
+from kernel_analyst.kernels.testing import cpu_burners
+
+__all__ = ["cpu_burners", "pid_alive", "wait_until"]
 
 
 def pid_alive(pid: int) -> bool:
@@ -27,15 +28,3 @@ async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bo
             return True
         await asyncio.sleep(0.02)
     return predicate()
-
-
-@contextlib.contextmanager
-def cpu_burners(count: int = 2) -> Iterator[None]:
-    """``count`` processes spinning on the CPU for the duration (a busy machine)."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
-    try:
-        yield
-    finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()

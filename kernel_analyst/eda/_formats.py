@@ -45,8 +45,25 @@ def _first_line(exc: BaseException) -> str:
 # -- Excel --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, kw_only=True)
+class _StoredTable:
+    """What every reading plan of a non-text format records beside its own choices."""
+
+    compression: str | None = None
+    """``gzip``, ``bz2``, ``xz`` or ``zip`` when the file is compressed."""
+    member: str | None = None
+    """The file's name inside a ZIP archive."""
+    notes: tuple[str, ...] = ()
+    """Why each choice was made, for the reader."""
+    dates: dict[str, str] = field(default_factory=dict)
+    """Text columns converted to dates after reading: column -> format (Excel and
+    Parquet store real dates, so theirs is empty)."""
+    utc_dates: dict[str, str] = field(default_factory=dict)
+    """Unused outside CSV (kept so every plan has the same date fields)."""
+
+
 @dataclass(frozen=True)
-class ExcelPlan:
+class ExcelPlan(_StoredTable):
     """How to read one sheet of an Excel workbook."""
 
     file: str
@@ -59,16 +76,6 @@ class ExcelPlan:
     """Every sheet: (name, rows, columns) as the workbook records them."""
     skiprows: int = 0
     """Rows above the header row (titles, notes)."""
-    compression: str | None = None
-    """``gzip``, ``bz2``, ``xz`` or ``zip`` when the workbook is compressed."""
-    member: str | None = None
-    """The workbook's name inside a ZIP archive."""
-    notes: tuple[str, ...] = ()
-    """Why each choice was made, for the reader."""
-    dates: dict[str, str] = field(default_factory=dict)
-    """Text date columns converted after reading (Excel stores real dates; usually empty)."""
-    utc_dates: dict[str, str] = field(default_factory=dict)
-    """Unused for Excel (kept so every plan has the same date fields)."""
 
     @property
     def format(self) -> str:
@@ -119,8 +126,8 @@ def detect_excel(source: Source, name: str, kind: str, sheet: str | None) -> Exc
         notes.insert(0, f"Stored: {source.describe()}.")
     if skiprows:
         notes.append(f"Skipped {skiprows} row(s) above the header (titles or notes).")
-    return ExcelPlan(name, kind, chosen, tuple(sheets), skiprows, source.compression, source.member,
-                     tuple(notes))
+    return ExcelPlan(name, kind, chosen, tuple(sheets), skiprows, compression=source.compression,
+                     member=source.member, notes=tuple(notes))
 
 
 def _bytes(source: Source) -> bytes:
@@ -149,7 +156,7 @@ def _choose_sheet(source: Source, sheets: list[tuple[str, int, int]], sheet: str
 
 
 @dataclass(frozen=True)
-class ParquetPlan:
+class ParquetPlan(_StoredTable):
     """How to read a Parquet file."""
 
     file: str
@@ -158,16 +165,6 @@ class ParquetPlan:
     """Rows, from the file's footer."""
     columns: int
     """Columns, from the file's footer."""
-    compression: str | None = None
-    """Outer compression (gzip ... zip) around the Parquet file, if any."""
-    member: str | None = None
-    """The file's name inside a ZIP archive."""
-    notes: tuple[str, ...] = ()
-    """What the footer says, for the reader."""
-    dates: dict[str, str] = field(default_factory=dict)
-    """Unused: Parquet columns carry their types."""
-    utc_dates: dict[str, str] = field(default_factory=dict)
-    """Unused: Parquet columns carry their types."""
 
     @property
     def format(self) -> str:
@@ -204,14 +201,15 @@ def detect_parquet(source: Source, name: str) -> ParquetPlan:
              "column types come from the file."]
     if source.compression:
         notes.insert(0, f"Stored: {source.describe()}.")
-    return ParquetPlan(name, meta.num_rows, meta.num_columns, source.compression, source.member, tuple(notes))
+    return ParquetPlan(name, meta.num_rows, meta.num_columns, compression=source.compression,
+                       member=source.member, notes=tuple(notes))
 
 
 # -- JSON -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class JsonPlan:
+class JsonPlan(_StoredTable):
     """How to read a JSON document or JSON lines into a table."""
 
     file: str
@@ -224,16 +222,6 @@ class JsonPlan:
     """The key holding the list of records (``{"data": [...]}``), if any."""
     nested: bool = False
     """Records hold objects: flattened into ``a.b`` columns with ``pd.json_normalize``."""
-    compression: str | None = None
-    """``gzip``, ``bz2``, ``xz`` or ``zip`` when the file is compressed."""
-    member: str | None = None
-    """The file's name inside a ZIP archive."""
-    notes: tuple[str, ...] = ()
-    """Why each choice was made, for the reader."""
-    dates: dict[str, str] = field(default_factory=dict)
-    """Text columns converted to dates after reading: column -> format."""
-    utc_dates: dict[str, str] = field(default_factory=dict)
-    """Unused for JSON (offsets are kept as parsed)."""
 
     @property
     def format(self) -> str:
@@ -304,8 +292,8 @@ def detect_json(source: Source, name: str, kind: str) -> JsonPlan:
     if dates:
         listed = ", ".join(f"`{c}` ({f})" for c, f in dates.items())
         notes.append(f"Text columns that look like dates: {listed}; converted only when every value parses.")
-    return JsonPlan(name, lines, layout, record_path, nested, source.compression, source.member,
-                    tuple(notes), dates)
+    return JsonPlan(name, lines, layout, record_path, nested, compression=source.compression,
+                    member=source.member, notes=tuple(notes), dates=dates)
 
 
 def _json_document(source: Source) -> Any:

@@ -30,14 +30,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
+import sys
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from .backends.base import Channel, KernelBackend, KernelRequest, RunningKernel
 from .exceptions import KernelConnectionError
 from .request import RequestRouter
 
-__all__ = ["FakeBackend", "FakeKernel"]
+__all__ = ["FakeBackend", "FakeKernel", "cpu_burners"]
 
 
 class _Interrupted(Exception):
@@ -243,3 +246,16 @@ class FakeBackend(KernelBackend):
         kernel = FakeKernel()
         self.started.append(kernel)
         return kernel
+
+
+@contextlib.contextmanager
+def cpu_burners(count: int = 2) -> Iterator[None]:
+    """``count`` processes spinning on the CPU for the duration: a busy machine, for the
+    tests and benchmarks that must hold under load."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
