@@ -127,6 +127,7 @@ async function openSession(id) {
     setStatus(closed ? "This session was closed (" + (data.session.closed_reason || "closed") + "): its notebook "
       + "is shown read-only. Start a new session to go on." : "Reopened: " + data.cells.length + " cells.",
       closed ? "stopped" : "done");
+    refreshButtons(); // a closed session is read-only from the moment it is shown
     await Promise.all([refreshFiles(), closed ? clearVariables() : refreshVariables()]);
   } catch (err) {
     setStatus("Could not open session " + id + ": " + err.message, "error");
