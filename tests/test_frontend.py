@@ -129,14 +129,14 @@ def test_an_error_view_leads_with_the_summary() -> None:
 def test_no_host_path_outside_the_session() -> None:
     traceback = [
         "Cell In[3], line 2\n----> 2 helper.load('x')\n",
-        "File /srv/sessions/abc/work/helper.py:7, in load(name)\n----> 7 return json.loads(name)\n",
+        "File /example/sessions/abc/work/helper.py:7, in load(name)\n----> 7 return json.loads(name)\n",
         "File /usr/lib/python3.11/json/__init__.py:346, in loads(s)\n--> 346 return decoder.decode(s)\n",
         "File /opt/tools/vendor/custom/decoder.py:9, in decode(s)\n----> 9 raise ValueError(s)\n",
         "ValueError: x",
     ]
-    frames, omitted = trim_traceback(traceback, workdir="/srv/sessions/abc/work")
+    frames, omitted = trim_traceback(traceback, workdir="/example/sessions/abc/work")
     text = "\n".join(frames)
-    assert "File helper.py:7" in text and "/srv" not in text and "/usr/lib" not in text
+    assert "File helper.py:7" in text and "/example" not in text and "/usr/lib" not in text
     assert "File …/custom/decoder.py:9" in text and "/opt" not in text and omitted == 1
     whole, _ = trim_traceback([*traceback[:2], traceback[2]], workdir=None)
     assert "File json/__init__.py:346" in "\n".join(whole)
