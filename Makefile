@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test demo lint typecheck pytest sysdeps notebooks bench clean
+.PHONY: test demo lint typecheck pytest sysdeps eg-venv notebooks bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,13 @@ sysdeps:
 	  $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq postgresql >/dev/null; \
 	} || echo "note: postgresql could not be installed; the several-replica registry test will be skipped"
 
+# Jupyter Enterprise Gateway 3.3 for the gateway tests, in a virtualenv of its own under
+# $(VENV) (it pins jupyter-client<7 and pyzmq<25): made here, before the tests, so its pip
+# install (about 20 s) is not counted against a test's timeout. The tests make it too
+# when it is missing; a second run only checks it.
+eg-venv: $(STAMP)
+	$(BIN)/python -m tests.enterprise_gateway_fixtures
+
 lint: $(STAMP)
 	$(BIN)/ruff check kernel_analyst tests benchmarks examples
 
@@ -37,7 +44,7 @@ typecheck: $(STAMP)
 
 # Two workers (whole modules each, so module fixtures stay shared), then the tests that
 # load the machine on purpose, alone, so they never slow a neighbour's timing.
-pytest: $(STAMP) sysdeps
+pytest: $(STAMP) sysdeps eg-venv
 	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not busy_machine"
 	$(BIN)/pytest -q -p no:cacheprovider -m busy_machine
 

@@ -90,21 +90,24 @@ class GatewayProcess:
                    KG_AUTH_TOKEN=self.token)  # in the environment, not on the command line
         return env
 
+    def argv(self) -> list[str]:
+        """The gateway's command line."""
+        return [sys.executable, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1",
+                f"--KernelGatewayApp.port={self.port}", "--KernelGatewayApp.port_retries=0",
+                "--log-level=WARN", *GATEWAY_ARGS, *self.extra_args]
+
     async def start(self, timeout: float = 60.0) -> GatewayProcess:
         """Start the gateway and return once it answers (or raise)."""
         log = open(self.workdir / f"gateway-{self.port}.log", "ab")  # noqa: SIM115
         with log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1",
-                 f"--KernelGatewayApp.port={self.port}", "--KernelGatewayApp.port_retries=0",
-                 "--log-level=WARN", *GATEWAY_ARGS, *self.extra_args],
-                env=self._environment(), cwd=self.workdir, stdin=subprocess.DEVNULL,
+                self.argv(), env=self._environment(), cwd=self.workdir, stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while not await asyncio.to_thread(self._answers):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.kill()
-                raise RuntimeError(f"kernel gateway did not start; see {log.name}")
+                raise RuntimeError(f"the gateway did not start; see {log.name}")
             await asyncio.sleep(0.1)
         return self
 

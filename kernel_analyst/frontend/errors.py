@@ -13,6 +13,7 @@ searched in order, so subclasses come before their bases::
     VariableFetchError        1 / 404
     DiskQuotaError            1 / 507
     KernelStartError          1 / 503  (SandboxUnavailableError, GatewayError likewise)
+    GatewayUserError          1 / 403  the gateway refused the kernel's user
     an error with ``status``  1 / its status (the service's own errors)
     KernelAnalystError        1 / 503  (model configuration errors among them)
     IsADirectoryError         1 / 400
@@ -69,6 +70,7 @@ _TABLE: tuple[tuple[type[BaseException], int, int], ...] = (
     (_k.DiskQuotaError, EXIT_FAILURE, 507),
     (_k.KernelStartError, EXIT_FAILURE, 503),
     (_k.SandboxUnavailableError, EXIT_FAILURE, 503),
+    (_k.GatewayUserError, EXIT_FAILURE, 403),
     (_k.GatewayError, EXIT_FAILURE, 503),
 )
 _GENERAL: tuple[tuple[type[BaseException], int, int], ...] = (

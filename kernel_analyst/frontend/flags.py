@@ -14,6 +14,7 @@ from ..kernels.limits import ISOLATION_LEVELS
 from .settings import (
     DEFAULT_MAX_STEPS,
     DEFAULT_TIMEOUT_S,
+    ENV_NAME,
     IMAGES_MODES,
     RECOVERY_MODES,
     KernelSettings,
@@ -27,7 +28,7 @@ _MODEL_EXAMPLES = "e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, ollama:
 def add_kernel_flags(parser: argparse.ArgumentParser, *, session_dir: Path | None = None,
                      session_dir_help: str = "keep session files here (default: a temporary directory, "
                                              "removed at exit)") -> None:
-    """``--isolation --timeout --memory --session-dir --gateway``."""
+    """``--isolation --timeout --memory --session-dir --gateway --gateway-env``."""
     group = parser.add_argument_group("kernel options")
     group.add_argument("--isolation", choices=ISOLATION_LEVELS,
                        help="kernel isolation: none, process, sandbox, auto (default: auto)")
@@ -37,7 +38,32 @@ def add_kernel_flags(parser: argparse.ArgumentParser, *, session_dir: Path | Non
     group.add_argument("--session-dir", type=Path, metavar="DIR", default=session_dir, help=session_dir_help)
     group.add_argument("--gateway", metavar="URL", help="run kernels on a Jupyter (Enterprise) Gateway; "
                        "token from KERNEL_ANALYST_GATEWAY_TOKEN")
+    group.add_argument("--gateway-env", action="append", type=_env_pair, default=[], metavar="KEY=VALUE",
+                       help="send this variable with every gateway kernel start (repeatable); gateways "
+                            "pass KERNEL_* names to the kernel, e.g. KERNEL_NAMESPACE=analysts, or "
+                            "KERNEL_USERNAME=USER to start every kernel as USER")
 
+
+def add_gateway_user_flag(parser: argparse.ArgumentParser) -> None:
+    """``--gateway-user TENANT=USER``: the services' tenants as gateway users."""
+    parser.add_argument("--gateway-user", action="append", type=_key_value, default=[], metavar="TENANT=USER",
+                        help="with --gateway: start TENANT's kernels as gateway user USER (sent as "
+                             "KERNEL_USERNAME; repeatable). Default: a tenant's kernels start as the "
+                             "tenant's own name, or as --gateway-env KERNEL_USERNAME if given")
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip() or not value:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE; got {text!r}")
+    return key.strip(), value
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    key, value = _key_value(text)
+    if not ENV_NAME.fullmatch(key):
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE with a variable name as KEY; got {text!r}")
+    return key, value
 
 def add_recovery_flag(parser: argparse.ArgumentParser, *, default: RecoveryMode) -> None:
     """``--recovery replay|none``: bring a conversation's variables back after its kernel
@@ -83,7 +109,9 @@ def add_debug_flag(parser: argparse.ArgumentParser, *, top_level: bool = False) 
 def kernel_settings(args: argparse.Namespace) -> KernelSettings:
     """The kernel settings given on the command line."""
     return KernelSettings(isolation=args.isolation, timeout_s=args.timeout, memory_mb=args.memory,
-                          session_dir=args.session_dir, gateway_url=args.gateway)
+                          session_dir=args.session_dir, gateway_url=args.gateway,
+                          gateway_env=dict(args.gateway_env),
+                          gateway_users=dict(getattr(args, "gateway_user", None) or []))
 
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:
@@ -92,5 +120,5 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
                          images=args.images)
 
 
-__all__ = ["add_database_flag", "add_debug_flag", "add_kernel_flags", "add_model_flags", "add_recovery_flag",
-           "kernel_settings", "model_settings"]
+__all__ = ["add_database_flag", "add_debug_flag", "add_gateway_user_flag", "add_kernel_flags",
+           "add_model_flags", "add_recovery_flag", "kernel_settings", "model_settings"]

@@ -18,7 +18,7 @@ from .settings import KernelSettings
 
 def kernel_backend(settings: KernelSettings) -> KernelBackend | None:
     """The gateway backend for ``settings.gateway_url`` (or ``KERNEL_ANALYST_GATEWAY_URL``),
-    or None for kernels on this machine."""
+    with its kernel variables and tenant users, or None for kernels on this machine."""
     try:
         gateway = importlib.import_module("kernel_analyst.kernels.backends.gateway")
     except ImportError as exc:
@@ -26,7 +26,11 @@ def kernel_backend(settings: KernelSettings) -> KernelBackend | None:
             raise UsageError(f"--gateway needs remote-kernel support, which this installation lacks "
                              f"({exc})") from exc
         return None
-    backend: KernelBackend | None = gateway.GatewayBackend.from_env(settings.gateway_url)
+    backend: KernelBackend | None = gateway.GatewayBackend.from_env(
+        settings.gateway_url, kernel_env=settings.gateway_env, usernames=settings.gateway_users)
+    if backend is None and (settings.gateway_env or settings.gateway_users):
+        raise UsageError("--gateway-env and --gateway-user apply to gateway kernels: give --gateway URL "
+                         "(or set KERNEL_ANALYST_GATEWAY_URL)")
     return backend
 
 

@@ -9,6 +9,8 @@ place that turns them into :class:`~kernel_analyst.kernels.Limits`.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from importlib import metadata
 from pathlib import Path
@@ -34,6 +36,9 @@ DEFAULT_MAX_STEPS = 15
 DEFAULT_TIMEOUT_S: float | None = Limits.timeout_s
 """Seconds a cell may run, for every front end (the library's ``Limits.timeout_s``)."""
 
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""What an environment variable's name may be (``--gateway-env``)."""
+
 
 def package_version() -> str:
     """The installed version of kernel-analyst (``--version``, the service's info)."""
@@ -57,6 +62,13 @@ class KernelSettings:
     """Where session files go; None lets the front end choose (a temporary directory)."""
     gateway_url: str | None = None
     """Run kernels on this Jupyter (Enterprise) Gateway; None runs them here."""
+    gateway_env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """Variables sent with every gateway kernel start (``--gateway-env KEY=VALUE``): the
+    gateways pass ``KERNEL_*`` names on to the kernel (Enterprise Gateway reads e.g.
+    ``KERNEL_NAMESPACE``, and ``KERNEL_USERNAME`` as the user of every kernel)."""
+    gateway_users: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """The gateway user (``KERNEL_USERNAME``) of each tenant whose user is not its own
+    name (``--gateway-user TENANT=USER``); see ``GatewayBackend.username_for``."""
 
     def __post_init__(self) -> None:
         if self.isolation is not None and self.isolation not in ISOLATION_LEVELS:
@@ -66,6 +78,12 @@ class KernelSettings:
             raise ValueError(f"the timeout must be positive; got {self.timeout_s:g}")
         if self.memory_mb is not None and self.memory_mb < 64:
             raise ValueError(f"the memory limit must be at least 64 MiB; got {self.memory_mb}")
+        for key in self.gateway_env:
+            if not ENV_NAME.fullmatch(key):
+                raise ValueError(f"--gateway-env wants KEY=VALUE with a variable name as KEY; got {key!r}")
+        for tenant, user in self.gateway_users.items():
+            if not tenant or not user:
+                raise ValueError(f"--gateway-user wants TENANT=USER, both non-empty; got {tenant!r}={user!r}")
 
     def limits(self, base: Limits | None = None, **extra: Any) -> Limits:
         """The one ``Limits`` builder: ``base`` (default ``Limits()``) with these settings
@@ -85,6 +103,8 @@ class KernelSettings:
         """A JSON-able dict."""
         data = asdict(self)
         data["session_dir"] = str(self.session_dir) if self.session_dir is not None else None
+        data["gateway_env"] = dict(self.gateway_env)
+        data["gateway_users"] = dict(self.gateway_users)
         return data
 
     @classmethod
@@ -131,5 +151,5 @@ class ModelSettings:
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
-__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_TIMEOUT_S", "IMAGES_MODES", "RECOVERY_MODES", "KernelSettings",
-           "ModelSettings", "RecoveryMode", "package_version"]
+__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_TIMEOUT_S", "ENV_NAME", "IMAGES_MODES", "RECOVERY_MODES",
+           "KernelSettings", "ModelSettings", "RecoveryMode", "package_version"]

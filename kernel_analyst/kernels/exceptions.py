@@ -15,6 +15,7 @@ These are infrastructure failures, each with a message that says what to do::
     ├── VariableFetchError        a variable could not be returned to the host
     ├── NotebookFormatError       verify was given a file that is not a readable notebook
     └── GatewayError              a remote kernel gateway refused or did not answer
+        └── GatewayUserError      it refused to start a kernel as the user it was sent
 """
 
 from __future__ import annotations
@@ -67,3 +68,13 @@ class NotebookFormatError(KernelAnalystError, ValueError):
 
 class GatewayError(KernelAnalystError):
     """A remote kernel gateway could not be reached, refused the token, or failed a request."""
+
+
+class GatewayUserError(GatewayError):
+    """The gateway refused to start a kernel as the user it was sent (``KERNEL_USERNAME``;
+    Enterprise Gateway's ``authorized_users`` / ``unauthorized_users``)."""
+
+    def __init__(self, message: str, *, user: str | None) -> None:
+        super().__init__(message)
+        self.user = user
+        """The ``KERNEL_USERNAME`` the start request carried (None: none was sent)."""

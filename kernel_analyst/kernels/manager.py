@@ -166,11 +166,14 @@ class SessionManager:
 
     # -- sessions ------------------------------------------------------------------------
 
-    async def session(self, conversation_id: str, *, attach: str | None = None) -> KernelSession:
+    async def session(self, conversation_id: str, *, attach: str | None = None,
+                      owner: str | None = None) -> KernelSession:
         """The conversation's session, created (with its kernel) on first use. A
         conversation already on disk under ``root_dir`` is resumed: the same notebook
         goes on, and its variables come back by the recovery policy, or with the kernel
-        itself when ``attach`` names one still running on the backend (a gateway)."""
+        itself when ``attach`` names one still running on the backend (a gateway).
+        ``owner`` says who its kernels run for (a tenant: a gateway starts them as that
+        tenant's user)."""
         self._check_open()
         existing = self._sessions.get(conversation_id)
         if existing is not None and not existing.closed:
@@ -184,19 +187,22 @@ class SessionManager:
                 raise KernelAnalystError(
                     f"{len(self._sessions)} sessions are open (max_sessions={self.max_sessions}); "
                     "close one first")
-            created = await self._create(conversation_id, attach)
+            created = await self._create(conversation_id, attach, owner)
             self._sessions[conversation_id] = created
             return created
 
-    async def _create(self, conversation_id: str, attach: str | None = None) -> KernelSession:
+    async def _create(self, conversation_id: str, attach: str | None = None,
+                      owner: str | None = None) -> KernelSession:
         directory = self.root_dir / directory_name(conversation_id)
         resume = _is_conversation(directory, conversation_id)
-        kernel = None if resume and attach else await self._take_pooled(directory)
+        # A pool kernel runs for nobody: never hand it to an owner whose kernels differ.
+        pooled = not (resume and attach) and (owner is None or not self.backend.kernels_per_owner)
+        kernel = await self._take_pooled(directory) if pooled else None
         if directory.exists() and not resume:
             _archive_notebook(directory)
         session = KernelSession(conversation_id, directory=directory, backend=self.backend,
                                 limits=self.limits, environment=self.environment,
-                                recovery=self.recovery)
+                                recovery=self.recovery, owner=owner)
         try:
             await session.start(kernel, resume=resume, attach=attach)
         except BaseException:

@@ -66,8 +66,11 @@ class KernelSession:
         limits: Limits,
         environment: KernelEnvironment | None = None,
         recovery: RecoveryPolicy | None = None,
+        owner: str | None = None,
     ) -> None:
         self.id = session_id
+        self.owner = owner
+        """Who the session's kernels run for (``KernelRequest.owner``: a gateway user)."""
         self.directory = directory
         self.workdir = directory / "work"
         self.limits = limits
@@ -147,7 +150,7 @@ class KernelSession:
 
     async def _start_kernel(self, attach: str | None = None) -> RunningKernel:
         request = KernelRequest(workdir=self.workdir, limits=self.limits, environment=self.environment,
-                                attach=attach)
+                                attach=attach, owner=self.owner)
         return await self._backend.start(request)
 
     def _attach(self, kernel: RunningKernel) -> None:

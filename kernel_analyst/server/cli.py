@@ -64,6 +64,7 @@ def _common(parser: argparse.ArgumentParser, *, default_port: int) -> None:
     flags.add_kernel_flags(parser, session_dir=DEFAULT_SESSION_DIR,
                      session_dir_help=f"where session files and audit notebooks are kept "
                                       f"(default ./{DEFAULT_SESSION_DIR})")
+    flags.add_gateway_user_flag(parser)
     flags.add_model_flags(parser, required=False,
                           purpose="without it, questions are refused (code and EDA work)")
     flags.add_debug_flag(parser)
@@ -89,7 +90,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_upload_bytes=int(args.max_upload_mb * 1024 * 1024), default_timeout_s=timeout,
         max_timeout_s=args.max_timeout, idle_timeout_s=args.idle_timeout or None,
         pool_size=args.pool_size, model=model.spec, base_url=model.base_url, max_steps=model.max_steps,
-        images=model.images, gateway_url=kernel.gateway_url, database_url=_database(args.database, kernel),
+        images=model.images, gateway_url=kernel.gateway_url, gateway_env=dict(kernel.gateway_env),
+        gateway_users=dict(kernel.gateway_users), database_url=_database(args.database, kernel),
         recovery=args.recovery)
 
 

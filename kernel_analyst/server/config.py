@@ -15,6 +15,7 @@ from ..frontend.settings import (
     DEFAULT_MAX_STEPS,
     DEFAULT_TIMEOUT_S,
     RECOVERY_MODES,
+    KernelSettings,
     ModelSettings,
     RecoveryMode,
 )
@@ -137,6 +138,11 @@ class ServerConfig:
     """Run kernels on this Jupyter Kernel/Enterprise Gateway (token from
     ``KERNEL_ANALYST_GATEWAY_TOKEN``); None: local kernels, unless
     ``KERNEL_ANALYST_GATEWAY_URL`` is set."""
+    gateway_env: dict[str, str] = field(default_factory=dict)
+    """Variables sent with every gateway kernel start (``--gateway-env``)."""
+    gateway_users: dict[str, str] = field(default_factory=dict)
+    """Each tenant's gateway user where it is not the tenant's name (``--gateway-user``);
+    every gateway kernel starts as its tenant's user (``KERNEL_USERNAME``)."""
     database_url: str | None = None
     """Where session records are kept (``--database``): None is SQLite in ``root_dir``
     (one API process); a ``postgresql://`` URL lets several replicas share them."""
@@ -147,6 +153,12 @@ class ServerConfig:
     replica_lease_s: float = 60.0
     """A replica unheard of this long is taken for dead: its idle sessions may be closed
     by the others. Heartbeats come at least four times per lease."""
+
+    @property
+    def kernel_settings(self) -> KernelSettings:
+        """Where kernels run, as the front ends' :class:`KernelSettings` (the gateway fields)."""
+        return KernelSettings(gateway_url=self.gateway_url, gateway_env=self.gateway_env,
+                              gateway_users=self.gateway_users)
 
     @property
     def model_settings(self) -> ModelSettings:

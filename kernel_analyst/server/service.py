@@ -44,7 +44,6 @@ from collections.abc import AsyncIterator, Coroutine
 from typing import Any, Literal
 
 from ..frontend.sessions import kernel_backend
-from ..frontend.settings import KernelSettings
 from ..kernels import KernelSession, SessionManager
 from ..kernels.manager import directory_name
 from .config import ServerConfig
@@ -80,9 +79,12 @@ class SessionService:
         self.config = config
         self.replica_id = new_replica_id()
         """This process's id in the registry (the owner of the sessions it holds live)."""
-        self.manager = SessionManager(config.root_dir, limits=config.limits, pool_size=config.pool_size,
-                                      backend=kernel_backend(KernelSettings(gateway_url=config.gateway_url)),
-                                      recovery=config.recovery)
+        backend = kernel_backend(config.kernel_settings)
+        # Pool kernels start for nobody: with kernels started as each tenant's own gateway
+        # user, none could ever be handed out.
+        pool_size = 0 if backend is not None and backend.kernels_per_owner else config.pool_size
+        self.manager = SessionManager(config.root_dir, limits=config.limits, pool_size=pool_size,
+                                      backend=backend, recovery=config.recovery)
         self.registry = Registry(database_url(config.database_url, config.root_dir))
         self._records: dict[str, SessionRecord] = {}  # open sessions this replica has seen
         self._starting: dict[str, int] = {}
@@ -154,7 +156,7 @@ class SessionService:
             self._starting[tenant] = self._starting.get(tenant, 0) + 1  # holds a slot while starting
         try:
             sid = secrets.token_hex(8)
-            session = await self.manager.session(sid)
+            session = await self.manager.session(sid, owner=tenant)
             record = SessionRecord(sid, tenant, self.config.root_dir / directory_name(sid), label=label,
                                    kernel_id=session.kernel_id, owner=self.replica_id, session=session)
             row = SessionRow(sid, tenant, record.directory.name, record.created, record.used_at, label=label,
@@ -267,7 +269,7 @@ class SessionService:
             if session is not None:  # another replica took it over since we held it
                 record.session = None
                 await self._release_kernel(record.id, session, owned=False)
-            session = await self.manager.session(record.id, attach=record.kernel_id)
+            session = await self.manager.session(record.id, attach=record.kernel_id, owner=record.tenant)
             kernel_id = session.kernel_id
             if not await self.registry.claim(record.id, owner=self.replica_id, kernel_id=kernel_id):
                 # Closed or deleted (through another replica, or culled) while it resumed.

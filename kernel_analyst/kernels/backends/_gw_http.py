@@ -25,9 +25,11 @@ _MAX_CLIENTS = 64  # liveness polls of many kernels must not queue behind each o
 class GatewayHTTPError(GatewayError):
     """The gateway answered with an HTTP error status."""
 
-    def __init__(self, message: str, status: int) -> None:
+    def __init__(self, message: str, status: int, *, detail: str = "") -> None:
         super().__init__(message)
         self.status = status
+        self.detail = detail
+        """The gateway's own error message ("" when its body had none)."""
 
 
 def normalise_url(url: str) -> str:
@@ -99,10 +101,13 @@ class GatewayHTTP:
                 return GatewayError(f"{where} refused the token (HTTP 401 Unauthorized): it is missing "
                                     "or wrong; pass token= or set KERNEL_ANALYST_GATEWAY_TOKEN")
             detail = _error_detail(exc)
+            said = f": {detail}" if detail else ""
             if exc.code == 403:
-                return GatewayError(f"{where} forbade {what} (HTTP 403{detail}); check the token's "
-                                    "rights and the gateway's limits (e.g. max kernels)")
-            return GatewayHTTPError(f"{where} answered {what} with HTTP {exc.code}{detail}", exc.code)
+                return GatewayHTTPError(f"{where} forbade {what} (HTTP 403{said}); check the token's "
+                                        "rights and the gateway's limits (e.g. max kernels)", 403,
+                                        detail=detail)
+            return GatewayHTTPError(f"{where} answered {what} with HTTP {exc.code}{said}", exc.code,
+                                    detail=detail)
         if isinstance(exc, ssl.SSLError):
             return GatewayError(f"TLS with {where} failed ({exc}); check its certificate, or pass "
                                 "ca_certs= (validate_cert=False only for testing)")
@@ -122,4 +127,4 @@ def _error_detail(exc: HTTPClientError) -> str:
     except ValueError:
         return ""
     message = str(body.get("message") or body.get("reason") or "") if isinstance(body, dict) else ""
-    return f": {message[:300]}" if message else ""
+    return message[:300]

@@ -73,6 +73,10 @@ class KernelRequest:
     """The id of a kernel that may still be running (a gateway kernel another process
     started): reattach to it, namespace and all, instead of starting one. Backends that
     cannot, or a kernel that is gone, start a fresh kernel."""
+    owner: str | None = None
+    """Who the kernel runs for (the service's tenant); None: nobody in particular. A
+    gateway backend starts it as that owner's gateway user (``KERNEL_USERNAME``);
+    local backends ignore it."""
 
 
 class KernelFiles(abc.ABC):
@@ -152,6 +156,13 @@ class KernelBackend(abc.ABC):
 
     name: str = "base"
     """Short name recorded in the audit trail."""
+
+    @property
+    def kernels_per_owner(self) -> bool:
+        """True when kernels started for different owners differ (a gateway starts them
+        as different users): a pool kernel, started for nobody, is then never handed to
+        an owner's session."""
+        return False
 
     @abc.abstractmethod
     async def start(self, request: KernelRequest) -> RunningKernel:

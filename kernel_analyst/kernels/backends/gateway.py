@@ -51,7 +51,7 @@ from typing import Any
 
 from jupyter_client.session import Session
 
-from ..exceptions import GatewayError, KernelStartError
+from ..exceptions import GatewayError, GatewayUserError, KernelStartError
 from ..limits import Limits
 from ..request import Outcome, RequestRouter, deadline_after
 from ._gw_channels import KernelChannels, KernelState
@@ -63,6 +63,11 @@ log = logging.getLogger(__name__)
 
 ENV_URL = "KERNEL_ANALYST_GATEWAY_URL"
 ENV_TOKEN = "KERNEL_ANALYST_GATEWAY_TOKEN"
+USERNAME_VAR = "KERNEL_USERNAME"
+"""The start request's variable naming the kernel's user: Enterprise Gateway authorizes
+it (``authorized_users`` / ``unauthorized_users``), counts kernels per user, impersonates
+it where enabled, and its Kubernetes kernel pods carry it (and may derive their namespace
+from it)."""
 ISOLATION = "remote"
 _HERE = Path(__file__).resolve().parent
 _STARTUP_FILE = _HERE.parent / "_kernel_startup.py"
@@ -351,6 +356,16 @@ def startup_code(limits: Limits, preload: tuple[str, ...], marker: str) -> str:
     ])
 
 
+def _user_refused(url: str, user: str | None, owner: str | None, detail: str) -> GatewayUserError:
+    who = f"user {user!r}" if user is not None else "the user it runs as (no KERNEL_USERNAME was sent)"
+    whose = f" for {owner!r}" if owner is not None else ""
+    return GatewayUserError(
+        f"the gateway at {url} refused to start a kernel{whose} as {who} (HTTP 403: {detail}). Map "
+        "the tenant to a user the gateway accepts (--gateway-user TENANT=USER), send one for every kernel "
+        "(--gateway-env KERNEL_USERNAME=USER), or change the gateway's authorized_users / "
+        "unauthorized_users", user=user)
+
+
 class GatewayBackend(KernelBackend):
     """Starts kernels on a Jupyter Kernel Gateway or Enterprise Gateway.
 
@@ -375,6 +390,7 @@ class GatewayBackend(KernelBackend):
         poll_interval_s: float = 1.0,
         reconnect_window_s: float = 30.0,
         restore_uploads: bool = True,
+        usernames: Mapping[str, str] | None = None,
     ) -> None:
         """
         Args:
@@ -395,6 +411,8 @@ class GatewayBackend(KernelBackend):
                 is reported lost.
             restore_uploads: keep a host copy of uploads in the session's directory and
                 upload them again into a replacement kernel (after a death or restart).
+            usernames: the gateway user (``KERNEL_USERNAME``) of each owner (a service
+                tenant) whose user is not the owner's own name; see :meth:`username_for`.
         """
         self._http = GatewayHTTP(url, token=token, connect_timeout_s=connect_timeout_s,
                                  request_timeout_s=request_timeout_s, validate_cert=validate_cert,
@@ -402,6 +420,7 @@ class GatewayBackend(KernelBackend):
         self.url = self._http.url
         self.kernel_name = kernel_name
         self.kernel_env = dict(kernel_env or {})
+        self.usernames = dict(usernames or {})
         self.poll_interval_s = poll_interval_s
         self.reconnect_window_s = reconnect_window_s
         self.restore_uploads = restore_uploads
@@ -422,6 +441,21 @@ class GatewayBackend(KernelBackend):
 
     def __repr__(self) -> str:
         return f"GatewayBackend({self.url!r})"
+
+    def username_for(self, owner: str | None) -> str | None:
+        """The ``KERNEL_USERNAME`` a kernel started for ``owner`` carries: the owner's entry
+        in ``usernames``, else ``kernel_env``'s ``KERNEL_USERNAME`` (one user for all),
+        else the owner's own name. None (no owner, nothing configured) sends none, and
+        Enterprise Gateway then uses the user it runs as."""
+        if owner is not None and owner in self.usernames:
+            return self.usernames[owner]
+        return self.kernel_env.get(USERNAME_VAR) or owner
+
+    @property
+    def kernels_per_owner(self) -> bool:
+        """True unless every kernel starts as the same user (``kernel_env`` names one and
+        no owner is mapped to another)."""
+        return bool(self.usernames) or USERNAME_VAR not in self.kernel_env
 
     def resolved_isolation(self, limits: Limits) -> str:
         """Always ``remote``: the gateway's deployment decides (a pod per kernel under
@@ -465,11 +499,7 @@ class GatewayBackend(KernelBackend):
         spec = await self._spec_meta(request)
         timeout = request.limits.startup_timeout_s
         deadline = time.monotonic() + timeout
-        env = {**self.kernel_env, "KERNEL_ANALYST_MAX_OUTPUT": str(request.limits.max_output_bytes),
-               "KERNEL_ANALYST_MAX_RICH": str(request.limits.max_rich_output_bytes),
-               "KERNEL_ANALYST_PRELOAD": ",".join(request.preload)}
-        model = await self._http.call("POST", "/api/kernels", {"name": spec["name"], "env": env},
-                                      timeout=timeout)
+        model = await self._post_kernel(spec, request)
         kernel = GatewayKernel(self._http, str(model["id"]), poll_interval_s=self.poll_interval_s,
                                reconnect_window_s=self.reconnect_window_s)
         kernel.kernelspec = spec
@@ -489,6 +519,34 @@ class GatewayBackend(KernelBackend):
             raise
         log.info("started gateway kernel %s on %s", kernel.kernel_id, self.url)
         return kernel
+
+    def start_env(self, request: KernelRequest) -> dict[str, str]:
+        """The environment sent with a start request: ``kernel_env``, the owner's user
+        (:meth:`username_for`) and the kernel's own settings."""
+        env = dict(self.kernel_env)
+        user = self.username_for(request.owner)
+        if user is not None:
+            env[USERNAME_VAR] = user
+        env.update({"KERNEL_ANALYST_MAX_OUTPUT": str(request.limits.max_output_bytes),
+                    "KERNEL_ANALYST_MAX_RICH": str(request.limits.max_rich_output_bytes),
+                    "KERNEL_ANALYST_PRELOAD": ",".join(request.preload)})
+        return env
+
+    async def _post_kernel(self, spec: dict[str, Any], request: KernelRequest) -> dict[str, Any]:
+        """POST /api/kernels; a 403 that names the user (Enterprise Gateway's
+        authorization) becomes a GatewayUserError that says how to fix it."""
+        env = self.start_env(request)
+        try:
+            model: dict[str, Any] = await self._http.call(
+                "POST", "/api/kernels", {"name": spec["name"], "env": env},
+                timeout=request.limits.startup_timeout_s)
+        except GatewayHTTPError as exc:
+            # Enterprise Gateway's refusal names the variable ("Ensure KERNEL_USERNAME is
+            # set ..."); its other 403s (kernel limits) do not.
+            if exc.status == 403 and USERNAME_VAR in exc.detail:
+                raise _user_refused(self.url, env.get(USERNAME_VAR), request.owner, exc.detail) from None
+            raise
+        return model
 
     async def _reattach(self, request: KernelRequest) -> GatewayKernel:
         """Connect to a kernel of ours still running on the gateway (another replica
