@@ -66,11 +66,13 @@ async def _user(manager: SessionManager, sid: str, owner: str | None) -> str:
 
 async def test_two_tenants_reach_the_gateway_as_two_users(eg: EnterpriseGatewayProcess,
                                                           tmp_path: Path) -> None:
-    backend = eg.backend(usernames={"team-b": "bob"})
+    backend = eg.backend(usernames={"team-b": "bob"}, kernel_env={"KERNEL_SPACE": "space-{user}"})
     assert backend.kernels_per_owner
     async with SessionManager(tmp_path, limits=test_limits(), backend=backend) as manager:
         assert await _user(manager, "a-1", "alice") == "alice"      # default: the tenant's name
         assert await _user(manager, "b-1", "team-b") == "bob"       # mapped
+        space = await (await manager.session("b-1")).execute("os.environ['KERNEL_SPACE']")
+        assert space.text.strip() == "'space-bob'"
         # The gateway counted one kernel per user: a second one of alice's is over its
         # per-user limit, while bob's did not count against her.
         with pytest.raises(GatewayError, match=r"max kernels per user.*'alice' currently has 1"):

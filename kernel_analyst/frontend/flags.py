@@ -40,8 +40,9 @@ def add_kernel_flags(parser: argparse.ArgumentParser, *, session_dir: Path | Non
                        "token from KERNEL_ANALYST_GATEWAY_TOKEN")
     group.add_argument("--gateway-env", action="append", type=_env_pair, default=[], metavar="KEY=VALUE",
                        help="send this variable with every gateway kernel start (repeatable); gateways "
-                            "pass KERNEL_* names to the kernel, e.g. KERNEL_NAMESPACE=analysts, or "
-                            "KERNEL_USERNAME=USER to start every kernel as USER")
+                            "pass KERNEL_* names to the kernel, e.g. KERNEL_NAMESPACE=team-{user} ({user} "
+                            "is the kernel's gateway user), or KERNEL_USERNAME=USER to start every "
+                            "kernel as USER")
 
 
 def add_gateway_user_flag(parser: argparse.ArgumentParser) -> None:

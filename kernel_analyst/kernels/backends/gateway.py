@@ -66,8 +66,9 @@ ENV_TOKEN = "KERNEL_ANALYST_GATEWAY_TOKEN"
 USERNAME_VAR = "KERNEL_USERNAME"
 """The start request's variable naming the kernel's user: Enterprise Gateway authorizes
 it (``authorized_users`` / ``unauthorized_users``), counts kernels per user, impersonates
-it where enabled, and its Kubernetes kernel pods carry it (and may derive their namespace
-from it)."""
+it where enabled, and names its Kubernetes kernel pods after it."""
+USER_FIELD = "{user}"
+"""In a ``kernel_env`` value: the kernel's user (a namespace per tenant, for one)."""
 ISOLATION = "remote"
 _HERE = Path(__file__).resolve().parent
 _STARTUP_FILE = _HERE.parent / "_kernel_startup.py"
@@ -405,7 +406,8 @@ class GatewayBackend(KernelBackend):
             ca_certs: a CA bundle file for a gateway with a private CA.
             kernel_env: extra ``KERNEL_*`` variables for the kernel (Enterprise Gateway
                 reads e.g. ``KERNEL_NAMESPACE``, ``KERNEL_USERNAME``); other names are
-                dropped by the gateway unless it allows them.
+                dropped by the gateway unless it allows them. ``{user}`` in a value
+                becomes the kernel's user (``KERNEL_NAMESPACE=team-{user}``).
             poll_interval_s: how often the kernel's existence is checked while a cell runs.
             reconnect_window_s: how long a dropped websocket is retried before the kernel
                 is reported lost.
@@ -521,10 +523,12 @@ class GatewayBackend(KernelBackend):
         return kernel
 
     def start_env(self, request: KernelRequest) -> dict[str, str]:
-        """The environment sent with a start request: ``kernel_env``, the owner's user
-        (:meth:`username_for`) and the kernel's own settings."""
-        env = dict(self.kernel_env)
+        """The environment sent with a start request: ``kernel_env`` (``{user}`` in its
+        values replaced by the kernel's user), the owner's user (:meth:`username_for`)
+        and the kernel's own settings."""
         user = self.username_for(request.owner)
+        env = {key: value.replace(USER_FIELD, user) if user is not None else value
+               for key, value in self.kernel_env.items()}
         if user is not None:
             env[USERNAME_VAR] = user
         env.update({"KERNEL_ANALYST_MAX_OUTPUT": str(request.limits.max_output_bytes),
