@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..kernels.egress import normalise_allowlist
 from ..kernels.limits import ISOLATION_LEVELS
 from .settings import (
     DEFAULT_MAX_STEPS,
@@ -28,13 +29,17 @@ _MODEL_EXAMPLES = "e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, ollama:
 def add_kernel_flags(parser: argparse.ArgumentParser, *, session_dir: Path | None = None,
                      session_dir_help: str = "keep session files here (default: a temporary directory, "
                                              "removed at exit)") -> None:
-    """``--isolation --timeout --memory --session-dir --gateway --gateway-env``."""
+    """``--isolation --timeout --memory --network --session-dir --gateway --gateway-env``."""
     group = parser.add_argument_group("kernel options")
     group.add_argument("--isolation", choices=ISOLATION_LEVELS,
                        help="kernel isolation: none, process, sandbox, auto (default: auto)")
     group.add_argument("--timeout", type=float, metavar="SECONDS",
                        help=f"time limit per cell (default {DEFAULT_TIMEOUT_S:g})")
     group.add_argument("--memory", type=int, metavar="MB", help="kernel memory limit in MiB (default 4096)")
+    group.add_argument("--network", type=_network, metavar="on|off|HOST,...",
+                       help="the kernels' network: on, off, or only these host names (an allowlist, "
+                            "reached through a proxy; sandbox isolation only), e.g. "
+                            "pypi.org,files.pythonhosted.org (default: off under sandbox, else on)")
     group.add_argument("--session-dir", type=Path, metavar="DIR", default=session_dir, help=session_dir_help)
     group.add_argument("--gateway", metavar="URL", help="run kernels on a Jupyter (Enterprise) Gateway; "
                        "token from KERNEL_ANALYST_GATEWAY_TOKEN")
@@ -51,6 +56,15 @@ def add_gateway_user_flag(parser: argparse.ArgumentParser) -> None:
                         help="with --gateway: start TENANT's kernels as gateway user USER (sent as "
                              "KERNEL_USERNAME; repeatable). Default: a tenant's kernels start as the "
                              "tenant's own name, or as --gateway-env KERNEL_USERNAME if given")
+
+
+def _network(text: str) -> bool | tuple[str, ...]:
+    if text in ("on", "off"):
+        return text == "on"
+    try:
+        return normalise_allowlist(part for part in text.split(",") if part.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -110,7 +124,7 @@ def add_debug_flag(parser: argparse.ArgumentParser, *, top_level: bool = False) 
 def kernel_settings(args: argparse.Namespace) -> KernelSettings:
     """The kernel settings given on the command line."""
     return KernelSettings(isolation=args.isolation, timeout_s=args.timeout, memory_mb=args.memory,
-                          session_dir=args.session_dir, gateway_url=args.gateway,
+                          network=args.network, session_dir=args.session_dir, gateway_url=args.gateway,
                           gateway_env=dict(args.gateway_env),
                           gateway_users=dict(getattr(args, "gateway_user", None) or []))
 

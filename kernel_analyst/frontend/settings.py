@@ -58,6 +58,9 @@ class KernelSettings:
     """Seconds per cell; None keeps the base (:data:`DEFAULT_TIMEOUT_S` by default)."""
     memory_mb: int | None = None
     """Kernel memory limit in MiB; None keeps the base."""
+    network: bool | tuple[str, ...] | None = None
+    """``Limits.network``: True (all), False (none), host names (an allowlist, sandbox
+    only); None keeps the base."""
     session_dir: Path | None = None
     """Where session files go; None lets the front end choose (a temporary directory)."""
     gateway_url: str | None = None
@@ -95,6 +98,8 @@ class KernelSettings:
             changes["timeout_s"] = self.timeout_s
         if self.memory_mb is not None:
             changes["memory_mb"] = self.memory_mb
+        if self.network is not None:
+            changes["network"] = self.network
         changes.update(extra)
         limits = base or Limits()
         return limits.with_(**changes) if changes else limits
@@ -113,6 +118,8 @@ class KernelSettings:
         known = {f.name: data[f.name] for f in fields(cls) if f.name in data}
         if known.get("session_dir") is not None:
             known["session_dir"] = Path(known["session_dir"])
+        if isinstance(known.get("network"), list):
+            known["network"] = tuple(known["network"])
         return cls(**known)
 
 

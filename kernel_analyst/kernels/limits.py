@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
@@ -43,8 +44,13 @@ class Limits:
     """Rich output (images, HTML) kept per execution."""
     max_upload_mb: int = 512
     """Largest file ``upload``/``download`` accept."""
-    network: bool | None = None
-    """Allow network access; ``None`` means off under ``sandbox``, on otherwise."""
+    network: bool | Sequence[str] | None = None
+    """Allow network access: ``True`` all of it, ``False`` none, ``None`` off under
+    ``sandbox`` and on otherwise; or a list of host names (an allowlist, ``sandbox`` only):
+    ``["pypi.org", "files.pythonhosted.org"]``, ``"*.example.org"`` for subdomains, an
+    optional ``:port`` (else 80 and 443). Listed names are reached through a proxy
+    outside the sandbox (``kernels/egress.py``); everything else stays unreachable and
+    DNS stays unavailable inside. Kept as a tuple of canonical entries."""
     max_restarts: int = 5
     """Restarts allowed within ``restart_window_s`` before a crash loop is declared."""
     restart_window_s: float = 60.0
@@ -59,6 +65,15 @@ class Limits:
             raise ValueError(f"timeout_s must be positive or None; got {self.timeout_s!r}")
         if self.max_output_bytes < 1000:
             raise ValueError("max_output_bytes must be at least 1000")
+        if self.network is not None and not isinstance(self.network, bool):
+            from .egress import normalise_allowlist
+
+            object.__setattr__(self, "network", normalise_allowlist(self.network))
+
+    @property
+    def network_allowlist(self) -> tuple[str, ...] | None:
+        """The host names of an allowlist ``network``; None when it is not one."""
+        return self.network if isinstance(self.network, tuple) else None
 
     def with_(self, **changes: Any) -> Limits:
         """Return a copy with some fields changed."""

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._cgroups import KernelCgroup
+from .egress import EgressRoute
 from .exceptions import SandboxUnavailableError
 from .limits import Limits
 
@@ -187,8 +188,20 @@ def resolve_isolation(limits: Limits) -> str:
 
 
 def network_enabled(limits: Limits, isolation: str) -> bool:
-    """Whether the kernel may use the network: ``Limits.network``, else off under sandbox."""
-    return limits.network if limits.network is not None else isolation != "sandbox"
+    """Whether the kernel shares the host's network: ``Limits.network``, else off under
+    sandbox (an allowlist keeps the kernel in a namespace of its own: see egress.py)."""
+    if limits.network_allowlist is not None:
+        _check_allowlist(isolation)
+        return False
+    return bool(limits.network) if limits.network is not None else isolation != "sandbox"
+
+
+def _check_allowlist(isolation: str) -> None:
+    if isolation != "sandbox":
+        raise SandboxUnavailableError(
+            f"a network allowlist (Limits(network=[...])) is enforced by the sandbox's network "
+            f"namespace, not under isolation={isolation!r}; use isolation='sandbox' (bubblewrap), "
+            "or network=True / False")
 
 
 # -- environment ---------------------------------------------------------------------
@@ -423,11 +436,13 @@ def _interpreter(argv: list[str], path: str) -> str | None:
 def plan_launch(
     argv: list[str], *, workdir: Path, limits: Limits, isolation: str, extra_env: dict[str, str],
     runtime_dir: Path | None = None, readable: Sequence[str | os.PathLike[str]] = (),
+    egress: EgressRoute | None = None,
 ) -> LaunchPlan:
     """Build the launch of ``argv`` (a kernel command) under ``isolation``.
 
     ``runtime_dir`` holds the connection file and ipc sockets; ``readable`` lists host
     files the kernel must read (its startup file). Both are bound into the sandbox.
+    ``egress`` is the way to the network allowlist's proxy (``sandbox`` only).
     """
     network = network_enabled(limits, isolation)
     unshare_net = _check_network(network, isolation)
@@ -446,7 +461,7 @@ def plan_launch(
         plan.preexec = rlimit_preexec(limits, cgroup=cgroup, unshare_net=unshare_net)
     if isolation == "sandbox":
         try:
-            _wrap_in_bwrap(plan, runtime_dir, [os.fspath(p) for p in readable], limits, network)
+            _wrap_in_bwrap(plan, runtime_dir, [os.fspath(p) for p in readable], limits, network, egress)
         except BaseException:
             plan.release()
             raise
@@ -456,12 +471,16 @@ def plan_launch(
 
 
 def _wrap_in_bwrap(plan: LaunchPlan, runtime_dir: Path | None, readable: list[str],
-                   limits: Limits, network: bool) -> None:
+                   limits: Limits, network: bool, egress: EgressRoute | None = None) -> None:
     if runtime_dir is None:
         raise ValueError("isolation='sandbox' needs the kernel's runtime_dir")
     python = _interpreter(plan.argv, plan.env.get("PATH", os.defpath))
     plan.env["PATH"] = _sandbox_path(python)
     binds = [*(python_prefixes(python) if python else []), *readable]
+    if egress is not None:  # the network allowlist: the kernel starts behind a forwarder to the proxy
+        plan.argv = egress.wrap(python or current_python(), plan.argv)
+        plan.env.update(egress.env())
+        binds += egress.binds()
     mpl_cache = matplotlib_cache(python) if python == current_python() else None
     if mpl_cache is not None:
         plan.env["MPLCONFIGDIR"] = _MPL_SANDBOX_DIR
@@ -501,9 +520,16 @@ def _describe_enforcement(limits: Limits, isolation: str, cgroup: KernelCgroup |
         "memory": memory if limits.memory_mb else "unlimited",
         "processes": processes if limits.max_processes else "unlimited",
         "file_size": "RLIMIT_FSIZE" if limits.max_file_size_mb else "unlimited",
-        "network": "on" if network else "off (network namespace)",
+        "network": "on" if network else _network_off(limits),
         "cleanup": cg or "process group",
     }
+
+
+def _network_off(limits: Limits) -> str:
+    allowlist = limits.network_allowlist
+    if allowlist:
+        return f"allowlist via the egress proxy ({', '.join(allowlist)})"
+    return "off (network namespace)"
 
 
 def current_python() -> str:

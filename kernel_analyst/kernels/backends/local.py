@@ -15,6 +15,7 @@ import tempfile
 import time
 import uuid
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from jupyter_client.connect import write_connection_file
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
 from .. import sandbox
+from ..egress import EgressProxy, start_egress
 from ..exceptions import KernelConnectionError, KernelStartError
 from ..limits import Limits
 from ..request import Outcome, Request, RequestRouter
@@ -98,6 +100,8 @@ class LocalKernel(RunningKernel):
         self.kernelspec = {}
         self.router = RequestRouter(self)
         self._exited = asyncio.ensure_future(proc.wait())
+        self.egress: EgressProxy | None = None
+        """The network allowlist's proxy serving this kernel, if it has one."""
         _LIVE.add(self)
         self._closed = False
         conn.start(self.router.deliver, on_failure=self.router.fail,
@@ -160,6 +164,8 @@ class LocalKernel(RunningKernel):
             await self.conn.close()
             # Background and setsid children left the process group: reap them by cgroup.
             await asyncio.to_thread(self.plan.release)
+            if self.egress is not None:
+                await self.egress.aclose()
             shutil.rmtree(self.runtime_dir, ignore_errors=True)
 
     def log_tail(self, limit: int = 2000) -> str:
@@ -178,8 +184,14 @@ class LocalBackend(KernelBackend):
 
     name = "local"
 
-    def __init__(self) -> None:
+    def __init__(self, *, egress_hosts: Mapping[str, str] | None = None) -> None:
+        """
+        Args:
+            egress_hosts: fixed addresses for names of a network allowlist, used by its
+                proxy instead of DNS (an internal mirror; tests on loopback).
+        """
         self._context: zmq.asyncio.Context | None = None
+        self.egress_hosts = dict(egress_hosts or {})
 
     def resolved_isolation(self, limits: Limits) -> str:
         return sandbox.resolve_isolation(limits)
@@ -191,16 +203,19 @@ class LocalBackend(KernelBackend):
         argv, spec_meta = kernel_argv(request.environment)
         # Unix socket paths are limited to ~107 bytes: keep the runtime dir short.
         runtime_dir = Path(tempfile.mkdtemp(prefix="ka-"))
+        egress = await start_egress(request.limits, isolation, self.egress_hosts)
         try:
-            kernel = await self._launch(request, isolation, argv, runtime_dir)
+            kernel = await self._launch(request, isolation, argv, runtime_dir, egress)
         except BaseException:
             shutil.rmtree(runtime_dir, ignore_errors=True)
+            if egress is not None:
+                await egress.aclose()
             raise
         kernel.kernelspec = spec_meta
         return kernel
 
     async def _launch(self, request: KernelRequest, isolation: str, argv: list[str],
-                      runtime_dir: Path) -> LocalKernel:
+                      runtime_dir: Path, egress: EgressProxy | None = None) -> LocalKernel:
         conn_file, info = write_connection_file(
             str(runtime_dir / "kernel.json"), ip=str(runtime_dir / "k"), transport="ipc",
             key=uuid.uuid4().hex.encode(),
@@ -221,7 +236,8 @@ class LocalBackend(KernelBackend):
             await asyncio.to_thread(sandbox.matplotlib_cache, full[0])
         plan = sandbox.plan_launch(full, workdir=request.workdir, limits=request.limits,
                                    isolation=isolation, extra_env=extra_env,
-                                   runtime_dir=runtime_dir, readable=[STARTUP_FILE])
+                                   runtime_dir=runtime_dir, readable=[STARTUP_FILE],
+                                   egress=egress.route if egress is not None else None)
         log_path = runtime_dir / "kernel.log"
         with open(log_path, "wb") as logf:
             proc = await _spawn(plan, logf)
@@ -239,6 +255,7 @@ class LocalBackend(KernelBackend):
         conn = ZmqConnection(dict(info), self._context,
                              max_message_bytes=max_message_bytes(request.limits))
         kernel = LocalKernel(proc, plan, conn, runtime_dir, log_path)
+        kernel.egress = egress
         try:
             await _wait_ready(kernel, request.limits.startup_timeout_s)
         except BaseException:

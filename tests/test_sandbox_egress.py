@@ -1,0 +1,143 @@
+"""The network allowlist from inside the sandbox: ``Limits(network=[...])``.
+
+A real bubblewrap kernel in its own network namespace reaches listed names through the
+proxy that runs in this process (``kernels/egress.py``), by way of the forwarder on the
+sandbox's loopback and the Unix socket bound into it. Only loopback is used: the listed
+names resolve to a server on this host's 127.0.0.1 through the backend's
+``egress_hosts``; everything else must stay unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+from collections.abc import AsyncIterator
+
+import pytest
+
+from kernel_analyst.frontend import flags
+from kernel_analyst.kernels import Limits, LocalBackend, SandboxUnavailableError, SessionManager, sandbox
+from kernel_analyst.kernels.backends.local import LocalKernel
+
+from .test_egress import Upstream
+from .test_sandbox_support import SMALL, Tracked, json_line
+
+PROBE = """
+import http.client, json, os, socket, urllib.request
+out = {"proxy": os.environ.get("HTTPS_PROXY"), "no_proxy": os.environ.get("NO_PROXY")}
+def attempt(name, call):
+    try:
+        out[name] = call()
+    except Exception as exc:
+        out[name] = f"{type(exc).__name__}: {exc}"
+# Plain HTTP through the proxy (urllib reads HTTP_PROXY) and a CONNECT tunnel (as HTTPS uses).
+def get(url):
+    return urllib.request.urlopen(url, timeout=10).read().decode()
+attempt("http", lambda: get(f"http://pypi.test:{PORT}/simple/"))
+def tunnel():
+    conn = http.client.HTTPConnection("127.0.0.1", 3128, timeout=10)
+    conn.set_tunnel("files.pythonhosted.test", PORT)
+    conn.request("GET", "/packages/x.whl")
+    return conn.getresponse().read().decode()
+attempt("tunnel", tunnel)
+# Not listed, by name, by scheme, by IP literal.
+attempt("unlisted_http", lambda: get(f"http://evil.test:{PORT}/"))
+attempt("unlisted_https", lambda: get("https://evil.test/"))
+def ip_tunnel():
+    conn = http.client.HTTPConnection("127.0.0.1", 3128, timeout=10)
+    conn.set_tunnel("127.0.0.1", PORT)
+    conn.request("GET", "/")
+    return conn.getresponse().read().decode()
+attempt("ip_literal", ip_tunnel)
+# Raw sockets: the host's loopback is not the sandbox's, nothing else is routed, no DNS.
+attempt("raw_host_loopback", lambda: socket.create_connection(("127.0.0.1", PORT), timeout=3).close())
+attempt("raw_outbound", lambda: socket.create_connection(("192.0.2.1", 80), timeout=3).close())
+attempt("dns", lambda: socket.getaddrinfo("pypi.test", 443))
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+async def upstream() -> AsyncIterator[Upstream]:
+    async with Upstream() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+async def allowlisted(upstream: Upstream,
+                      tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SessionManager]:
+    limits = Limits(isolation="sandbox", network=[f"pypi.test:{upstream.port}",
+                                                  f"*.pythonhosted.test:{upstream.port}"], **SMALL)
+    backend = LocalBackend(egress_hosts={"pypi.test": "127.0.0.1", "files.pythonhosted.test": "127.0.0.1",
+                                         "evil.test": "127.0.0.1"})
+    async with SessionManager(tmp_path_factory.mktemp("egress"), limits=limits, backend=backend) as manager:
+        yield manager
+
+
+async def test_listed_names_are_reachable_and_nothing_else(allowlisted: SessionManager,
+                                                            upstream: Upstream) -> None:
+    session = await allowlisted.session("allowlist")
+    s = Tracked(session)
+    before = len(upstream.heads)
+    ex = await s.run(f"PORT = {upstream.port}\n" + PROBE)
+    out = json_line(ex.text)
+    assert out["proxy"] == "http://127.0.0.1:3128" and "127.0.0.1" in out["no_proxy"]
+    assert out["http"].startswith("GET /simple/ HTTP/1.1"), out["http"]
+    assert f"Host: pypi.test:{upstream.port}" in out["http"]
+    assert out["tunnel"].startswith("GET /packages/x.whl HTTP/1.1"), out["tunnel"]
+    assert out["unlisted_http"] == (f"HTTPError: HTTP Error 403: Host evil.test:{upstream.port} "
+                                    "is not on the network allowlist")
+    assert "Tunnel connection failed: 403 Host evil.test:443 is not on the network allowlist" in \
+        out["unlisted_https"]
+    assert f"403 Host 127.0.0.1:{upstream.port} is not on the network allowlist" in out["ip_literal"]
+    assert out["raw_host_loopback"].startswith("ConnectionRefusedError"), "the sandbox's own loopback"
+    assert out["raw_outbound"].startswith("OSError"), out["raw_outbound"]
+    assert out["dns"].startswith("gaierror"), out["dns"]
+    assert len(upstream.heads) == before + 2, "only the two listed requests reached the server"
+    kernel = session.kernel
+    assert isinstance(kernel, LocalKernel) and kernel.egress is not None
+    assert (kernel.egress.allowed, kernel.egress.refused) == (2, 3)
+    assert "allowlist via the egress proxy" in kernel.plan.enforced["network"]
+    s.check_audit()
+
+
+async def test_the_forwarder_and_proxy_end_with_the_kernel(allowlisted: SessionManager) -> None:
+    session = await allowlisted.session("lifetime")
+    kernel = session.kernel
+    assert isinstance(kernel, LocalKernel) and kernel.egress is not None
+    socket_dir = kernel.egress.socket_path.parent
+    ex = await session.execute("import os; [open(f'/proc/{p}/cmdline').read().replace(chr(0), ' ') "
+                               "for p in os.listdir('/proc') if p.isdigit()]")
+    assert "_egress_forwarder.py" in ex.text, "the forwarder runs inside the sandbox"
+    assert _forwarders(), "and is visible from the host"
+    await session.restart()  # a new kernel: a new proxy, the old one gone
+    assert session.kernel is not kernel and not socket_dir.exists()
+    await allowlisted.close("lifetime")
+    await allowlisted.close("allowlist")
+    assert _forwarders() == []
+
+
+def _forwarders() -> list[str]:
+    found = []
+    for path in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            with open(path, "rb") as f:
+                if b"_egress_forwarder.py" in f.read():
+                    found.append(path)
+        except OSError:
+            pass
+    return found
+
+
+def test_an_allowlist_needs_the_sandbox() -> None:
+    with pytest.raises(SandboxUnavailableError, match=r"network allowlist.*isolation='sandbox'"):
+        sandbox.resolve_isolation(Limits(isolation="process", network=["pypi.org"]))
+    parser = argparse.ArgumentParser()
+    flags.add_kernel_flags(parser)
+    args = parser.parse_args(["--network", "pypi.org,files.pythonhosted.org", "--isolation", "sandbox"])
+    assert flags.kernel_settings(args).limits().network == ("pypi.org", "files.pythonhosted.org")
+    assert flags.kernel_settings(parser.parse_args(["--network", "off"])).limits().network is False
+    assert flags.kernel_settings(parser.parse_args(["--network", "on"])).limits().network is True
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--network", "https://pypi.org/simple"])
+
