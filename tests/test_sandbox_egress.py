@@ -10,8 +10,15 @@ names resolve to a server on this host's 127.0.0.1 through the backend's
 from __future__ import annotations
 
 import argparse
+import base64
+import functools
 import glob
-from collections.abc import AsyncIterator
+import hashlib
+import http.server
+import threading
+import zipfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -64,12 +71,54 @@ async def upstream() -> AsyncIterator[Upstream]:
 
 
 @pytest.fixture(scope="module")
-async def allowlisted(upstream: Upstream,
+def package_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """A PEP 503 simple index with one small wheel, served over HTTP on 127.0.0.1; its port."""
+    root = tmp_path_factory.mktemp("index")
+    _write_index(root)
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as httpd:
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield int(httpd.server_address[1])
+        finally:
+            httpd.shutdown()
+            thread.join(10)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def _write_index(root: Path) -> None:
+    files = {"tinypkg/__init__.py": "X = 1\n",
+             "tinypkg-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinypkg\nVersion: 0.1\n",
+             "tinypkg-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                            "Tag: py3-none-any\n"}
+    project = root / "simple" / "tinypkg"
+    project.mkdir(parents=True)
+    wheel = "tinypkg-0.1-py3-none-any.whl"
+    record = []
+    with zipfile.ZipFile(project / wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+            record.append(f"{name},sha256={digest},{len(text)}")
+        record.append("tinypkg-0.1.dist-info/RECORD,,")
+        archive.writestr("tinypkg-0.1.dist-info/RECORD", "\n".join(record))
+    (project / "index.html").write_text(f'<a href="{wheel}">{wheel}</a>')
+    (root / "simple" / "index.html").write_text('<a href="tinypkg/">tinypkg</a>')
+
+
+@pytest.fixture(scope="module")
+async def allowlisted(upstream: Upstream, package_index: int,
                       tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SessionManager]:
     limits = Limits(isolation="sandbox", network=[f"pypi.test:{upstream.port}",
-                                                  f"*.pythonhosted.test:{upstream.port}"], **SMALL)
+                                                  f"*.pythonhosted.test:{upstream.port}",
+                                                  f"index.test:{package_index}"], **SMALL)
     backend = LocalBackend(egress_hosts={"pypi.test": "127.0.0.1", "files.pythonhosted.test": "127.0.0.1",
-                                         "evil.test": "127.0.0.1"})
+                                         "evil.test": "127.0.0.1", "index.test": "127.0.0.1"})
     async with SessionManager(tmp_path_factory.mktemp("egress"), limits=limits, backend=backend) as manager:
         yield manager
 
@@ -101,6 +150,16 @@ async def test_listed_names_are_reachable_and_nothing_else(allowlisted: SessionM
     s.check_audit()
 
 
+async def test_pip_downloads_from_a_listed_index(allowlisted: SessionManager, package_index: int) -> None:
+    session = Tracked(await allowlisted.session("pip"))
+    pip = ("!python -m pip download --no-deps --disable-pip-version-check --retries 0 --no-cache-dir "
+           "-d /tmp/wheels --trusted-host index.test --index-url http://index.test:{port}/simple/ tinypkg")
+    ex = await session.run(pip.format(port=package_index) + "\nimport os; print(os.listdir('/tmp/wheels'))")
+    assert "Successfully downloaded tinypkg" in ex.text, ex.text
+    assert "['tinypkg-0.1-py3-none-any.whl']" in ex.text
+    session.check_audit()
+
+
 async def test_the_forwarder_and_proxy_end_with_the_kernel(allowlisted: SessionManager) -> None:
     session = await allowlisted.session("lifetime")
     kernel = session.kernel
@@ -112,8 +171,8 @@ async def test_the_forwarder_and_proxy_end_with_the_kernel(allowlisted: SessionM
     assert _forwarders(), "and is visible from the host"
     await session.restart()  # a new kernel: a new proxy, the old one gone
     assert session.kernel is not kernel and not socket_dir.exists()
-    await allowlisted.close("lifetime")
-    await allowlisted.close("allowlist")
+    for sid in allowlisted.list():
+        await allowlisted.close(sid)
     assert _forwarders() == []
 
 
