@@ -20,7 +20,8 @@ from kernel_analyst.kernels.egress import EgressProxy, HostRule, normalise_allow
 
 
 class Upstream:
-    """An HTTP server on 127.0.0.1 that answers every request with its request head."""
+    """An HTTP server on 127.0.0.1 that answers every request with its request head
+    (``/redirect`` with a redirect to ``evil.test``)."""
 
     def __init__(self) -> None:
         self.heads: list[bytes] = []
@@ -32,8 +33,12 @@ class Upstream:
             with contextlib.suppress(OSError, asyncio.IncompleteReadError):
                 head = await reader.readuntil(b"\r\n\r\n")
                 self.heads.append(head)
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
-                             % len(head) + head)
+                if head.startswith(b"GET /redirect"):  # to a name that is not listed
+                    writer.write(b"HTTP/1.1 302 Found\r\nLocation: http://evil.test:%d/\r\n"
+                                 b"Content-Length: 0\r\nConnection: close\r\n\r\n" % self.port)
+                else:
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                                 % len(head) + head)
                 await writer.drain()
             writer.close()
 

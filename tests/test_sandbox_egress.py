@@ -50,6 +50,7 @@ attempt("tunnel", tunnel)
 # Not listed, by name, by scheme, by IP literal.
 attempt("unlisted_http", lambda: get(f"http://evil.test:{PORT}/"))
 attempt("unlisted_https", lambda: get("https://evil.test/"))
+attempt("redirect", lambda: get(f"http://pypi.test:{PORT}/redirect"))  # urllib follows it
 def ip_tunnel():
     conn = http.client.HTTPConnection("127.0.0.1", 3128, timeout=10)
     conn.set_tunnel("127.0.0.1", PORT)
@@ -139,13 +140,14 @@ async def test_listed_names_are_reachable_and_nothing_else(allowlisted: SessionM
     assert "Tunnel connection failed: 403 Host evil.test:443 is not on the network allowlist" in \
         out["unlisted_https"]
     assert f"403 Host 127.0.0.1:{upstream.port} is not on the network allowlist" in out["ip_literal"]
+    assert out["redirect"] == out["unlisted_http"], "a redirect is a new request, checked as the first"
     assert out["raw_host_loopback"].startswith("ConnectionRefusedError"), "the sandbox's own loopback"
     assert out["raw_outbound"].startswith("OSError"), out["raw_outbound"]
     assert out["dns"].startswith("gaierror"), out["dns"]
-    assert len(upstream.heads) == before + 2, "only the two listed requests reached the server"
+    assert len(upstream.heads) == before + 3, "only the three listed requests reached the server"
     kernel = session.kernel
     assert isinstance(kernel, LocalKernel) and kernel.egress is not None
-    assert (kernel.egress.allowed, kernel.egress.refused) == (2, 3)
+    assert (kernel.egress.allowed, kernel.egress.refused) == (3, 4)
     assert "allowlist via the egress proxy" in kernel.plan.enforced["network"]
     s.check_audit()
 
