@@ -29,7 +29,9 @@ from kernel_analyst.frontend.sessions import kernel_backend
 from kernel_analyst.frontend.settings import KernelSettings
 from kernel_analyst.kernels import GatewayError, GatewayUserError, SessionManager
 from kernel_analyst.kernels.backends import GatewayBackend
+from kernel_analyst.server import ServerConfig
 from kernel_analyst.server.cli import add_cli, config_from_args
+from kernel_analyst.server.service import SessionService
 
 from .conftest import test_limits
 from .enterprise_gateway_fixtures import EnterpriseGatewayProcess, prepare_venv
@@ -148,6 +150,17 @@ def test_gateway_flags_are_one_definition_for_cli_serve_and_mcp() -> None:
     settings = KernelSettings(gateway_url="http://x:1", gateway_env={"KERNEL_X": "1"},
                               gateway_users={"a": "b"})
     assert KernelSettings.from_dict(settings.to_dict()) == settings
+
+
+
+def test_the_service_keeps_no_pool_when_tenants_are_gateway_users(tmp_path: Path) -> None:
+    # Pool kernels start for nobody: none could be handed to a tenant whose kernels start
+    # as its own user. With one user for every kernel the pool is kept. (Nothing is
+    # contacted: the constructor starts nothing.)
+    config = ServerConfig(root_dir=tmp_path, gateway_url="http://127.0.0.1:9", pool_size=2)
+    assert SessionService(config).manager.pool_size == 0
+    one_user = SessionService(config.with_(gateway_env={"KERNEL_USERNAME": "svc"}))
+    assert one_user.manager.pool_size == 2
 
 
 # -- serve --gateway, end to end ---------------------------------------------------------------

@@ -26,6 +26,7 @@ from kernel_analyst.frontend import flags
 from kernel_analyst.kernels import Limits, LocalBackend, SandboxUnavailableError, SessionManager, sandbox
 from kernel_analyst.kernels.backends.local import LocalKernel
 
+from .helpers import wait_until
 from .test_egress import Upstream
 from .test_sandbox_support import SMALL, Tracked, json_line
 
@@ -175,7 +176,7 @@ async def test_the_forwarder_and_proxy_end_with_the_kernel(allowlisted: SessionM
     assert session.kernel is not kernel and not socket_dir.exists()
     for sid in allowlisted.list():
         await allowlisted.close(sid)
-    assert _forwarders() == []
+    assert await wait_until(lambda: _forwarders() == []), "killed with their sandboxes (a moment to exit)"
 
 
 def _forwarders() -> list[str]:
