@@ -106,7 +106,7 @@ def test_allowlist_entries_are_checked_and_normalised() -> None:
     limits = Limits(network=["pypi.org", "files.pythonhosted.org"])
     assert limits.network == ("pypi.org", "files.pythonhosted.org") == limits.network_allowlist
     assert Limits.from_dict(limits.to_dict()) == limits and hash(limits)
-    assert Limits(network=True).network_allowlist is None
+    assert Limits(network=True).network_allowlist is None and Limits(network=[]).network is False
 
 
 # -- through the proxy -------------------------------------------------------------------------

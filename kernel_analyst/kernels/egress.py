@@ -278,6 +278,17 @@ class EgressProxy:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
+        try:
+            await self._handle(reader, writer)
+        except asyncio.CancelledError:
+            # Only aclose() (or the loop's end) cancels this task, which asyncio's stream
+            # server made: ending it normally keeps Python 3.11 from logging the cancel.
+            pass
+        finally:
+            writer.close()
+            self._tasks.discard(task)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         upstream: asyncio.StreamWriter | None = None
         try:
             if len(self._tasks) > self.max_connections:
@@ -296,15 +307,9 @@ class EgressProxy:
             await self._refuse(writer, refusal)
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError):
             pass  # the client or the upstream went away, or a tunnel idled out
-        except asyncio.CancelledError:
-            # Only aclose() (or the loop's end) cancels this task, which asyncio's stream
-            # server made: ending it normally keeps Python 3.11 from logging the cancel.
-            pass
         finally:
-            for stream in (upstream, writer):
-                if stream is not None:
-                    stream.close()
-            self._tasks.discard(task)
+            if upstream is not None:
+                upstream.close()
 
     async def _read_head(self, reader: asyncio.StreamReader) -> bytes:
         try:

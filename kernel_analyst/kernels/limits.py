@@ -50,7 +50,8 @@ class Limits:
     ``["pypi.org", "files.pythonhosted.org"]``, ``"*.example.org"`` for subdomains, an
     optional ``:port`` (else 80 and 443). Listed names are reached through a proxy
     outside the sandbox (``kernels/egress.py``); everything else stays unreachable and
-    DNS stays unavailable inside. Kept as a tuple of canonical entries."""
+    DNS stays unavailable inside. Kept as a tuple of canonical entries (an empty list
+    is ``False``)."""
     max_restarts: int = 5
     """Restarts allowed within ``restart_window_s`` before a crash loop is declared."""
     restart_window_s: float = 60.0
@@ -68,7 +69,7 @@ class Limits:
         if self.network is not None and not isinstance(self.network, bool):
             from .egress import normalise_allowlist
 
-            object.__setattr__(self, "network", normalise_allowlist(self.network))
+            object.__setattr__(self, "network", normalise_allowlist(self.network) or False)
 
     @property
     def network_allowlist(self) -> tuple[str, ...] | None:
