@@ -34,6 +34,13 @@ class ScriptedReply:
     """Reported prompt tokens."""
     completion_tokens: int = 7
     """Reported completion tokens."""
+    error_status: int | None = None
+    """Answer with this HTTP error status instead of a completion (``error_message`` as
+    the OpenAI-style error body), as a server does for a request too long for its context."""
+    error_message: str = ""
+    """The error's message."""
+    error_code: str | None = None
+    """The error's ``code`` (OpenAI's ``context_length_exceeded``; llama.cpp's server sends none)."""
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -103,6 +110,11 @@ class _Handler(BaseHTTPRequestHandler):
         if reply is None:
             self._send_json(500, {"error": {"message": f"script over at request {index + 1}",
                                             "type": "server_error"}})
+            return
+        if reply.error_status is not None:
+            error = {"message": reply.error_message, "code": reply.error_code,
+                     "type": "invalid_request_error"}
+            self._send_json(reply.error_status, {"error": error})
             return
         completion = _Completion(reply, body.get("model", "scripted"), f"chatcmpl-{index}",
                                  owner.call_id() if reply.code is not None else "")

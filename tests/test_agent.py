@@ -308,9 +308,12 @@ async def test_kernel_that_cannot_restart_ends_with_error(tmp_path: Path) -> Non
         assert_history_is_valid(history)
 
 
-def test_models_without_tool_calling_are_refused(manager: SessionManager) -> None:
+def test_models_without_tool_calling_write_code_as_text_or_are_refused(manager: SessionManager) -> None:
     with pytest.raises(ToolCallingUnsupportedError, match="tool calling"):
-        Analyst(GenericFakeChatModel(messages=iter(())), manager)
+        Analyst(GenericFakeChatModel(messages=iter(())), manager, protocol="tools")
+    analyst = Analyst(GenericFakeChatModel(messages=iter(())), manager)  # auto: code as text
+    assert "```python" in str(analyst._systems["code"].content)
+    assert analyst._bound is None
 
 
 def test_settings_are_checked(manager: SessionManager) -> None:

@@ -21,17 +21,18 @@ SNAPSHOT = Path(__file__).parent / "snapshots" / "prompts.txt"
 SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 1, "size": "640x480",
            "mime": "text/html", "error": "KeyError: 'x'", "omitted": 3, "changes": "created df: DataFrame",
            "seconds": "30.0", "names": "df, x", "step": 2, "tool_name": "python", "detail": "",
-           "name": "sql", "max_steps": 15,
+           "name": "sql", "max_steps": 15, "via": "python_fence",
+           "reasons": "\n- You answered without running any code.",
            "how": "earlier steps re-run; the kernel died during a cell",
            "report": "Replayed 3 cell(s), 3 ran ok. Variables now: df, x."}
 
 
 def render_all() -> str:
     parts = []
-    for images in (False, True):
-        parts.append(f"=== system prompt (send_images={images})\n"
+    for protocol, images in (("tools", False), ("tools", True), ("code", False)):
+        parts.append(f"=== system prompt (protocol={protocol}, send_images={images})\n"
                      + prompting.system_prompt(tool_name="python", max_steps=15, budget=4000,
-                                               send_images=images))
+                                               send_images=images, protocol=protocol))
     parts.append("=== tool description\n" + prompting.tool_description())
     parts.append("=== kernel context\n" + prompting.kernel_context(
         files="titanic.csv (57.0 kB, new)", variables="df: pandas.DataFrame (891, 15)"))
@@ -61,7 +62,9 @@ def test_rendering_is_strict() -> None:
 
 
 def test_every_placeholder_in_the_package_data_has_a_sample() -> None:
-    texts = [prompting.template(n) for n in ("system.md", "tool.txt", "context.md", "messages.txt")]
+    texts = [prompting.template(n) for n in ("system.md", "tool.txt", "context.md", "messages.txt",
+                                              "protocol_code.md")]
     used = {m.group("named") or m.group("braced") for t in texts
             for m in string.Template.pattern.finditer(t) if m.group("named") or m.group("braced")}
-    assert used - {"budget", "figures_note", "files", "variables"} <= set(SAMPLES)
+    by_system_prompt = {"budget", "figures_note", "files", "variables", "how_to_run", "how_to_answer"}
+    assert used - by_system_prompt <= set(SAMPLES)

@@ -1,13 +1,19 @@
-"""The agent loop: a question, a model calling the Python tool, a kernel, an answer.
+"""The agent loop: a question, a model that writes code, a kernel, an answer.
 
 One answer runs like this. The question's files are uploaded into the conversation's
 session; the model is sent the system prompt, the conversation so far and the question
-with a note on the files and variables that already exist. Each tool call the model makes
-is one step: its code runs in the kernel, and the model is shown the observation (errors
-included, so it can correct itself). This repeats until the model replies without a tool
-call (``answered``), the step limit is used up (``max_steps``), or the model or the kernel
-fails (``error``). The audit notebook receives the question, the model's text between
-steps and the answer as markdown cells, in order with the code cells.
+with a note on the files and variables that already exist. Each reply is read by the
+conversation's action protocol (:mod:`.protocols`): native tool calls, or code written as
+text in a ```python block (or the other text forms small local models use). Each piece of
+code is one step: it runs in the kernel, and the model is shown the observation (errors
+included, so it can correct itself), as a tool message or as the next user message. This
+repeats until a reply asks to run nothing (``answered``), the step limit is used up
+(``max_steps``), or the model or the kernel fails (``error``). Before an answer is
+accepted, :mod:`.review` may send it back once (an answer with no code run in a
+conversation with data). A request the model's context cannot hold has its oldest
+observations trimmed (:mod:`.context_window`). The audit notebook receives the question,
+the model's text between steps and the answer as markdown cells, in order with the code
+cells, and each code cell records how its code arrived.
 
 Cancellation: cancelling :meth:`Analyst.ask` (or closing :meth:`Analyst.stream` early)
 cancels the model call in flight, or interrupts the running cell. The conversation's chat
@@ -35,14 +41,33 @@ from langchain_core.runnables import Runnable
 
 from ..kernels.exceptions import KernelAnalystError
 from ..kernels.execution import Execution, VariableInfo
-from ..kernels.files import FileInfo
 from ..kernels.manager import SessionManager
 from ..kernels.session import KernelSession
-from .events import AgentEvent, FinalAnswer, ModelText, StepCode, StepFinished, StepOutput, StepStarted
+from .briefing import (
+    describe_files,
+    describe_variables,
+    profiles,
+    question_markdown,
+    refresh_variables,
+    track_variables,
+)
+from .context_window import is_context_overflow, observation_id, trim_oldest_observation
+from .events import (
+    AgentEvent,
+    AgentNote,
+    FinalAnswer,
+    ModelText,
+    StepCode,
+    StepFinished,
+    StepOutput,
+    StepStarted,
+)
 from .exceptions import ToolCallingUnsupportedError
 from .observation import DEFAULT_BUDGET, Observation, ObservationSettings, observe_step
 from .prompting import kernel_context, message, system_prompt
+from .protocols import PROTOCOLS, Action, ProtocolName, ProtocolState, Reading, Via
 from .results import Answer, Step, StopReason, Usage
+from .review import AnswerReview, ReviewSettings
 from .tool import TOOL_NAME, KernelTool
 
 log = logging.getLogger(__name__)
@@ -53,11 +78,6 @@ EventCallback = Callable[[AgentEvent], None]
 ImagesMode = Literal["auto", "on", "off"]
 """Whether figures go to the model as images: ``auto`` when the model's LangChain profile
 says it takes image input, ``on`` unless the profile says it does not, ``off`` never."""
-
-_MAX_LISTED_FILES = 30
-_MAX_LISTED_COLUMNS = 25
-_MAX_CONTEXT_VARIABLES = 40
-_KERNEL_LISTING_CAP = 200  # the kernel lists at most this many variables (kernels/_kernel_startup.py)
 
 
 @dataclass(frozen=True)
@@ -78,6 +98,13 @@ class AnalystSettings:
     profile_files: bool = False
     """Load each table uploaded with a question as a DataFrame and show the model its
     compact profile (:mod:`kernel_analyst.eda.profile`) before its first step."""
+    protocol: ProtocolName = "auto"
+    """How the model runs code (:mod:`kernel_analyst.agent.protocols`): ``tools`` (native
+    tool calls), ``code`` (```python blocks written as text), ``auto`` (tool calls when the
+    model makes them, else the text form it uses)."""
+    require_work: bool = True
+    """Send an answer back once when it comes before any code ran in a conversation with
+    data files (see :mod:`kernel_analyst.agent.review`)."""
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -85,6 +112,8 @@ class AnalystSettings:
         if self.observation_budget < 500:
             raise ValueError("observation_budget must be at least 500 characters; "
                              f"got {self.observation_budget}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}; got {self.protocol!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-able dict."""
@@ -95,9 +124,11 @@ class AnalystSettings:
 class _Conversation:
     """What the analyst remembers of one conversation between answers."""
 
+    protocol: ProtocolState
     history: list[BaseMessage] = field(default_factory=list)
     variables: dict[str, VariableInfo] = field(default_factory=dict)
     turns: int = 0
+    cells_run: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -112,24 +143,30 @@ class _Turn:
     messages: list[BaseMessage]
     emit: EventCallback
     files: list[str]
+    review: AnswerReview
+    has_files: bool = False
     steps: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     attempts: int = 0
     error: str | None = None
     last_text: str = ""
+    notes: list[str] = field(default_factory=list)
+    trimmed: int = 0
+    trim_note: str = ""
     started: float = field(default_factory=time.monotonic)
 
 
 class Analyst:
-    """A data-analysis agent on any LangChain chat model that supports tool calling.
+    """A data-analysis agent on any LangChain chat model.
 
     ``Analyst(model, manager)`` with a started :class:`SessionManager`; each conversation
     id gets its own kernel and chat history. Keywords: ``max_steps``,
     ``observation_budget`` (characters), ``send_images`` (``"auto"``: figures go to the
     model as images when its LangChain profile says it takes them; ``True``/``"on"``,
     ``False``/``"off"``), ``max_images`` (per step), ``step_timeout`` (seconds),
-    ``profile_files`` (load and profile uploaded tables first). Nothing starts before the
-    first question.
+    ``profile_files`` (load and profile uploaded tables first), ``protocol`` (``auto``,
+    ``tools`` or ``code``: how the model runs code), ``require_work`` (send back an answer
+    given before any code ran). Nothing starts before the first question.
     """
 
     def __init__(
@@ -143,17 +180,22 @@ class Analyst:
         max_images: int = 4,
         step_timeout: float | None = None,
         profile_files: bool = False,
+        protocol: ProtocolName = "auto",
+        require_work: bool = True,
     ) -> None:
         self.model = model
         self.manager = manager
         self.settings = AnalystSettings(max_steps=max_steps, observation_budget=observation_budget,
                                         send_images=send_images, max_images=max_images,
-                                        step_timeout_s=step_timeout, profile_files=profile_files)
+                                        step_timeout_s=step_timeout, profile_files=profile_files,
+                                        protocol=protocol, require_work=require_work)
         self.sends_images = images_enabled(send_images, model)
         """True when figures go to the model as images (see ``send_images``)."""
-        self._bound = _bind_tool(model, KernelTool(manager))
-        self._system = SystemMessage(system_prompt(tool_name=TOOL_NAME, max_steps=max_steps,
-                                                   budget=observation_budget, send_images=self.sends_images))
+        self._bound = _bind_tool(model, KernelTool(manager), protocol)
+        self._systems = {p: SystemMessage(system_prompt(tool_name=TOOL_NAME, max_steps=max_steps,
+                                                        budget=observation_budget,
+                                                        send_images=self.sends_images, protocol=p))
+                         for p in ("tools", "code")}
         self._conversations: dict[str, _Conversation] = {}
 
     # -- public API ----------------------------------------------------------------------
@@ -193,15 +235,30 @@ class Analyst:
         found = self._conversations.get(conversation_id)
         return list(found.history) if found else []
 
+    def protocol(self, conversation_id: str) -> str | None:
+        """The protocol a conversation follows (``tools`` or ``code``), or None while an
+        ``auto`` conversation has not run code yet (or is unknown)."""
+        found = self._conversations.get(conversation_id)
+        return found.protocol.active if found else None
+
     def forget(self, conversation_id: str) -> None:
         """Drop a conversation's chat history (its kernel is left as it is)."""
         self._conversations.pop(conversation_id, None)
 
     # -- one answer ------------------------------------------------------------------------
 
+    def _conversation(self, conversation_id: str) -> _Conversation:
+        found = self._conversations.get(conversation_id)
+        if found is None:
+            state = ProtocolState(self.settings.protocol)
+            if self._bound is None:
+                state.fall_back_to_code()
+            found = self._conversations[conversation_id] = _Conversation(state)
+        return found
+
     async def _answer(self, conversation_id: str, question: str,
                       files: Sequence[str | os.PathLike[str]], emit: EventCallback) -> Answer:
-        conversation = self._conversations.setdefault(conversation_id, _Conversation())
+        conversation = self._conversation(conversation_id)
         async with conversation.lock:
             turn = await self._start(conversation_id, question, files, conversation, emit)
             try:
@@ -222,100 +279,181 @@ class Analyst:
             files = [files]  # one path given where a list was meant
         session = await self.manager.session(conversation_id)
         uploaded = [(await session.upload(Path(path))).name for path in files]
-        profiles = await _profiles(session, files, uploaded) if self.settings.profile_files else ""
-        gone = await _refresh_variables(session, conversation)
-        note = kernel_context(files=describe_files(await session.files(), new=uploaded),
+        profile_text = await profiles(session, files, uploaded) if self.settings.profile_files else ""
+        gone = await refresh_variables(session, conversation.variables)
+        listing = await session.files()
+        note = kernel_context(files=describe_files(listing, new=uploaded),
                               variables=describe_variables(list(conversation.variables.values())))
         if gone:
             note += "\n" + message("variables_gone", names=", ".join(gone))
-        note += profiles
-        await session.add_markdown(_question_markdown(question, uploaded), role="question",
+        note += profile_text
+        await session.add_markdown(question_markdown(question, uploaded), role="question",
                                    turn=conversation.turns + 1, at=_now())
-        messages = [self._system, *conversation.history, HumanMessage(f"{question}\n{note}")]
-        return _Turn(conversation_id, question, session, conversation, messages, emit, uploaded)
+        system = self._systems[conversation.protocol.prompt_protocol]
+        messages = [system, *conversation.history, HumanMessage(f"{question}\n{note}")]
+        review = AnswerReview(ReviewSettings(require_work=self.settings.require_work))
+        return _Turn(conversation_id, question, session, conversation, messages, emit, uploaded, review,
+                     has_files=any(not f.name.startswith("outputs/") for f in listing))
 
     async def _run(self, turn: _Turn) -> Answer:
+        protocol = turn.conversation.protocol
         while True:
             reply = await self._call_model(turn)
             if reply is None:
                 return self._finish(turn, "error")
             text = str(reply.text)
-            if not reply.tool_calls and not reply.invalid_tool_calls:
-                return self._finish(turn, "answered", text)
-            if text.strip():
-                turn.last_text = text
-                turn.emit(ModelText(text))
-                await turn.session.add_markdown(text, role="model", at=_now())
+            reading = protocol.read(text, reply.tool_calls, reply.invalid_tool_calls, tool_name=TOOL_NAME)
+            if reading.switched_to == "code":
+                self._switched_to_code(turn, reading)
+            if reading.is_answer or _repeats_work(turn, reading):
+                answer_text = reading.text if reading.is_answer else text
+                feedback = turn.review.feedback(
+                    protocol=protocol.prompt_protocol, tool_name=TOOL_NAME, has_files=turn.has_files,
+                    cells_run=turn.conversation.cells_run)
+                if feedback is None:
+                    return self._finish(turn, "answered", answer_text)
+                await self._send_back(turn, answer_text, feedback)
+                continue
+            if reading.kept_text is not None and reading.kept_text != text:
+                turn.messages[-1] = reply.model_copy(update={"content": reading.kept_text})
+            if reading.text.strip():
+                turn.last_text = reading.text
+                turn.emit(ModelText(reading.text))
+                await turn.session.add_markdown(reading.text, role="model", at=_now())
             limit_was_reached = turn.attempts >= self.settings.max_steps
-            await self._run_tool_calls(turn, reply)
+            await self._run_reading(turn, reading)
             if turn.error is not None:
                 return self._finish(turn, "error")
             if limit_was_reached:
                 return self._finish(turn, "max_steps", turn.last_text)
 
     async def _call_model(self, turn: _Turn) -> AIMessage | None:
-        try:
-            reply = await self._bound.ainvoke(turn.messages)
-        except Exception as exc:  # any provider failure ends this answer, not the program
-            log.warning("model call failed in %s", turn.conversation_id, exc_info=True)
-            turn.error = f"the model call failed: {type(exc).__name__}: {exc}"
-            return None
+        bound, binds = self._bound, turn.conversation.protocol.binds_tools
+        model = bound if bound is not None and binds else self.model
+        trimmed = 0
+        while True:
+            try:
+                reply = await model.ainvoke(turn.messages)
+                break
+            except Exception as exc:  # any provider failure ends this answer, not the program
+                if is_context_overflow(exc) and trim_oldest_observation(turn.messages):
+                    trimmed += 1
+                    continue
+                log.warning("model call failed in %s", turn.conversation_id, exc_info=True)
+                turn.error = f"the model call failed: {type(exc).__name__}: {exc}"
+                return None
+        if trimmed:
+            turn.trimmed += trimmed
+            self._note(turn, "context_trimmed", message("context_trimmed", count=turn.trimmed))
         turn.usage.add(dict(reply.usage_metadata) if reply.usage_metadata else None)
         turn.messages.append(reply)
         return reply
 
+    def _note(self, turn: _Turn, kind: Literal["protocol_switched", "answer_returned", "context_trimmed"],
+              text: str) -> None:
+        """Tell the user something the loop did (an event, and the answer's notes; a new
+        count of trimmed outputs replaces the previous one)."""
+        if kind == "context_trimmed":
+            turn.notes = [n for n in turn.notes if n != turn.trim_note]
+            turn.trim_note = text
+        turn.notes.append(text)
+        turn.emit(AgentNote(kind, text))
+
+    def _switched_to_code(self, turn: _Turn, reading: Reading) -> None:
+        """An ``auto`` conversation's model writes code as text: the prompt says so from now on."""
+        turn.messages[0] = self._systems["code"]
+        via = reading.actions[0].via.value if reading.actions else "text"
+        self._note(turn, "protocol_switched", message("protocol_switched", via=via))
+
+    async def _send_back(self, turn: _Turn, text: str, feedback: str) -> None:
+        """Return an answer to the model with the reasons it was not accepted."""
+        self._note(turn, "answer_returned", feedback)
+        if text.strip():
+            await turn.session.add_markdown(text, role="model", returned=True, at=_now())
+        turn.messages.append(HumanMessage(feedback))
+
     # -- steps -------------------------------------------------------------------------------
 
-    async def _run_tool_calls(self, turn: _Turn, reply: AIMessage) -> None:
+    async def _run_reading(self, turn: _Turn, reading: Reading) -> None:
+        if reading.calls or reading.invalid:
+            await self._run_tool_calls(turn, reading)
+        else:
+            await self._run_text_code(turn, reading.actions[0])
+
+    async def _run_tool_calls(self, turn: _Turn, reading: Reading) -> None:
         figures: list[tuple[int, Observation]] = []
-        for call in reply.tool_calls:
-            call_id = str(call.get("id") or "")
-            content, observation = await self._tool_call(turn, call["name"], call.get("args"), call_id)
-            turn.messages.append(ToolMessage(content=content, tool_call_id=call_id, name=TOOL_NAME))
+        for name, args, call_id in reading.calls:
+            content, observation = await self._tool_call(turn, name, args, call_id)
+            turn.messages.append(ToolMessage(content=content, tool_call_id=call_id, name=TOOL_NAME,
+                                             id=observation_id()))
             if observation is not None and observation.images:
                 figures.append((len(turn.steps), observation))
-        for bad in reply.invalid_tool_calls:
-            if bad.get("id"):
+        for bad in reading.invalid:
+            if bad.call_id:
                 turn.attempts += 1
-                detail = f" ({bad.get('error')})" if bad.get("error") else ""
+                detail = f" ({bad.error})" if bad.error else ""
                 content = message("bad_arguments", tool_name=TOOL_NAME, detail=detail)
-                turn.messages.append(ToolMessage(content=content, tool_call_id=str(bad["id"]),
-                                                 name=TOOL_NAME))
+                turn.messages.append(ToolMessage(content=content, tool_call_id=bad.call_id, name=TOOL_NAME,
+                                                 id=observation_id()))
         if figures:
             turn.messages.append(_figures_message(figures))
 
     async def _tool_call(self, turn: _Turn, name: str, args: Any,
                          call_id: str) -> tuple[str, Observation | None]:
-        """Run one tool call; return the tool message text and the observation, if any."""
+        """Run one native tool call; return the tool message text and the observation, if any."""
+        if name != TOOL_NAME:
+            if turn.error is None and turn.attempts < self.settings.max_steps:
+                turn.attempts += 1
+            return message("unknown_tool", name=name, tool_name=TOOL_NAME), None
+        code = args.get("code") if isinstance(args, dict) else None
+        if not isinstance(code, str) or not code.strip():
+            if turn.error is None and turn.attempts < self.settings.max_steps:
+                turn.attempts += 1
+            return message("bad_arguments", tool_name=TOOL_NAME, detail=""), None
+        return await self._act(turn, Action(code, Via.TOOL_CALL, call_id))
+
+    async def _run_text_code(self, turn: _Turn, action: Action) -> None:
+        """Run code the model wrote as text; its output is the next user message."""
+        content, observation = await self._act(turn, action)
+        parts: list[str | dict[str, Any]] = [
+            f"{message('code_output', step=len(turn.steps))}\n{content}"]
+        if turn.attempts < self.settings.max_steps and turn.error is None:
+            parts[0] = f"{parts[0]}\n\n{message('code_continue')}"
+        if observation is not None and observation.images:
+            parts.extend(observation.image_blocks())
+        body: str | list[str | dict[str, Any]] = parts if len(parts) > 1 else str(parts[0])
+        turn.messages.append(HumanMessage(content=body, id=observation_id()))
+
+    async def _act(self, turn: _Turn, action: Action) -> tuple[str, Observation | None]:
+        """Run one action within the step limit; return the model's text and the observation."""
         if turn.error is not None:
             return message("not_run_after_failure"), None
         if turn.attempts >= self.settings.max_steps:
             return message("step_limit", max_steps=self.settings.max_steps), None
         turn.attempts += 1
-        if name != TOOL_NAME:
-            return message("unknown_tool", name=name, tool_name=TOOL_NAME), None
-        code = args.get("code") if isinstance(args, dict) else None
-        if not isinstance(code, str) or not code.strip():
-            return message("bad_arguments", tool_name=TOOL_NAME, detail=""), None
         try:
-            observation = await self._step(turn, code, call_id)
+            observation = await self._step(turn, action)
         except KernelAnalystError as exc:
             turn.error = f"the kernel failed: {exc}"
             return message("kernel_failed", error=str(exc)), None
         return turn.steps[-1].observation, observation
 
-    async def _step(self, turn: _Turn, code: str, call_id: str) -> Observation:
+    async def _step(self, turn: _Turn, action: Action) -> Observation:
         index = len(turn.steps) + 1
-        turn.emit(StepStarted(index, call_id))
-        turn.emit(StepCode(index, code))
-        ex = await turn.session.execute(code, timeout=self.settings.step_timeout_s,
-                                        on_output=lambda out: turn.emit(StepOutput(index, out)))
-        lost = _track_variables(turn.conversation, ex)
+        turn.emit(StepStarted(index, action.call_id, action.via.value))
+        turn.emit(StepCode(index, action.code))
+        agent_meta = {"via": action.via.value, "protocol": turn.conversation.protocol.prompt_protocol,
+                      "turn": turn.conversation.turns + 1, "step": index}
+        ex = await turn.session.execute(action.code, timeout=self.settings.step_timeout_s,
+                                        on_output=lambda out: turn.emit(StepOutput(index, out)),
+                                        annotations={"agent": agent_meta})
+        turn.conversation.cells_run += 1
+        lost = track_variables(turn.conversation.variables, ex)
         observation = await self._observe(turn, ex, lost, index)
         text = observation.text
         if turn.attempts >= self.settings.max_steps:
             text += "\n\n" + message("last_step", max_steps=self.settings.max_steps)
-        turn.steps.append(Step(index, code, ex, text, call_id))
+        turn.steps.append(Step(index, action.code, ex, text, action.call_id, action.via.value))
         turn.emit(StepFinished(index, ex, text))
         return observation
 
@@ -339,6 +477,8 @@ class Analyst:
             error=turn.error if reason == "error" else None,
             duration_s=time.monotonic() - turn.started,
             files=list(turn.files),
+            protocol=turn.conversation.protocol.prompt_protocol,
+            notes=list(turn.notes),
         )
 
     async def _record_answer(self, turn: _Turn, answer: Answer) -> None:
@@ -349,8 +489,11 @@ class Analyst:
                     "before an answer.")
         else:
             text = f"### Stopped\n\nThe answer failed: {answer.error}"
+        if answer.notes:
+            text += "\n\n" + "\n".join(f"> {note}" for note in answer.notes)
         with contextlib.suppress(KernelAnalystError):  # a session closed meanwhile keeps its notebook
-            await turn.session.add_markdown(text, role="answer", stop_reason=answer.stop_reason, at=_now())
+            await turn.session.add_markdown(text, role="answer", stop_reason=answer.stop_reason,
+                                            protocol=answer.protocol, at=_now())
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -388,84 +531,30 @@ def images_enabled(mode: bool | ImagesMode, model: BaseChatModel) -> bool:
     raise ValueError(f"send_images must be True, False, 'auto', 'on' or 'off'; got {mode!r}")
 
 
-def _bind_tool(model: BaseChatModel, tool: KernelTool) -> Runnable[LanguageModelInput, AIMessage]:
+def _bind_tool(model: BaseChatModel, tool: KernelTool,
+               protocol: ProtocolName) -> Runnable[LanguageModelInput, AIMessage] | None:
+    """The model with the Python tool bound; None under ``code``, or under ``auto`` for a
+    model that cannot bind tools (it will write code as text)."""
+    if protocol == "code":
+        return None
     try:
         return model.bind_tools([tool])
     except NotImplementedError as exc:
+        if protocol == "auto":
+            log.info("%s cannot bind tools; its conversations write code as text", type(model).__name__)
+            return None
         raise ToolCallingUnsupportedError(
-            f"{type(model).__name__} does not support tool calling (bind_tools); "
-            "choose a model that does, e.g. openai:gpt-4o-mini or ollama:qwen2.5-coder") from exc
+            f"{type(model).__name__} does not support tool calling (bind_tools); use protocol "
+            "'code' or 'auto' (the model writes ```python blocks), or a model that calls tools") from exc
 
 
-async def _refresh_variables(session: KernelSession, conversation: _Conversation) -> list[str]:
-    """Re-read the kernel's variables; return the known ones that vanished since the last
-    answer (a restart, a culled session, code run by someone else)."""
-    current = {v.name: v for v in await session.variables()}
-    listing_complete = len(current) < _KERNEL_LISTING_CAP
-    gone = sorted(set(conversation.variables) - set(current)) if listing_complete else []
-    conversation.variables = current
-    return gone
-
-
-def _track_variables(conversation: _Conversation, ex: Execution) -> list[str] | None:
-    """Apply a step's variable changes; when the state was lost, return the names lost."""
-    lost = None
-    if ex.state == "lost":
-        lost = sorted(conversation.variables)
-        conversation.variables = {}
-    for info in [*ex.variables.created, *ex.variables.changed]:
-        conversation.variables[info.name] = info
-    for name in ex.variables.deleted:
-        conversation.variables.pop(name, None)
-    return lost
-
-
-async def _profiles(session: KernelSession, files: Sequence[str | os.PathLike[str]], names: list[str]) -> str:
-    """Load each uploaded table and return the compact profiles for the question's note."""
-    from ..eda.profile import profile_file
-
-    pairs = zip(files, names, strict=True)
-    found = [await profile_file(session, Path(path), name=name) for path, name in pairs]
-    texts = [p.text for p in found if p.ok]
-    return "\n" + message("profiles") + "\n" + "\n\n".join(texts) if texts else ""
-
-
-def describe_files(files: list[FileInfo], *, new: Sequence[str] = ()) -> str:
-    """A one-line listing of the working directory for the model."""
-    if not files:
-        return message("no_files")
-    shown = [f"{f.name} ({_size(f.size)}{', ' + message('new_file') if f.name in new else ''})"
-             for f in files[:_MAX_LISTED_FILES]]
-    more = len(files) - len(shown)
-    return ", ".join(shown) + (f", ... and {more} more" if more > 0 else "")
-
-
-def describe_variables(variables: list[VariableInfo]) -> str:
-    """One entry per variable (DataFrames with their columns) for the model."""
-    if not variables:
-        return message("no_variables")
-    lines = []
-    for info in variables[:_MAX_CONTEXT_VARIABLES]:
-        line = info.describe()
-        if info.columns:
-            cols = info.columns[:_MAX_LISTED_COLUMNS]
-            line += " columns: " + ", ".join(cols) + (", ..." if len(info.columns) > len(cols) else "")
-        lines.append(line)
-    more = len(variables) - len(lines)
-    return "; ".join(lines) + (f"; ... and {more} more" if more > 0 else "")
-
-
-def _size(size: int) -> str:
-    if size < 1000:
-        return f"{size} B"
-    if size < 1_000_000:
-        return f"{size / 1000:.1f} kB"
-    return f"{size / 1_000_000:.1f} MB"
-
-
-def _question_markdown(question: str, files: list[str]) -> str:
-    listed = f"\n\nFiles: {', '.join(f'`{name}`' for name in files)}" if files else ""
-    return f"### Question\n\n{question}{listed}"
+def _repeats_work(turn: _Turn, reading: Reading) -> bool:
+    """True when a reply written as text only repeats code that already ran without error
+    in this answer: a model showing its work beside its answer, not a new step."""
+    if not reading.actions or reading.calls or reading.invalid:
+        return False
+    done = {step.code.strip() for step in turn.steps if step.execution.status == "ok"}
+    return all(action.code.strip() in done for action in reading.actions)
 
 
 def _figures_message(figures: list[tuple[int, Observation]]) -> HumanMessage:
@@ -473,7 +562,7 @@ def _figures_message(figures: list[tuple[int, Observation]]) -> HumanMessage:
     for step, observation in figures:
         content.append({"type": "text", "text": message("figures_message", step=step)})
         content.extend(observation.image_blocks())
-    return HumanMessage(content=content)
+    return HumanMessage(content=content, id=observation_id())
 
 
 def _without_images(messages: list[BaseMessage]) -> list[BaseMessage]:

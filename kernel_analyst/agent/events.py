@@ -2,7 +2,8 @@
 
 For each step: :class:`StepStarted`, :class:`StepCode`, any number of
 :class:`StepOutput` (as the kernel produces them), :class:`StepFinished`. Between model
-calls, :class:`ModelText` carries text the model wrote beside its tool calls. The last
+calls, :class:`ModelText` carries text the model wrote beside its code, and
+:class:`AgentNote` what the loop itself did (a protocol switch, an answer sent back). The last
 event is always :class:`FinalAnswer`. Every event has ``type`` and ``to_dict()``.
 """
 
@@ -22,13 +23,15 @@ class StepStarted:
     step: int
     """1-based step number within the answer."""
     tool_call_id: str = ""
-    """The id of the model's tool call."""
+    """The id of the model's tool call ("" for code written as text)."""
+    via: str = "tool_call"
+    """How the code arrived (see :class:`~kernel_analyst.agent.protocols.Via`)."""
     type: Literal["step_started"] = "step_started"
     """Event type tag."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-able dict."""
-        return {"type": self.type, "step": self.step, "tool_call_id": self.tool_call_id}
+        return {"type": self.type, "step": self.step, "tool_call_id": self.tool_call_id, "via": self.via}
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,24 @@ class ModelText:
 
 
 @dataclass(frozen=True)
+class AgentNote:
+    """Something the loop did that the user should know about (not model text)."""
+
+    kind: Literal["protocol_switched", "answer_returned", "context_trimmed"]
+    """``protocol_switched``: the model writes code as text, and the conversation now runs
+    it; ``answer_returned``: an answer was sent back to the model (see the text);
+    ``context_trimmed``: earlier outputs were removed to fit the model's context."""
+    text: str
+    """One line for a person."""
+    type: Literal["note"] = "note"
+    """Event type tag."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return {"type": self.type, "kind": self.kind, "text": self.text}
+
+
+@dataclass(frozen=True)
 class FinalAnswer:
     """The answer is complete (always the last event)."""
 
@@ -110,5 +131,5 @@ class FinalAnswer:
         return {"type": self.type, "answer": self.answer.to_dict()}
 
 
-AgentEvent = StepStarted | StepCode | StepOutput | StepFinished | ModelText | FinalAnswer
+AgentEvent = StepStarted | StepCode | StepOutput | StepFinished | ModelText | AgentNote | FinalAnswer
 """Any event of :meth:`Analyst.stream`."""

@@ -53,11 +53,19 @@ def message(key: str, /, **values: Any) -> str:
     return string.Template(_messages()[key]).substitute(values)
 
 
-def system_prompt(*, tool_name: str, max_steps: int, budget: int, send_images: bool) -> str:
-    """The analyst's system prompt."""
+def system_prompt(*, tool_name: str, max_steps: int, budget: int, send_images: bool,
+                  protocol: str = "tools") -> str:
+    """The analyst's system prompt, for the action protocol ``protocol`` (``tools``: the
+    model calls the tool; ``code``: it writes ```python blocks, see agent/protocols.py)."""
     figures = message("figures_shown" if send_images else "figures_hidden")
-    return render("system.md", tool_name=tool_name, max_steps=max_steps, budget=f"{budget:,}",
-                  figures_note=figures).strip()
+    if protocol == "code":
+        how_to_run, how_to_answer = template("protocol_code.md").strip(), message("answer_code")
+    elif protocol == "tools":
+        how_to_run, how_to_answer = message("run_tools", tool_name=tool_name), message("answer_tools")
+    else:
+        raise ValueError(f"no system prompt for the protocol {protocol!r}; expected tools or code")
+    return render("system.md", max_steps=max_steps, budget=f"{budget:,}", figures_note=figures,
+                  how_to_run=how_to_run, how_to_answer=how_to_answer).strip()
 
 
 def tool_description() -> str:

@@ -58,18 +58,23 @@ class Step:
     observation: str
     """The text the model was shown."""
     tool_call_id: str = ""
-    """The id of the model's tool call."""
+    """The id of the model's tool call ("" for code written as text)."""
+    via: str = "tool_call"
+    """How the code arrived (:class:`~kernel_analyst.agent.protocols.Via`): a native
+    ``tool_call``, a ``python_fence``, a ``json_fence``, a ``tool_call_tag`` or an
+    ``execute_python_tag``."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-able dict."""
         return {"index": self.index, "code": self.code, "execution": self.execution.to_dict(),
-                "observation": self.observation, "tool_call_id": self.tool_call_id}
+                "observation": self.observation, "tool_call_id": self.tool_call_id, "via": self.via}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Step:
         """Rebuild from :meth:`to_dict` output."""
         return cls(int(data["index"]), str(data["code"]), Execution.from_dict(data["execution"]),
-                   str(data.get("observation", "")), str(data.get("tool_call_id", "")))
+                   str(data.get("observation", "")), str(data.get("tool_call_id", "")),
+                   str(data.get("via", "tool_call")))
 
 
 @dataclass
@@ -97,6 +102,12 @@ class Answer:
     """Wall-clock seconds the answer took."""
     files: list[str] = field(default_factory=list)
     """Names of the files uploaded with the question."""
+    protocol: str = "tools"
+    """The action protocol the conversation followed for this answer (``tools``: native
+    tool calls; ``code``: code written as text; see :mod:`kernel_analyst.agent.protocols`)."""
+    notes: list[str] = field(default_factory=list)
+    """What the loop did that the user should know (the protocol switched, an answer sent
+    back, earlier outputs trimmed to fit the model's context)."""
 
     @property
     def ok(self) -> bool:
@@ -116,6 +127,8 @@ class Answer:
             "error": self.error,
             "duration_s": self.duration_s,
             "files": list(self.files),
+            "protocol": self.protocol,
+            "notes": list(self.notes),
         }
 
     @classmethod
@@ -133,4 +146,6 @@ class Answer:
             error=data.get("error"),
             duration_s=float(data.get("duration_s", 0.0)),
             files=list(data.get("files", [])),
+            protocol=str(data.get("protocol", "tools")),
+            notes=list(data.get("notes", [])),
         )

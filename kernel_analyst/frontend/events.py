@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..agent.events import (
         AgentEvent,
+        AgentNote,
         FinalAnswer,
         ModelText,
         StepCode,
@@ -32,7 +33,15 @@ class AgentEventHandler:
 
     def dispatch(self, event: AgentEvent) -> None:
         """Call the method for ``event``'s class."""
-        from ..agent.events import FinalAnswer, ModelText, StepCode, StepFinished, StepOutput, StepStarted
+        from ..agent.events import (
+            AgentNote,
+            FinalAnswer,
+            ModelText,
+            StepCode,
+            StepFinished,
+            StepOutput,
+            StepStarted,
+        )
 
         match event:
             case StepStarted():
@@ -45,6 +54,8 @@ class AgentEventHandler:
                 self.step_finished(event)
             case ModelText():
                 self.model_text(event)
+            case AgentNote():
+                self.agent_note(event)
             case FinalAnswer():
                 self.final_answer(event)
             case _:
@@ -64,6 +75,9 @@ class AgentEventHandler:
 
     def model_text(self, event: ModelText) -> None:
         """Text the model wrote beside its tool calls."""
+
+    def agent_note(self, event: AgentNote) -> None:
+        """Something the loop did (a protocol switch, an answer sent back, a trimmed context)."""
 
     def final_answer(self, event: FinalAnswer) -> None:
         """The answer (always the last event)."""

@@ -17,6 +17,7 @@ from .settings import (
     DEFAULT_TIMEOUT_S,
     ENV_NAME,
     IMAGES_MODES,
+    PROTOCOL_NAMES,
     RECOVERY_MODES,
     KernelSettings,
     ModelSettings,
@@ -99,7 +100,7 @@ def add_database_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def add_model_flags(parser: argparse.ArgumentParser, *, required: bool, purpose: str = "") -> None:
-    """``--model --base-url --max-steps --images``."""
+    """``--model --base-url --max-steps --images --protocol``."""
     group = parser.add_argument_group("model options")
     suffix = f"; {purpose}" if purpose else ""
     group.add_argument("--model", required=required, metavar="PROVIDER:MODEL", help=_MODEL_EXAMPLES + suffix)
@@ -111,6 +112,10 @@ def add_model_flags(parser: argparse.ArgumentParser, *, required: bool, purpose:
                        help="send figures to the model as images: auto (when its LangChain profile says "
                             "it takes images), on (unless the profile says it does not), off "
                             "(default auto)")
+    group.add_argument("--protocol", choices=PROTOCOL_NAMES, default="auto",
+                       help="how the model runs code: tools (native tool calls), code (it writes "
+                            "```python blocks; for local models without tool calling), auto (tool calls "
+                            "when the model makes them, else the code it writes; default)")
 
 
 def add_debug_flag(parser: argparse.ArgumentParser, *, top_level: bool = False) -> None:
@@ -132,7 +137,7 @@ def kernel_settings(args: argparse.Namespace) -> KernelSettings:
 def model_settings(args: argparse.Namespace) -> ModelSettings:
     """The model settings given on the command line."""
     return ModelSettings(spec=args.model, base_url=args.base_url, max_steps=args.max_steps,
-                         images=args.images)
+                         images=args.images, protocol=args.protocol)
 
 
 __all__ = ["add_database_flag", "add_debug_flag", "add_gateway_user_flag", "add_kernel_flags",

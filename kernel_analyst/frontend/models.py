@@ -33,7 +33,8 @@ def build_analyst(model: BaseChatModel, manager: SessionManager, settings: Model
     (step limit, images); ``options`` go to the Analyst as they are."""
     from ..agent.analyst import Analyst
 
-    return Analyst(model, manager, max_steps=settings.max_steps, send_images=settings.images, **options)
+    return Analyst(model, manager, max_steps=settings.max_steps, send_images=settings.images,
+                   protocol=settings.protocol, **options)  # type: ignore[arg-type]
 
 
 def describe_model_failure(error: str, settings: ModelSettings) -> str:

@@ -26,6 +26,10 @@ IMAGES_MODES: tuple[ImagesMode, ...] = ("auto", "on", "off")
 """Values of ``--images``: ``auto`` sends figures when the model's LangChain profile says it
 takes image input, ``on`` unless the profile says it does not, ``off`` never."""
 
+PROTOCOL_NAMES: tuple[str, ...] = ("auto", "tools", "code")
+"""Values of ``--protocol`` (kernel_analyst.agent.protocols.PROTOCOLS, kept here so the
+flags load without LangChain; a test keeps the two equal)."""
+
 RecoveryMode = Literal["replay", "none"]
 """Values of ``--recovery``: see :class:`~kernel_analyst.kernels.recovery.RecoveryPolicy`."""
 RECOVERY_MODES: tuple[RecoveryMode, ...] = ("replay", "none")
@@ -135,6 +139,8 @@ class ModelSettings:
     """Code steps the agent may take per question."""
     images: ImagesMode = "auto"
     """Send figures to the model as images: see :data:`IMAGES_MODES`."""
+    protocol: str = "auto"
+    """How the model runs code: see :data:`PROTOCOL_NAMES`."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """More keywords for the model class (``temperature=0``, ``timeout=30`` ...)."""
 
@@ -143,6 +149,8 @@ class ModelSettings:
             raise ValueError(f"max steps must be at least 1; got {self.max_steps}")
         if self.images not in IMAGES_MODES:
             raise ValueError(f"images must be one of {', '.join(IMAGES_MODES)}; got {self.images!r}")
+        if self.protocol not in PROTOCOL_NAMES:
+            raise ValueError(f"protocol must be one of {', '.join(PROTOCOL_NAMES)}; got {self.protocol!r}")
 
     def with_(self, **changes: Any) -> ModelSettings:
         """A copy with some fields changed."""
@@ -158,5 +166,5 @@ class ModelSettings:
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
-__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_TIMEOUT_S", "ENV_NAME", "IMAGES_MODES", "RECOVERY_MODES",
-           "KernelSettings", "ModelSettings", "RecoveryMode", "package_version"]
+__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_TIMEOUT_S", "ENV_NAME", "IMAGES_MODES", "PROTOCOL_NAMES",
+           "RECOVERY_MODES", "KernelSettings", "ModelSettings", "RecoveryMode", "package_version"]

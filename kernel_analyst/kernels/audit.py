@@ -61,6 +61,8 @@ def code_cell(ex: Execution) -> dict[str, Any]:
         meta["events"] = list(ex.events)
     if ex.variables:
         meta["variables"] = ex.variables.to_dict()
+    for key, value in ex.annotations.items():
+        meta.setdefault(key, value)  # the outcome's own fields win over a caller's
     return {
         "cell_type": "code",
         "id": new_cell_id(),

@@ -177,6 +177,9 @@ class Execution:
     recovery: RecoveryReport | None = None
     """When the namespace had been lost and was brought back before this step (replay or
     snapshot): what was restored, how, and what was not."""
+    annotations: dict[str, Any] = field(default_factory=dict)
+    """What the caller said about this cell (JSON-able), kept in the notebook cell's
+    metadata beside the outcome: e.g. the agent records how the model sent the code."""
 
     @property
     def text(self) -> str:
@@ -225,6 +228,7 @@ class Execution:
             "truncated_bytes": self.truncated_bytes,
             "events": list(self.events),
             "recovery": self.recovery.to_dict() if self.recovery is not None else None,
+            "annotations": dict(self.annotations),
             "text": self.text,
         }
 
@@ -248,6 +252,7 @@ class Execution:
             truncated_bytes=int(data.get("truncated_bytes", 0)),
             events=list(data.get("events", [])),
             recovery=RecoveryReport.from_dict(recovery) if recovery else None,
+            annotations=dict(data.get("annotations") or {}),
         )
 
 

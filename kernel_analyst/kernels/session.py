@@ -270,7 +270,8 @@ class KernelSession:
     # -- execution -------------------------------------------------------------------
 
     async def execute(
-        self, code: str, *, timeout: float | None = None, on_output: OutputCallback | None = None
+        self, code: str, *, timeout: float | None = None, on_output: OutputCallback | None = None,
+        annotations: dict[str, Any] | None = None,
     ) -> Execution:
         """Run ``code`` in the kernel and record it in the audit trail.
 
@@ -280,7 +281,8 @@ class KernelSession:
         (``status="timeout"``, nothing recorded). Errors in the code are data
         (``status="error"``); timeouts and kernel deaths are reported in ``status`` and
         ``state``. Raises only for infrastructure failures (closed session, a kernel
-        that cannot be restarted).
+        that cannot be restarted). ``annotations`` (JSON-able) go into
+        ``Execution.annotations`` and the notebook cell's metadata.
         """
         self._check_open()
         timeout = timeout if timeout is not None else self.limits.timeout_s
@@ -291,7 +293,7 @@ class KernelSession:
         try:
             self._check_open()
             ex = await self._execute_locked(code, deadline, timeout, on_output,
-                                            waited=time.monotonic() - called)
+                                            waited=time.monotonic() - called, annotations=annotations)
             self.last_used = time.monotonic()
             return ex
         finally:
@@ -323,8 +325,9 @@ class KernelSession:
             raise SessionClosedError(f"session {self.id!r} is closed; ask the manager for a new one")
 
     async def _execute_locked(self, code: str, deadline: float | None, timeout: float | None,
-                              on_output: OutputCallback | None, *, waited: float) -> Execution:
-        ex = Execution(code=code, started_at=utcnow())
+                              on_output: OutputCallback | None, *, waited: float,
+                              annotations: dict[str, Any] | None = None) -> Execution:
+        ex = Execution(code=code, started_at=utcnow(), annotations=dict(annotations or {}))
         t0 = time.monotonic()
         report = await self._ready(ex)
         if report is not None:

@@ -90,7 +90,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_upload_bytes=int(args.max_upload_mb * 1024 * 1024), default_timeout_s=timeout,
         max_timeout_s=args.max_timeout, idle_timeout_s=args.idle_timeout or None,
         pool_size=args.pool_size, model=model.spec, base_url=model.base_url, max_steps=model.max_steps,
-        images=model.images, gateway_url=kernel.gateway_url, gateway_env=dict(kernel.gateway_env),
+        images=model.images, protocol=model.protocol, gateway_url=kernel.gateway_url,
+        gateway_env=dict(kernel.gateway_env),
         gateway_users=dict(kernel.gateway_users), database_url=_database(args.database, kernel),
         recovery=args.recovery)
 

@@ -134,6 +134,9 @@ class ServerConfig:
     images: ImagesMode = "auto"
     """Send figures to the model as images: ``auto``, ``on`` or ``off`` (``--images``).
     MCP's ``execute`` has no model of its own: there ``auto`` means on, and the host decides."""
+    protocol: str = "auto"
+    """How the model runs code: ``auto``, ``tools`` or ``code`` (``--protocol``; see
+    :mod:`kernel_analyst.agent.protocols`)."""
     gateway_url: str | None = None
     """Run kernels on this Jupyter Kernel/Enterprise Gateway (token from
     ``KERNEL_ANALYST_GATEWAY_TOKEN``); None: local kernels, unless
@@ -164,7 +167,7 @@ class ServerConfig:
     def model_settings(self) -> ModelSettings:
         """The model fields as the front ends' :class:`ModelSettings`."""
         return ModelSettings(spec=self.model, base_url=self.base_url, max_steps=self.max_steps,
-                             images=self.images)
+                             images=self.images, protocol=self.protocol)
 
     def with_(self, **changes: Any) -> ServerConfig:
         """A copy with some fields changed."""

@@ -1,0 +1,98 @@
+"""What the model is told about the kernel before a question: files, variables, profiles.
+
+Pure text builders (and the one variables read that keeps the analyst's view of the
+namespace current); the loop in :mod:`.analyst` attaches their result to each question.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..kernels.execution import Execution, VariableInfo
+from ..kernels.files import FileInfo
+from ..kernels.session import KernelSession
+from .prompting import message
+
+_MAX_LISTED_FILES = 30
+_MAX_LISTED_COLUMNS = 25
+_MAX_CONTEXT_VARIABLES = 40
+_KERNEL_LISTING_CAP = 200  # the kernel lists at most this many variables (kernels/_kernel_startup.py)
+
+
+async def refresh_variables(session: KernelSession, variables: dict[str, VariableInfo]) -> list[str]:
+    """Re-read the kernel's variables into ``variables`` (in place); return the known ones
+    that vanished since the last answer (a restart, a culled session, code run by someone else)."""
+    current = {v.name: v for v in await session.variables()}
+    listing_complete = len(current) < _KERNEL_LISTING_CAP
+    gone = sorted(set(variables) - set(current)) if listing_complete else []
+    variables.clear()
+    variables.update(current)
+    return gone
+
+
+def track_variables(variables: dict[str, VariableInfo], ex: Execution) -> list[str] | None:
+    """Apply a step's variable changes (in place); when the state was lost, return the names lost."""
+    lost = None
+    if ex.state == "lost":
+        lost = sorted(variables)
+        variables.clear()
+    for info in [*ex.variables.created, *ex.variables.changed]:
+        variables[info.name] = info
+    for name in ex.variables.deleted:
+        variables.pop(name, None)
+    return lost
+
+
+async def profiles(session: KernelSession, files: Sequence[str | os.PathLike[str]], names: list[str]) -> str:
+    """Load each uploaded table and return the compact profiles for the question's note."""
+    from ..eda.profile import profile_file
+
+    pairs = zip(files, names, strict=True)
+    found = [await profile_file(session, Path(path), name=name) for path, name in pairs]
+    texts = [p.text for p in found if p.ok]
+    return "\n" + message("profiles") + "\n" + "\n\n".join(texts) if texts else ""
+
+
+def describe_files(files: list[FileInfo], *, new: Sequence[str] = ()) -> str:
+    """A one-line listing of the working directory for the model."""
+    if not files:
+        return message("no_files")
+    shown = [f"{f.name} ({_size(f.size)}{', ' + message('new_file') if f.name in new else ''})"
+             for f in files[:_MAX_LISTED_FILES]]
+    more = len(files) - len(shown)
+    return ", ".join(shown) + (f", ... and {more} more" if more > 0 else "")
+
+
+def describe_variables(variables: list[VariableInfo]) -> str:
+    """One entry per variable (DataFrames with their columns) for the model."""
+    if not variables:
+        return message("no_variables")
+    lines = []
+    for info in variables[:_MAX_CONTEXT_VARIABLES]:
+        line = info.describe()
+        if info.columns:
+            cols = info.columns[:_MAX_LISTED_COLUMNS]
+            line += " columns: " + ", ".join(cols) + (", ..." if len(info.columns) > len(cols) else "")
+        lines.append(line)
+    more = len(variables) - len(lines)
+    return "; ".join(lines) + (f"; ... and {more} more" if more > 0 else "")
+
+
+def question_markdown(question: str, files: list[str]) -> str:
+    """The question as the audit notebook records it."""
+    listed = f"\n\nFiles: {', '.join(f'`{name}`' for name in files)}" if files else ""
+    return f"### Question\n\n{question}{listed}"
+
+
+def _size(size: int) -> str:
+    if size < 1000:
+        return f"{size} B"
+    if size < 1_000_000:
+        return f"{size / 1000:.1f} kB"
+    return f"{size / 1_000_000:.1f} MB"
+
+
+__all__ = ["describe_files", "describe_variables", "profiles", "question_markdown", "refresh_variables",
+           "track_variables"]

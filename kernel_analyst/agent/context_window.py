@@ -1,0 +1,82 @@
+"""Fitting a conversation into a model's context window.
+
+Small local models run with 4k to 16k tokens of context. When a server says the request
+is too long, the loop does not fail the answer: it replaces the oldest observation (a
+step's output as the model saw it) with a one-line note and asks again, oldest first, and
+never the newest one, which the model needs to go on. The audit notebook keeps every
+output whole; only the model's copy is trimmed.
+
+Observations are marked by their message id (:func:`observation_id`): ids are LangChain's
+own bookkeeping and never sent to a provider, so the mark costs the model nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from langchain_core.messages import BaseMessage
+
+from .prompting import message
+
+_OBSERVATION_PREFIX = "ka-observation-"
+_TRIMMED_SUFFIX = "-trimmed"
+
+# What providers and servers say when a request does not fit (lower case): OpenAI's error
+# code, vLLM's and OpenAI's wording, llama.cpp's server (b4000 and later: "the request
+# exceeds the available context size", type exceed_context_size_error), Ollama, Anthropic.
+_OVERFLOW_PHRASES = (
+    "context_length_exceeded",
+    "maximum context length",
+    "exceeds the available context size",
+    "exceed_context_size_error",
+    "context size has been exceeded",
+    "context window",
+    "prompt is too long",
+    "too many tokens",
+    "input is too long",
+)
+
+
+def observation_id() -> str:
+    """A message id that marks the message as an observation (trimmable)."""
+    return f"{_OBSERVATION_PREFIX}{uuid.uuid4().hex[:12]}"
+
+
+def is_observation(msg: BaseMessage) -> bool:
+    """True for an observation that has not been trimmed yet."""
+    return (msg.id or "").startswith(_OBSERVATION_PREFIX) and not (msg.id or "").endswith(_TRIMMED_SUFFIX)
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """Whether a model call failed because the request does not fit the context."""
+    for error in _chain(exc):
+        text = f"{type(error).__name__} {error} {getattr(error, 'code', '') or ''}".lower()
+        if any(phrase in text for phrase in _OVERFLOW_PHRASES):
+            return True
+    return False
+
+
+def trim_oldest_observation(messages: list[BaseMessage]) -> bool:
+    """Replace the oldest untrimmed observation (not the newest) with a short note, in
+    place; False when nothing is left to trim."""
+    found = [i for i, msg in enumerate(messages) if is_observation(msg)]
+    if len(found) < 2:
+        return False
+    index = found[0]
+    old = messages[index]
+    messages[index] = old.model_copy(update={"content": message("observation_trimmed"),
+                                             "id": f"{old.id}{_TRIMMED_SUFFIX}"})
+    return True
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and its causes (providers wrap HTTP errors)."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen and len(seen) < 8:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+__all__ = ["is_context_overflow", "is_observation", "observation_id", "trim_oldest_observation"]
