@@ -273,14 +273,14 @@ async def test_bad_tool_calls_are_explained_to_the_model(manager: SessionManager
                             "type": "invalid_tool_call"}])
     model = ScriptedChatModel(script=[bad, "I will stop."])
     analyst = Analyst(model, manager)
-    answer = await analyst.ask(SCRATCH, "Anything")
+    answer = await analyst.ask("agent-bad-calls", "Anything")  # no data files: no work is required
 
     assert answer.steps == [] and answer.stop_reason == "answered"
     told = model.calls[1].tool_outputs
     assert told[0] == "There is no tool named `sql`. The only tool is `python`."
     assert told[1].startswith("The python tool needs one argument, `code`")
     assert told[2].endswith("valid JSON arguments. (bad JSON)")
-    assert_history_is_valid(analyst.history(SCRATCH))
+    assert_history_is_valid(analyst.history("agent-bad-calls"))
 
 
 async def test_model_failure_ends_the_answer_with_error(manager: SessionManager) -> None:

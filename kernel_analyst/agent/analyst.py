@@ -128,7 +128,6 @@ class _Conversation:
     history: list[BaseMessage] = field(default_factory=list)
     variables: dict[str, VariableInfo] = field(default_factory=dict)
     turns: int = 0
-    cells_run: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -145,6 +144,7 @@ class _Turn:
     files: list[str]
     review: AnswerReview
     has_files: bool = False
+    cells_before: int = 0
     steps: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     attempts: int = 0
@@ -293,7 +293,8 @@ class Analyst:
         messages = [system, *conversation.history, HumanMessage(f"{question}\n{note}")]
         review = AnswerReview(ReviewSettings(require_work=self.settings.require_work))
         return _Turn(conversation_id, question, session, conversation, messages, emit, uploaded, review,
-                     has_files=any(not f.name.startswith("outputs/") for f in listing))
+                     has_files=any(not f.name.startswith("outputs/") for f in listing),
+                     cells_before=sum(c.get("cell_type") == "code" for c in session.audit.cells))
 
     async def _run(self, turn: _Turn) -> Answer:
         protocol = turn.conversation.protocol
@@ -309,7 +310,7 @@ class Analyst:
                 answer_text = reading.text if reading.is_answer else text
                 feedback = turn.review.feedback(
                     protocol=protocol.prompt_protocol, tool_name=TOOL_NAME, has_files=turn.has_files,
-                    cells_run=turn.conversation.cells_run)
+                    cells_run=turn.cells_before + len(turn.steps))
                 if feedback is None:
                     return self._finish(turn, "answered", answer_text)
                 await self._send_back(turn, answer_text, feedback)
@@ -447,7 +448,6 @@ class Analyst:
         ex = await turn.session.execute(action.code, timeout=self.settings.step_timeout_s,
                                         on_output=lambda out: turn.emit(StepOutput(index, out)),
                                         annotations={"agent": agent_meta})
-        turn.conversation.cells_run += 1
         lost = track_variables(turn.conversation.variables, ex)
         observation = await self._observe(turn, ex, lost, index)
         text = observation.text

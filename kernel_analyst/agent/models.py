@@ -33,7 +33,11 @@ API_KEY_VARIABLES: dict[str, str] = {
 }
 """Providers whose key is checked before the model is built, and the variable to set."""
 
-EXTRAS: dict[str, str] = {"openai": "openai", "anthropic": "anthropic", "ollama": "ollama"}
+LLAMACPP = "llamacpp"
+"""The provider name of a GGUF file run in this process (``llamacpp:PATH.gguf``)."""
+
+EXTRAS: dict[str, str] = {"openai": "openai", "anthropic": "anthropic", "ollama": "ollama",
+                          LLAMACPP: LLAMACPP}
 """Providers with an extra of this package that installs everything they need."""
 
 LOCAL_SERVER_KEY = "not-needed"
@@ -100,13 +104,20 @@ def load_chat_model(
     environment: ModelEnvironment | None = None,
     **kwargs: Any,
 ) -> BaseChatModel:
-    """Build the chat model named by ``spec`` (``"openai:gpt-4o-mini"``, ``"ollama:qwen2.5-coder"``).
+    """Build the chat model named by ``spec`` (``"openai:gpt-4o-mini"``, ``"ollama:qwen2.5-coder"``,
+    ``"llamacpp:PATH.gguf"`` for a GGUF file run in this process).
 
     ``base_url`` points the provider at another server (for ``openai``, default from
     ``OPENAI_BASE_URL``). Other keywords go to the model class (``temperature=0`` ...).
     Raises ProviderNotInstalledError or MissingAPIKeyError naming what to install or set.
     """
     parsed = ModelSpec.parse(spec)
+    if parsed.provider == LLAMACPP:
+        if base_url:
+            raise ModelConfigError("llamacpp: models run in this process; --base-url is for servers")
+        from .llamacpp import load_llamacpp
+
+        return load_llamacpp(parsed.model, **kwargs)
     env = environment or ModelEnvironment.from_environ()
     init_chat_model = _init_chat_model(parsed)
     options = _options(parsed, env, base_url=base_url, api_key=api_key, extra=kwargs)

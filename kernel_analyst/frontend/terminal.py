@@ -17,7 +17,7 @@ from .events import AgentEventHandler
 from .tracebacks import ErrorView
 
 if TYPE_CHECKING:
-    from ..agent.events import ModelText, StepCode, StepFinished
+    from ..agent.events import AgentNote, ModelText, StepCode, StepFinished
     from ..eda import Progress
 
 
@@ -116,6 +116,9 @@ class StepPrinter(AgentEventHandler):
     def model_text(self, event: ModelText) -> None:
         if event.text.strip():
             print(f"\n{event.text.strip()}", file=self.out, flush=True)
+
+    def agent_note(self, event: AgentNote) -> None:
+        print(f"\n[{event.text.strip()}]", file=self.out, flush=True)
 
 
 def progress_line(progress: Progress) -> str | None:

@@ -38,7 +38,7 @@ from .service import SessionService
 from .streaming import Emit, EventStream, cancel_and_interrupt
 
 if TYPE_CHECKING:
-    from ..agent.events import FinalAnswer, ModelText, StepCode, StepFinished, StepOutput
+    from ..agent.events import AgentNote, FinalAnswer, ModelText, StepCode, StepFinished, StepOutput
     from ..eda import Progress
 
 
@@ -109,11 +109,15 @@ class _AgentEvents(AgentEventHandler):
         if event.text.strip():
             self.emit("markdown", markdown_event(event.text, self.html))
 
+    def agent_note(self, event: AgentNote) -> None:
+        self.emit("note", {"kind": event.kind, "text": event.text})
+
     def final_answer(self, event: FinalAnswer) -> None:
         self.answer = event
         answer = event.answer
         self.emit("answer", {**markdown_event(answer.text, self.html), "stop_reason": answer.stop_reason,
                              "error": answer.error, "steps": len(answer.steps),
+                             "protocol": answer.protocol, "notes": list(answer.notes),
                              "usage": answer.usage.to_dict() if answer.usage else None})
 
 

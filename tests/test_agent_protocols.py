@@ -1,0 +1,178 @@
+"""The agent with models that write code as text, end to end: the real langchain-openai
+client, a scripted OpenAI-compatible server on 127.0.0.1, real kernels, the CLI.
+
+One test per reply shape seen from a real small model (Qwen2.5-Coder-1.5B behind
+llama.cpp's server): code in a ```python fence with no tool call, the call as JSON in a
+```json fence, ``<tool_call>`` tags in the text, and an answer with numbers before any
+cell. Each time the code runs, its output reaches the model as the next message, the
+answer computed from it is printed, and the notebook holds the cell with its output.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from kernel_analyst import Analyst, SessionManager
+from kernel_analyst.agent import load_chat_model
+from tests.conftest import SEABORN, TEST_ISOLATION
+from tests.openai_server import OpenAIServer, ScriptedReply
+
+SURVIVAL = "import pandas as pd\ndf = pd.read_csv('titanic.csv')\nprint(df['survived'].mean())"
+ANSWER = "The survival rate is 0.384 (0.3838 of 891 passengers survived)."
+
+SHAPES = {
+    "python_fence": f"I will compute the mean.\n\n```python\n{SURVIVAL}\n```\n\nThe survival rate is 0.6225.",
+    "json_fence": "```json\n" + json.dumps({"name": "python", "arguments": {"code": SURVIVAL}}) + "\n```",
+    "tool_call_tag": "<tool_call>\n" + json.dumps({"name": "python", "arguments": {"code": SURVIVAL}})
+                     + "\n</tool_call>",
+}
+
+
+def _ask_cli(tmp_path: Path, replies: list[ScriptedReply], capsys: pytest.CaptureFixture[str],
+             *extra: str) -> tuple[int, str, list[dict[str, Any]], Any]:
+    from kernel_analyst import cli
+
+    out_nb = tmp_path / "audit.ipynb"
+    with OpenAIServer(replies) as server:
+        code = cli.main(["ask", str(SEABORN / "titanic.csv"), "What fraction of passengers survived?",
+                         "--model", "openai:qwen", "--base-url", server.url, "--isolation", TEST_ISOLATION,
+                         "--session-dir", str(tmp_path / "runs"), "-o", str(out_nb), *extra])
+        requests = list(server.requests)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return code, out, requests, nbformat.read(out_nb, as_version=4)
+
+
+def _code_cells(nb: Any) -> list[Any]:
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_code_written_as_text_runs_and_its_output_reaches_the_model(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        shape: str) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    replies = [ScriptedReply(text=SHAPES[shape]), ScriptedReply(text=ANSWER)]
+    _, out, requests, nb = _ask_cli(tmp_path, replies, capsys)
+
+    first, second = requests
+    assert "tools" in first  # auto offers the tool first
+    assert "tools" not in second  # ... and stops once the model shows it writes code
+    assert "```python block" in second["messages"][0]["content"]
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "user"]
+    kept = second["messages"][2]["content"]
+    assert "0.6225" not in kept  # the model's own guess after its code is not fed back to it
+    observation = second["messages"][3]["content"]
+    assert observation.startswith("Output of your code (step 1):\n0.3838383838383838")
+
+    assert ANSWER in out and "0.3838383838383838" in out
+    assert "writes in ```python blocks" in out  # the switch is said, once
+    cells = _code_cells(nb)
+    assert [c.source for c in cells] == [SURVIVAL]
+    assert cells[0].outputs[0]["text"].startswith("0.3838383838383838")
+    agent = cells[0].metadata["kernel_analyst"]["agent"]
+    assert agent == {"via": shape, "protocol": "code", "turn": 1, "step": 1}
+    answer = nb.cells[-1]
+    assert answer.metadata["kernel_analyst"]["role"] == "answer" and ANSWER in answer.source
+
+
+def test_an_answer_before_any_cell_is_sent_back_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    invented = "About 62% survived: 0.6225 of passengers, and 142 men."
+    replies = [ScriptedReply(text=invented), ScriptedReply(text=f"```python\n{SURVIVAL}\n```"),
+               ScriptedReply(text=ANSWER)]
+    _, out, requests, nb = _ask_cli(tmp_path, replies, capsys)
+
+    feedback = requests[1]["messages"][-1]
+    assert feedback["role"] == "user" and "without running any code" in feedback["content"]
+    assert requests[1]["messages"][-2] == {"role": "assistant", "content": invented}
+    assert requests[2]["messages"][-1]["content"].startswith("Output of your code (step 1):\n0.38383")
+    assert ANSWER in out and "not accepted yet" in out
+    sources = [c.source for c in nb.cells]
+    assert any(invented in s for s in sources)  # the returned answer stays in the trail, marked
+    returned = next(c for c in nb.cells if invented in c.source)
+    assert returned.metadata["kernel_analyst"]["returned"] is True
+    assert [c.source for c in _code_cells(nb)] == [SURVIVAL]
+
+
+async def test_the_work_check_once_then_off(manager: SessionManager) -> None:
+    from kernel_analyst.agent.testing import ScriptedChatModel
+
+    data = SEABORN / "titanic.csv"
+    insisting = ScriptedChatModel(script=["It is 0.5.", "It is still 0.5."])
+    answer = await Analyst(insisting, manager).ask("protocols-insist", "Rate?", files=[data])
+    assert answer.stop_reason == "answered" and answer.text == "It is still 0.5." and answer.steps == []
+    assert len(insisting.calls) == 2 and any("not accepted" in n for n in answer.notes)
+
+    trusting = ScriptedChatModel(script=["It is 0.5."])
+    answer = await Analyst(trusting, manager, require_work=False).ask("protocols-off", "Rate?", files=[data])
+    assert answer.text == "It is 0.5." and len(trusting.calls) == 1 and answer.notes == []
+
+    no_data = ScriptedChatModel(script=["Two."])
+    answer = await Analyst(no_data, manager).ask("protocols-nodata", "What is 1 + 1?")
+    assert answer.text == "Two." and len(no_data.calls) == 1  # nothing to compute from
+
+
+async def test_after_native_tool_calls_an_illustrative_snippet_is_not_run(manager: SessionManager) -> None:
+    snippet = "The rate is 0.3838. You can reproduce it with:\n```python\nraise SystemExit('never run')\n```"
+    replies = [ScriptedReply(code=SURVIVAL), ScriptedReply(text=snippet)]
+    with OpenAIServer(replies) as server:
+        model = load_chat_model("openai:scripted", base_url=server.url, max_retries=0, timeout=30)
+        answer = await Analyst(model, manager).ask("protocols-native", "Rate?",
+                                                   files=[SEABORN / "titanic.csv"])
+        assert "tools" in server.requests[1]  # still a tools conversation
+    assert answer.stop_reason == "answered" and answer.text == snippet and answer.protocol == "tools"
+    assert [s.code for s in answer.steps] == [SURVIVAL] and answer.steps[0].via == "tool_call"
+
+
+async def test_code_protocol_binds_no_tools_and_work_shown_beside_the_answer_is_not_rerun(
+        manager: SessionManager) -> None:
+    shown = f"The rate is 0.3838.\n```python\n{SURVIVAL}\n```"
+    replies = [ScriptedReply(text=f"```python\n{SURVIVAL}\n```"), ScriptedReply(text=shown)]
+    with OpenAIServer(replies) as server:
+        model = load_chat_model("openai:scripted", base_url=server.url, max_retries=0, timeout=30)
+        analyst = Analyst(model, manager, protocol="code")
+        answer = await analyst.ask("protocols-code", "Rate?", files=[SEABORN / "titanic.csv"])
+        assert all("tools" not in r for r in server.requests)
+        assert "```python block" in server.requests[0]["messages"][0]["content"]
+    # the second reply only repeats code that already ran: it is the answer, not a new step
+    assert answer.stop_reason == "answered" and answer.text == shown and len(answer.steps) == 1
+    assert answer.notes == [] and analyst.protocol("protocols-code") == "code"
+
+
+async def test_a_context_overflow_trims_the_oldest_output_and_goes_on(manager: SessionManager) -> None:
+    too_long = ("the request (9001 tokens) exceeds the available context size (8192 tokens), "
+                "try increasing it")
+    replies = [ScriptedReply(text="```python\nprint('A' * 50)\n```"),
+               ScriptedReply(text="```python\nprint('B' * 50)\n```"),
+               ScriptedReply(error_status=400, error_message=too_long),
+               ScriptedReply(text="Done: A and B.")]
+    with OpenAIServer(replies) as server:
+        model = load_chat_model("openai:scripted", base_url=server.url, max_retries=0, timeout=30)
+        answer = await Analyst(model, manager, protocol="code").ask("protocols-overflow", "Print A then B")
+        retried = server.requests[3]["messages"]
+    assert answer.stop_reason == "answered" and answer.text == "Done: A and B."
+    assert "removed here to fit" in retried[3]["content"] and "AAAA" not in retried[3]["content"]
+    assert "BBBB" in retried[5]["content"]  # the newest output stays
+    assert any("1 earlier outputs were removed" in n for n in answer.notes)
+    nb = nbformat.read(answer.notebook_path, as_version=4)
+    assert [c.outputs[0]["text"][:4] for c in _code_cells(nb)] == ["AAAA", "BBBB"]  # the notebook keeps both
+
+
+async def test_a_model_that_cannot_bind_tools_writes_code_under_auto(manager: SessionManager) -> None:
+    from kernel_analyst.agent.testing import ScriptedChatModel
+
+    class NoTools(ScriptedChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    model = NoTools(script=["```python\nprint(6 * 7)\n```", "42."])
+    answer = await Analyst(model, manager).ask("protocols-notools", "6 times 7?")
+    assert answer.text == "42." and answer.protocol == "code" and answer.steps[0].via == "python_fence"
+    assert model.calls[1].messages[-1].content.startswith("Output of your code (step 1):\n42")
