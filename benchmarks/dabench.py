@@ -9,13 +9,19 @@ provider extra, and its API key or an OpenAI-compatible server), and the benchma
     python benchmarks/dabench.py --model openai:gpt-4o-mini --limit 20
     python benchmarks/dabench.py --model openai:qwen2.5-coder --base-url http://127.0.0.1:8000/v1 \\
         --level easy --out dabench-responses.jsonl
+    # several models and action protocols side by side, one after another in one run:
+    python benchmarks/dabench.py --model openai:qwen --base-url http://127.0.0.1:8766/v1 \\
+        --model llamacpp:~/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \\
+        --protocol tools,code,auto --level easy --limit 40
 
 Scoring follows the authors' ``eval_closed_form.py``: the answers are the ``@name[value]``
 items of the response (a repeated name keeps its last value); a sub-answer is correct when
 it equals the label exactly or both parse as floats within 1e-6. Reported: accuracy by
-question (every sub-answer right), by sub-question, and the proportional score. One
-difference: upstream silently leaves out questions whose response is empty; here they count
-as wrong, so a crashing agent cannot look better than a wrong one.
+question (every sub-answer right), by sub-question, and the proportional score, and
+beside them how the answers were reached: the share of answers backed by at least one code
+cell, steps and seconds per question. One difference: upstream silently leaves out
+questions whose response is empty; here they count as wrong, so a crashing agent cannot
+look better than a wrong one.
 """
 
 from __future__ import annotations
@@ -100,6 +106,10 @@ class Record:
     """Token usage, when reported."""
     error: str | None = None
     """What failed, if anything."""
+    protocol: str = ""
+    """The action protocol the conversation followed (tools or code)."""
+    vias: list[str] = field(default_factory=list)
+    """How each step's code arrived (tool_call, python_fence ...)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSONL line (upstream reads ``id`` and ``response``)."""
@@ -223,29 +233,93 @@ async def _ask(analyst: Analyst, q: Question, data_dir: Path) -> Record:
         await analyst.manager.close(conversation)
         analyst.forget(conversation)
     return Record(q.id, answer.text, answer.stop_reason, len(answer.steps), answer.duration_s,
-                  answer.usage.to_dict() if answer.usage else None, answer.error)
+                  answer.usage.to_dict() if answer.usage else None, answer.error, answer.protocol,
+                  [s.via for s in answer.steps])
 
 
-async def benchmark(args: argparse.Namespace, model: BaseChatModel, manager: SessionManager) -> Score:
-    """Run the selected questions with ``model``; write the records; return the score."""
+@dataclass(frozen=True)
+class Summary:
+    """One model and protocol over the selected questions."""
+
+    model: str
+    """The model spec."""
+    protocol: str
+    """The protocol setting (tools, code or auto)."""
+    score: Score
+    """Accuracy as upstream computes it."""
+    with_cell: float
+    """Share of answers backed by at least one code cell."""
+    steps: float
+    """Mean code steps per question."""
+    seconds: float
+    """Mean wall-clock seconds per question."""
+    followed: dict[str, int] = field(default_factory=dict)
+    """How many conversations ended in each protocol (auto picks per conversation)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict (the per-question detail left out)."""
+        score = {k: v for k, v in self.score.to_dict().items() if k != "correct"}
+        return {"model": self.model, "protocol": self.protocol, **score, "with_cell": self.with_cell,
+                "steps": self.steps, "seconds": self.seconds, "followed": self.followed}
+
+    def row(self) -> str:
+        """One line of the side-by-side table."""
+        return (f"{self.model[-34:]:<34} {self.protocol:<6} {self.score.by_question:>8.1%} "
+                f"{self.with_cell:>9.1%} {self.steps:>6.1f} {self.seconds:>7.1f}")
+
+
+TABLE_HEADER = f"{'model':<34} {'proto':<6} {'accuracy':>8} {'with cell':>9} {'steps':>6} {'s/q':>7}"
+
+
+def summarize(model: str, protocol: str, score_: Score, records: list[Record]) -> Summary:
+    """The figures of one configuration's records."""
+    n = len(records) or 1
+    followed: dict[str, int] = {}
+    for r in records:
+        followed[r.protocol or "none"] = followed.get(r.protocol or "none", 0) + 1
+    with_cell = round(sum(r.steps > 0 for r in records) / n, 4)
+    steps = round(sum(r.steps for r in records) / n, 2)
+    seconds = round(sum(r.duration_s for r in records) / n, 1)
+    return Summary(model, protocol, score_, with_cell, steps, seconds, followed)
+
+
+async def benchmark(args: argparse.Namespace, model: BaseChatModel, manager: SessionManager, *,
+                    protocol: str = "auto") -> Score:
+    """Run the selected questions with ``model`` under ``protocol``; write the records to
+    ``args.out``; return the score."""
+    records = await run_records(args, model, manager, protocol=protocol)
+    result = score(load_labels(Path(args.data)), {r.id: r.response for r in records})
+    if args.out:
+        write_records(Path(args.out), records)
+    return result
+
+
+async def run_records(args: argparse.Namespace, model: BaseChatModel, manager: SessionManager, *,
+                      protocol: str) -> list[Record]:
+    """The agent's records on the selected questions."""
     data_dir = Path(args.data)
     questions = select(load_questions(data_dir), ids=args.ids, level=args.level, limit=args.limit)
-    analyst = Analyst(model, manager, max_steps=args.max_steps)
-    records = await run_questions(analyst, questions, data_dir, concurrency=args.concurrency,
-                                  on_record=lambda r: print(f"  {r.id:>4} {r.stop_reason:<9} {r.steps:>2} "
-                                                            f"steps {r.duration_s:6.1f} s", file=sys.stderr))
-    result = score(load_labels(data_dir), {r.id: r.response for r in records})
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            for record in sorted(records, key=lambda r: r.id):
-                f.write(json.dumps(record.to_dict()) + "\n")
-    return result
+    analyst = Analyst(model, manager, max_steps=args.max_steps, protocol=protocol)  # type: ignore[arg-type]
+    return await run_questions(analyst, questions, data_dir, concurrency=args.concurrency,
+                               on_record=lambda r: print(f"  {r.id:>4} {r.stop_reason:<9} {r.steps:>2} steps "
+                                                         f"{r.duration_s:6.1f} s {','.join(r.vias)}",
+                                                         file=sys.stderr))
+
+
+def write_records(path: Path, records: list[Record]) -> None:
+    """One JSON line per question, in id order (upstream's response format and more)."""
+    with open(path, "w", encoding="utf-8") as f:
+        for record in sorted(records, key=lambda r: r.id):
+            f.write(json.dumps(record.to_dict()) + "\n")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("--model", required=True, help='"provider:model", e.g. openai:gpt-4o-mini')
+    p.add_argument("--model", required=True, action="append",
+                   help='"provider:model", e.g. openai:gpt-4o-mini, or llamacpp:PATH.gguf; repeat to compare')
+    p.add_argument("--protocol", default=["auto"], type=lambda s: s.split(","),
+                   help="action protocols to compare, comma-separated: tools, code, auto (default auto)")
     p.add_argument("--base-url", help="OpenAI-compatible server (default: $OPENAI_BASE_URL)")
     p.add_argument("--data", default=str(DEFAULT_DATA), help="benchmark directory (default: %(default)s)")
     p.add_argument("--ids", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated ids")
@@ -255,25 +329,50 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--concurrency", type=int, default=1, help="questions at once (one kernel each)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per code run")
     p.add_argument("--workdir", help="where sessions and notebooks go (default: a new temp dir)")
-    p.add_argument("--out", help="write one JSON line per question (upstream's response format)")
-    return p.parse_args(argv)
+    p.add_argument("--out", help="write one JSON line per question (upstream's response format); with "
+                                 "several runs, one file each, named after the model and protocol")
+    p.add_argument("--json", help="write the side-by-side summary here")
+    args = p.parse_args(argv)
+    if any(x not in ("tools", "code", "auto") for x in args.protocol):
+        p.error(f"--protocol takes tools, code, auto; got {','.join(args.protocol)}")
+    return args
 
 
-async def _main(args: argparse.Namespace) -> Score:
+async def _main(args: argparse.Namespace) -> list[Summary]:
     from kernel_analyst.agent import load_chat_model
 
-    model = load_chat_model(args.model, base_url=args.base_url)
     root = Path(args.workdir or tempfile.mkdtemp(prefix="dabench-"))
     print(f"sessions and audit notebooks: {root}", file=sys.stderr)
+    labels = load_labels(Path(args.data))
+    several = len(args.model) * len(args.protocol) > 1
+    summaries = []
     async with SessionManager(root, limits=Limits(timeout_s=args.timeout), pool_size=args.concurrency) as m:
-        return await benchmark(args, model, m)
+        for spec in args.model:
+            base_url = None if spec.startswith("llamacpp:") else args.base_url
+            model = load_chat_model(spec, base_url=base_url)
+            for protocol in args.protocol:
+                print(f"== {spec} / {protocol}", file=sys.stderr)
+                records = await run_records(args, model, m, protocol=protocol)
+                summaries.append(summarize(spec, protocol, score(labels, {r.id: r.response for r in records}),
+                                           records))
+                if args.out:
+                    out = Path(args.out)
+                    tag = re.sub(r"[^A-Za-z0-9.-]+", "-", f"{Path(spec).name}-{protocol}")
+                    write_records(out.with_name(f"{out.stem}-{tag}{out.suffix}") if several else out, records)
+    return summaries
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: run, print the scores as JSON, exit 0."""
-    result = asyncio.run(_main(parse_args(argv)))
-    summary = {k: v for k, v in result.to_dict().items() if k != "correct"}
-    print(json.dumps(summary, indent=2))
+    """Entry point: run, print the side-by-side table and the summaries as JSON, exit 0."""
+    args = parse_args(argv)
+    summaries = asyncio.run(_main(args))
+    data = [s.to_dict() for s in summaries]
+    print(json.dumps(data, indent=2))
+    print(TABLE_HEADER)
+    for s in summaries:
+        print(s.row())
+    if args.json:
+        Path(args.json).write_text(json.dumps(data, indent=2), encoding="utf-8")
     return 0
 
 
