@@ -67,6 +67,25 @@ def test_a_json_call_with_raw_newlines_in_the_code_is_parsed_never_evaluated() -
     assert find_code(evil, tool_name=TOOL) is None  # not JSON: not run, and nothing evaluated
 
 
+def test_a_json_call_with_python_triple_quotes_as_qwen_writes_it() -> None:
+    text = ('```json\n{\n  "name": "python",\n  "arguments": {\n    "code": """\nimport pandas as pd\n'
+            'print(pd.read_csv("titanic.csv").shape)\n"""\n  }\n}\n```\n\nThe survival rate is 0.6224.')
+    found = find_code(text, tool_name=TOOL)
+    assert found is not None and found.action.via is Via.JSON_FENCE
+    assert found.action.code == '\nimport pandas as pd\nprint(pd.read_csv("titanic.csv").shape)\n'
+
+
+def test_a_call_that_cannot_be_read_is_not_an_answer() -> None:
+    broken = '```json\n{"name": "python", "arguments": {"code": print(1)}}\n```\nThe rate is 0.62.'
+    state = ProtocolState("auto")
+    reading = read(state, broken)
+    assert reading.unreadable and not reading.is_answer and reading.actions == []
+    assert state.active == "code" and reading.switched_to == "code"
+    tools = ProtocolState("auto")
+    read(tools, "", [CALL])
+    assert read(tools, broken).is_answer  # a tools conversation's prose is its answer
+
+
 @pytest.mark.parametrize("text", [
     '```json\n{"name": "search", "arguments": {"code": "x"}}\n```',   # another tool
     '```json\n{"survival_rate": 0.38, "men": 0.19}\n```',             # data, not a call

@@ -318,7 +318,7 @@ class Analyst:
             if reading.kept_text is not None and reading.kept_text != text:
                 turn.messages[-1] = reply.model_copy(update={"content": reading.kept_text})
             if reading.text.strip():
-                turn.last_text = reading.text
+                turn.last_text = turn.last_text if reading.unreadable else reading.text
                 turn.emit(ModelText(reading.text))
                 await turn.session.add_markdown(reading.text, role="model", at=_now())
             limit_was_reached = turn.attempts >= self.settings.max_steps
@@ -378,8 +378,12 @@ class Analyst:
     async def _run_reading(self, turn: _Turn, reading: Reading) -> None:
         if reading.calls or reading.invalid:
             await self._run_tool_calls(turn, reading)
-        else:
+        elif reading.actions:
             await self._run_text_code(turn, reading.actions[0])
+        else:  # a call written as text that could not be read: say so, as a step's result
+            if turn.attempts < self.settings.max_steps:
+                turn.attempts += 1
+            turn.messages.append(HumanMessage(message("unreadable_call"), id=observation_id()))
 
     async def _run_tool_calls(self, turn: _Turn, reading: Reading) -> None:
         figures: list[tuple[int, Observation]] = []

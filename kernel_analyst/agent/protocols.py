@@ -100,11 +100,14 @@ class Reading:
     """For code written as text: the reply up to the end of its code, which is what the
     conversation keeps (a model that goes on to invent the output after its code
     should not read that invention back); None keeps the reply whole."""
+    unreadable: bool = False
+    """The text tried to call the tool (a JSON call in a fence or tags) but could not be
+    read: the model is told so instead of the reply becoming the answer."""
 
     @property
     def is_answer(self) -> bool:
         """True when the reply runs nothing (native calls of unknown tools still count)."""
-        return not self.actions and not self.invalid and not self.calls
+        return not self.actions and not self.invalid and not self.calls and not self.unreadable
 
 
 @dataclass
@@ -147,11 +150,14 @@ class ProtocolState:
         if self.active == "tools":
             return Reading(text=text)
         found = find_code(text, tool_name=tool_name)
-        if found is None:
+        unreadable = found is None and looks_like_a_call(text, tool_name=tool_name)
+        if found is None and not unreadable:
             return Reading(text=text)
         switched: ActiveProtocol | None = None
         if self.active is None:
             self.active = switched = "code"
+        if found is None:
+            return Reading(text=text, unreadable=True, switched_to=switched)
         return Reading(actions=[found.action], text=found.before, switched_to=switched, kept_text=found.kept)
 
     def _read_native(self, text: str, tool_calls: Sequence[Mapping[str, Any]],
@@ -273,12 +279,25 @@ def _parses(code: str) -> bool:
     return bool(code.strip())
 
 
+_TRIPLE_QUOTED = re.compile(r'("""|\'\'\')(.*?)\1', re.DOTALL)
+
+
 def _loads(text: str) -> Any:
-    """JSON, allowing raw newlines inside strings (small models write them); never eval."""
-    try:
-        return json.loads(text.strip(), strict=False)
-    except ValueError:
-        return None
+    """JSON, allowing what small models write into it: raw newlines inside strings, and
+    Python's triple-quoted strings (rewritten as JSON strings first). Never evaluated."""
+    for candidate in (text.strip(), _TRIPLE_QUOTED.sub(lambda m: json.dumps(m.group(2)), text.strip())):
+        try:
+            return json.loads(candidate, strict=False)
+        except ValueError:
+            continue
+    return None
+
+
+def looks_like_a_call(text: str, *, tool_name: str) -> bool:
+    """True when text the protocols could not read still looks like an attempt to call the
+    tool (a fence or tags naming it, with ``code``): the model is told, not answered for."""
+    bodies = [m.group(3) for m in _FENCE.finditer(text)] + [m.group(1) for m in _TOOL_CALL_TAG.finditer(text)]
+    return any(f'"{tool_name}"' in body and '"code"' in body for body in bodies)
 
 
 def _call_code(data: Any, tool_name: str) -> str | None:
@@ -305,4 +324,4 @@ def _call_code(data: Any, tool_name: str) -> str | None:
 
 
 __all__ = ["PROTOCOLS", "Action", "ActiveProtocol", "FoundCode", "InvalidCall", "ProtocolName",
-           "ProtocolState", "Reading", "Via", "find_code"]
+           "ProtocolState", "Reading", "Via", "find_code", "looks_like_a_call"]
