@@ -104,7 +104,8 @@ async def test_error_then_correction(manager: SessionManager) -> None:
     assert re.fullmatch(r"Traceback \(trimmed; \d+ library frames omitted\):", lines[1])
     assert re.fullmatch(r"Cell In\[\d+\], line 3", lines[2])
     assert "site-packages" not in failed.observation and "The above exception" not in failed.observation
-    assert lines[-1] == "Variables: created df: pandas.DataFrame (891, 15)"  # made before the error
+    assert lines[-2] == "Variables: created df: pandas.DataFrame (891, 15)"  # made before the error
+    assert lines[-1].startswith("The DataFrames' columns are: df: survived, pclass, sex, age")  # the hint
     assert fixed.execution.status == "ok" and fixed.observation.startswith("0.3838")
     assert answer.text == "The survival rate is 0.3838." and answer.stop_reason == "answered"
 

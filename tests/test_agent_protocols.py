@@ -176,3 +176,33 @@ async def test_a_model_that_cannot_bind_tools_writes_code_under_auto(manager: Se
     answer = await Analyst(model, manager).ask("protocols-notools", "6 times 7?")
     assert answer.text == "42." and answer.protocol == "code" and answer.steps[0].via == "python_fence"
     assert model.calls[1].messages[-1].content.startswith("Output of your code (step 1):\n42")
+
+
+async def test_code_that_already_failed_is_not_run_again(manager: SessionManager) -> None:
+    from kernel_analyst.agent.testing import ScriptedChatModel
+
+    wrong = "import pandas as pd\ndf = pd.read_csv('titanic.csv')\nprint(df['Survived'].mean())"
+    model = ScriptedChatModel(script=[f"```python\n{wrong}\n```", f"```python\n{wrong}\n```",
+                                      f"```python\n{SURVIVAL}\n```", "It is 0.3838."])
+    answer = await Analyst(model, manager, protocol="code").ask("protocols-repeat", "Rate?",
+                                                                 files=[SEABORN / "titanic.csv"])
+    assert [s.execution.status for s in answer.steps] == ["error", "ok"]  # the repeat never ran
+    told = str(model.calls[2].messages[-1].content)
+    assert told.startswith("Not run: this is the same code that failed in step 1 (KeyError: 'Survived')")
+    first = str(model.calls[1].messages[-1].content)
+    assert "The DataFrames' columns are: df: survived, pclass" in first
+    assert answer.text == "It is 0.3838."
+
+
+async def test_the_briefings_profile_cell_is_not_work(manager: SessionManager) -> None:
+    from kernel_analyst.agent.testing import ScriptedChatModel
+
+    model = ScriptedChatModel(script=["891 rows.", "```python\nprint(len(titanic))\n```", "891 rows."])
+    answer = await Analyst(model, manager, profile_files=True).ask(
+        "protocols-profile", "How many rows?", files=[SEABORN / "titanic.csv"])
+    assert "Tables loaded for you" in str(model.calls[0].messages[-1].content)
+    assert any("not accepted" in n for n in answer.notes)  # the profile alone did not count
+    assert [s.code for s in answer.steps] == ["print(len(titanic))"] and answer.text == "891 rows."
+    nb = nbformat.read(answer.notebook_path, as_version=4)
+    roles = [c.metadata["kernel_analyst"].get("role") for c in _code_cells(nb)]
+    assert roles == ["profile", None]

@@ -22,6 +22,7 @@ SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 
            "mime": "text/html", "error": "KeyError: 'x'", "omitted": 3, "changes": "created df: DataFrame",
            "seconds": "30.0", "names": "df, x", "step": 2, "tool_name": "python", "detail": "",
            "name": "sql", "max_steps": 15, "via": "python_fence",
+           "frames": "df: survived, pclass, sex",
            "reasons": "\n- You answered without running any code.",
            "how": "earlier steps re-run; the kernel died during a cell",
            "report": "Replayed 3 cell(s), 3 ran ok. Variables now: df, x."}

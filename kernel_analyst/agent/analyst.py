@@ -63,6 +63,7 @@ from .events import (
     StepStarted,
 )
 from .exceptions import ToolCallingUnsupportedError
+from .figures import figures_message, images_enabled, without_images
 from .observation import DEFAULT_BUDGET, Observation, ObservationSettings, observe_step
 from .prompting import kernel_context, message, system_prompt
 from .protocols import PROTOCOLS, Action, ProtocolName, ProtocolState, Reading, Via
@@ -267,7 +268,7 @@ class Analyst:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(turn.session.interrupt())
                 raise
-            conversation.history = _without_images(turn.messages[1:])
+            conversation.history = without_images(turn.messages[1:])
             conversation.turns += 1
             await self._record_answer(turn, answer)
         emit(FinalAnswer(answer))
@@ -294,7 +295,7 @@ class Analyst:
         review = AnswerReview(ReviewSettings(require_work=self.settings.require_work))
         return _Turn(conversation_id, question, session, conversation, messages, emit, uploaded, review,
                      has_files=any(not f.name.startswith("outputs/") for f in listing),
-                     cells_before=sum(c.get("cell_type") == "code" for c in session.audit.cells))
+                     cells_before=_work_cells(session.audit.cells))
 
     async def _run(self, turn: _Turn) -> Answer:
         protocol = turn.conversation.protocol
@@ -401,7 +402,7 @@ class Analyst:
                 turn.messages.append(ToolMessage(content=content, tool_call_id=bad.call_id, name=TOOL_NAME,
                                                  id=observation_id()))
         if figures:
-            turn.messages.append(_figures_message(figures))
+            turn.messages.append(figures_message(figures))
 
     async def _tool_call(self, turn: _Turn, name: str, args: Any,
                          call_id: str) -> tuple[str, Observation | None]:
@@ -420,8 +421,8 @@ class Analyst:
     async def _run_text_code(self, turn: _Turn, action: Action) -> None:
         """Run code the model wrote as text; its output is the next user message."""
         content, observation = await self._act(turn, action)
-        parts: list[str | dict[str, Any]] = [
-            f"{message('code_output', step=len(turn.steps))}\n{content}"]
+        header = f"{message('code_output', step=len(turn.steps))}\n" if observation is not None else ""
+        parts: list[str | dict[str, Any]] = [header + content]
         if turn.attempts < self.settings.max_steps and turn.error is None:
             parts[0] = f"{parts[0]}\n\n{message('code_continue')}"
         if observation is not None and observation.images:
@@ -436,6 +437,9 @@ class Analyst:
         if turn.attempts >= self.settings.max_steps:
             return message("step_limit", max_steps=self.settings.max_steps), None
         turn.attempts += 1
+        failed = _failed_before(turn.steps, action.code)
+        if failed is not None:  # the same code would fail the same way: say so instead
+            return message("repeated_failure", step=failed.index, error=str(failed.execution.error)), None
         try:
             observation = await self._step(turn, action)
         except KernelAnalystError as exc:
@@ -454,7 +458,7 @@ class Analyst:
                                         annotations={"agent": agent_meta})
         lost = track_variables(turn.conversation.variables, ex)
         observation = await self._observe(turn, ex, lost, index)
-        text = observation.text
+        text = observation.text + _key_error_hint(ex, turn.conversation.variables)
         if turn.attempts >= self.settings.max_steps:
             text += "\n\n" + message("last_step", max_steps=self.settings.max_steps)
         turn.steps.append(Step(index, action.code, ex, text, action.call_id, action.via.value))
@@ -511,30 +515,6 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def accepts_images(model: BaseChatModel) -> bool:
-    """False only when the model's profile says it takes no image input."""
-    return takes_images(model) is not False
-
-
-def takes_images(model: BaseChatModel) -> bool | None:
-    """What the model's LangChain profile says about image input; None when it says nothing."""
-    profile = getattr(model, "profile", None)
-    value = profile.get("image_inputs") if isinstance(profile, dict) else None
-    return value if isinstance(value, bool) else None
-
-
-def images_enabled(mode: bool | ImagesMode, model: BaseChatModel) -> bool:
-    """Whether figures go to ``model`` as images under ``mode`` (see :data:`ImagesMode`);
-    never when the model's profile says it takes no images."""
-    if mode is True or mode == "on":
-        return accepts_images(model)
-    if mode is False or mode == "off":
-        return False
-    if mode == "auto":
-        return takes_images(model) is True
-    raise ValueError(f"send_images must be True, False, 'auto', 'on' or 'off'; got {mode!r}")
-
-
 def _bind_tool(model: BaseChatModel, tool: KernelTool,
                protocol: ProtocolName) -> Runnable[LanguageModelInput, AIMessage] | None:
     """The model with the Python tool bound; None under ``code``, or under ``auto`` for a
@@ -552,6 +532,31 @@ def _bind_tool(model: BaseChatModel, tool: KernelTool,
             "'code' or 'auto' (the model writes ```python blocks), or a model that calls tools") from exc
 
 
+def _failed_before(steps: list[Step], code: str) -> Step | None:
+    """The earlier step of this answer that ran exactly ``code`` and raised, if any."""
+    return next((s for s in steps if s.code.strip() == code.strip() and s.execution.status == "error"
+                 and s.execution.error is not None), None)
+
+
+def _key_error_hint(ex: Execution, variables: dict[str, VariableInfo]) -> str:
+    """After a KeyError, the columns of the DataFrames the model has (the usual cause is a
+    column name guessed wrong: "Survived" for "survived")."""
+    if ex.error is None or ex.error.ename != "KeyError":
+        return ""
+    frames = [v for v in variables.values() if v.columns][:3]
+    if not frames:
+        return ""
+    listed = "; ".join(f"{v.name}: {', '.join(v.columns[:40])}" for v in frames if v.columns)
+    return "\n" + message("key_error_columns", frames=listed)
+
+
+def _work_cells(cells: list[dict[str, Any]]) -> int:
+    """Code cells that computed something (not the briefing's own loading of the files)."""
+    roles = [(c.get("metadata") or {}).get("kernel_analyst", {}).get("role") for c in cells
+             if c.get("cell_type") == "code"]
+    return sum(role != "profile" for role in roles)
+
+
 def _repeats_work(turn: _Turn, reading: Reading) -> bool:
     """True when a reply written as text only repeats code that already ran without error
     in this answer: a model showing its work beside its answer, not a new step."""
@@ -559,28 +564,3 @@ def _repeats_work(turn: _Turn, reading: Reading) -> bool:
         return False
     done = {step.code.strip() for step in turn.steps if step.execution.status == "ok"}
     return all(action.code.strip() in done for action in reading.actions)
-
-
-def _figures_message(figures: list[tuple[int, Observation]]) -> HumanMessage:
-    content: list[str | dict[str, Any]] = []
-    for step, observation in figures:
-        content.append({"type": "text", "text": message("figures_message", step=step)})
-        content.extend(observation.image_blocks())
-    return HumanMessage(content=content, id=observation_id())
-
-
-def _without_images(messages: list[BaseMessage]) -> list[BaseMessage]:
-    """The messages with image blocks replaced by a short note (figures are per answer)."""
-    kept: list[BaseMessage] = []
-    for msg in messages:
-        if isinstance(msg.content, list) and any(_is_image(b) for b in msg.content):
-            content = [{"type": "text", "text": message("earlier_figure")} if _is_image(b) else b
-                       for b in msg.content]
-            msg = msg.model_copy(update={"content": content})
-        kept.append(msg)
-    return kept
-
-
-def _is_image(block: Any) -> bool:
-    return isinstance(block, dict) and block.get("type") in ("image", "image_url")
-

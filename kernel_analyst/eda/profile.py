@@ -86,7 +86,7 @@ async def profile_file(session: KernelSession, source: str | Path, *, name: str 
     code = "\n".join(["from typing import Any", "", "import numpy as np", "import pandas as pd", "",
                       plan.code(var=var), "",
                       _function_source(), "", f"print(profile_frame({var}, {var!r}, {int(budget)}))"])
-    ex = await session.execute(code)
+    ex = await session.execute(code, annotations={"role": "profile"})
     text = ex.text.strip() if ex.ok else f"{file}: loading failed ({ex.error or ex.status})"
     return ProfiledFile(file, var, text, ex)
 
