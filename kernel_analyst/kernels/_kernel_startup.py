@@ -184,6 +184,8 @@ def _kernel_analyst_setup(max_output_chars, max_rich_chars):
             self.previous = {}
             self.pandas_configured = False
             self.versions_found = None
+            self.interrupts = None
+            self.fork = None  # the fork module, in kernels forked from a template
 
         def _user_items(self):
             hidden = shell.user_ns_hidden
@@ -458,8 +460,6 @@ def _kernel_analyst_setup(max_output_chars, max_rich_chars):
     import contextlib
 
     shell._tee = lambda channel=None: contextlib.nullcontext()
-    helper.cap.install(sys.stdout)
-    helper.cap.install(sys.stderr)
     helper.bundles.install(shell)
     shell.events.register("pre_run_cell", helper.cap.reset)
     shell.events.register("pre_run_cell", helper.configure_pandas)
@@ -562,15 +562,36 @@ def _kernel_analyst_preload(names):
             pass
 
 
+def _kernel_analyst_binder(helper, lossless_iopub):
+    """What depends on the kernel's transport (its output streams, its IOPub thread):
+    a cold kernel binds once, at start; a kernel forked from a template or a checkpoint
+    (``_forkkernel.py``) binds again after it made its own sockets and streams."""
+    import os
+    import sys
+
+    def bind():
+        # A forked kernel's limits are its own session's, not its template's.
+        text = int(os.environ.get("KERNEL_ANALYST_MAX_OUTPUT", helper.cap.limit))
+        helper.cap.limit = helper.bundles.text_limit = text
+        helper.bundles.rich_limit = int(os.environ.get("KERNEL_ANALYST_MAX_RICH", helper.bundles.rich_limit))
+        helper.cap.install(sys.stdout)
+        helper.cap.install(sys.stderr)
+        lossless_iopub()
+
+    return bind
+
+
 import os as _ka_os
 
 _kernel_analyst = _kernel_analyst_setup(int(_ka_os.environ.get("KERNEL_ANALYST_MAX_OUTPUT", "1000000")),
                                         int(_ka_os.environ.get("KERNEL_ANALYST_MAX_RICH", "20000000")))
-_kernel_analyst_lossless_iopub()
 _kernel_analyst.interrupts = _kernel_analyst_safe_interrupts()
+_kernel_analyst.bind = _kernel_analyst_binder(_kernel_analyst, _kernel_analyst_lossless_iopub)
+if getattr(getattr(get_ipython(), "kernel", None), "iopub_thread", None) is not None:  # noqa: F821
+    _kernel_analyst.bind()  # a template has no streams yet: its children bind their own
 _kernel_analyst_preload(_ka_os.environ.get("KERNEL_ANALYST_PRELOAD", ""))
 if _ka_os.environ.get("KERNEL_ANALYST_PRELOAD"):
     _kernel_analyst.versions()  # a pool kernel has time now; its first cell should not wait
 _kernel_analyst.reset_diff()
-del _ka_os, _kernel_analyst_setup, _kernel_analyst_preload, _kernel_analyst_lossless_iopub
-del _kernel_analyst_safe_interrupts
+del _ka_os, _kernel_analyst_setup, _kernel_analyst_preload, _kernel_analyst_binder
+del _kernel_analyst_lossless_iopub, _kernel_analyst_safe_interrupts

@@ -5,7 +5,9 @@ These are infrastructure failures, each with a message that says what to do::
 
     KernelAnalystError
     ├── KernelStartError          the kernel process did not start or answer in time
-    │   └── KernelCrashLoopError  it keeps dying; restarts stopped
+    │   ├── KernelCrashLoopError  it keeps dying; restarts stopped
+    │   └── ForkError             a template or checkpoint could not fork a kernel
+    ├── CheckpointError           a checkpoint, undo or branch cannot be done for this session
     ├── KernelConnectionError     the connection to a running kernel broke
     ├── SessionClosedError        the session or manager was closed
     ├── UnsafeFileNameError       a file name tries to leave the session directory
@@ -31,6 +33,23 @@ class KernelStartError(KernelAnalystError):
 
 class KernelCrashLoopError(KernelStartError):
     """The kernel died or failed to start too many times in a row; no more restarts."""
+
+
+class ForkError(KernelStartError):
+    """A template or a checkpoint could not fork a kernel. With ``permanent`` the
+    template cannot work with this interpreter at all (kernels start cold instead, and
+    ``session.describe()`` says why); otherwise the fork may be tried again."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+        """True when retrying cannot help (an unsupported ipykernel or Python)."""
+
+
+class CheckpointError(KernelAnalystError):
+    """A checkpoint, undo or branch cannot be done for this session: its kernel was not
+    forked from a template (the message says why), there is nothing to undo, or the
+    copy could not be made."""
 
 
 class KernelConnectionError(KernelAnalystError):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .audit import repair_notebook
-from .backends.base import KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
+from .backends.base import DEFAULT_PRELOAD, KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
 from .exceptions import KernelAnalystError, SessionClosedError
 from .limits import Limits
 from .recovery import RecoveryPolicy
@@ -32,7 +32,7 @@ from .session import KernelSession
 log = logging.getLogger(__name__)
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
-POOL_PRELOAD = ("pandas", "matplotlib.pyplot")
+POOL_PRELOAD = DEFAULT_PRELOAD
 _POOL_DIR = ".pool"
 _REFILL_DELAY_S = 0.25
 
@@ -133,6 +133,8 @@ class SessionManager:
         log.info("session manager at %s (backend=%s, isolation=%s)",
                  self.root_dir, self.backend.name, self.isolation)
         self._started = True
+        self.backend.prepare(KernelRequest(workdir=self.root_dir, limits=self.limits,
+                                           environment=self.environment))
         self._refill_pool()
         if self.idle_timeout_s:
             self._culler = asyncio.create_task(self._cull_loop(), name="kernel-culler")

@@ -90,6 +90,11 @@ class LaunchPlan:
     """Which mechanism enforces each limit (for logs), e.g. ``{"memory": "cgroup v1"}``."""
     runtime_dir: Path | None = None
     """The kernel's runtime dir (sockets), sealed against writes once it is ready."""
+    rlimits: list[tuple[int, int]] = field(default_factory=list)
+    """The resource limits ``preexec`` sets, as (resource, value) pairs (for a kernel
+    forked from a template, which sets them itself)."""
+    unshare_net: bool = False
+    """``preexec`` moves the process into a network namespace of its own."""
 
     def on_ready(self) -> None:
         """Call once the kernel answered: under ``sandbox`` the runtime dir (a host
@@ -280,10 +285,8 @@ def address_space_limit(limits: Limits, *, memory_cgroup: bool) -> int | None:
     return mb * _MB
 
 
-def rlimit_preexec(limits: Limits, *, cgroup: KernelCgroup | None = None,
-                   unshare_net: bool = False) -> Callable[[], None]:
-    """A function for the child process: join ``cgroup``, apply ``limits`` with
-    setrlimit, and leave the network namespace if asked."""
+def rlimit_settings(limits: Limits, *, cgroup: KernelCgroup | None = None) -> list[tuple[int, int]]:
+    """The (resource, value) pairs a kernel process gets for ``limits``."""
     pairs: list[tuple[int, int]] = [(resource.RLIMIT_CORE, 0)]
     address_space = address_space_limit(limits, memory_cgroup=bool(cgroup and cgroup.limits_memory))
     if address_space:
@@ -293,6 +296,14 @@ def rlimit_preexec(limits: Limits, *, cgroup: KernelCgroup | None = None,
     if limits.max_processes and os.geteuid() != 0:
         # RLIMIT_NPROC counts every process of the uid and does nothing for root.
         pairs.append((resource.RLIMIT_NPROC, limits.max_processes))
+    return pairs
+
+
+def rlimit_preexec(limits: Limits, *, cgroup: KernelCgroup | None = None,
+                   unshare_net: bool = False) -> Callable[[], None]:
+    """A function for the child process: join ``cgroup``, apply ``limits`` with
+    setrlimit, and leave the network namespace if asked."""
+    pairs = rlimit_settings(limits, cgroup=cgroup)
     libc = ctypes.CDLL(None, use_errno=True) if unshare_net else None  # load before fork
 
     def apply() -> None:
@@ -436,19 +447,22 @@ def _interpreter(argv: list[str], path: str) -> str | None:
 def plan_launch(
     argv: list[str], *, workdir: Path, limits: Limits, isolation: str, extra_env: dict[str, str],
     runtime_dir: Path | None = None, readable: Sequence[str | os.PathLike[str]] = (),
-    egress: EgressRoute | None = None,
+    egress: EgressRoute | None = None, interpreter: str | None = None,
 ) -> LaunchPlan:
     """Build the launch of ``argv`` (a kernel command) under ``isolation``.
 
     ``runtime_dir`` holds the connection file and ipc sockets; ``readable`` lists host
     files the kernel must read (its startup file). Both are bound into the sandbox.
     ``egress`` is the way to the network allowlist's proxy (``sandbox`` only).
+    ``interpreter`` is the Python the sandbox must hold when ``argv`` does not run it
+    itself (a sandbox whose kernels are forked into it from a template).
     """
     network = network_enabled(limits, isolation)
     unshare_net = _check_network(network, isolation)
     env = kernel_environment(isolation, workdir, extra_env)
     cgroup = _make_cgroup(limits, isolation)
-    plan = LaunchPlan(argv, env, str(workdir), isolation, cgroup=cgroup, runtime_dir=runtime_dir)
+    plan = LaunchPlan(argv, env, str(workdir), isolation, cgroup=cgroup, runtime_dir=runtime_dir,
+                      unshare_net=unshare_net)
     plan.enforced = _describe_enforcement(limits, isolation, cgroup, network)
     if isolation == "process":
         python = _interpreter(argv, env.get("PATH", os.defpath))
@@ -459,9 +473,11 @@ def plan_launch(
         plan.preexec = cgroup.join if cgroup is not None else None
     else:
         plan.preexec = rlimit_preexec(limits, cgroup=cgroup, unshare_net=unshare_net)
+        plan.rlimits = rlimit_settings(limits, cgroup=cgroup)
     if isolation == "sandbox":
         try:
-            _wrap_in_bwrap(plan, runtime_dir, [os.fspath(p) for p in readable], limits, network, egress)
+            _wrap_in_bwrap(plan, runtime_dir, [os.fspath(p) for p in readable], limits, network, egress,
+                           interpreter)
         except BaseException:
             plan.release()
             raise
@@ -471,10 +487,11 @@ def plan_launch(
 
 
 def _wrap_in_bwrap(plan: LaunchPlan, runtime_dir: Path | None, readable: list[str],
-                   limits: Limits, network: bool, egress: EgressRoute | None = None) -> None:
+                   limits: Limits, network: bool, egress: EgressRoute | None = None,
+                   interpreter: str | None = None) -> None:
     if runtime_dir is None:
         raise ValueError("isolation='sandbox' needs the kernel's runtime_dir")
-    python = _interpreter(plan.argv, plan.env.get("PATH", os.defpath))
+    python = interpreter or _interpreter(plan.argv, plan.env.get("PATH", os.defpath))
     plan.env["PATH"] = _sandbox_path(python)
     binds = [*(python_prefixes(python) if python else []), *readable]
     if egress is not None:  # the network allowlist: the kernel starts behind a forwarder to the proxy

@@ -107,6 +107,7 @@ class KernelSession:
             kernel = await self._start_kernel(attach if resume else None)
         self._attach(kernel)
         if adopted:
+            kernel.moved(self.workdir)
             # A pool kernel started in another directory that was renamed to this one:
             # its cwd followed the rename; point HOME and cwd at the new name. Not
             # awaited: the kernel handles shell requests in order, so it runs before

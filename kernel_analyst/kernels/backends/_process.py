@@ -20,7 +20,7 @@ import subprocess
 import threading
 from typing import Any
 
-__all__ = ["ChildProcess"]
+__all__ = ["EXIT_UNKNOWN", "ChildProcess", "ForkedProcess"]
 
 _SPAWN_THREADS = 16  # forks in flight at once (the default executor has cpu_count + 4)
 
@@ -83,3 +83,62 @@ class ChildProcess:
     def _done(self, code: int) -> None:
         if not self._exited.done():
             self._exited.set_result(code)
+
+
+EXIT_UNKNOWN = 256
+"""``returncode`` of a process that ended while nobody could report its status (its
+parent was gone too): no real exit code (0-255) or signal (negative) is 256."""
+_STATUS_GRACE_S = 1.0
+
+
+class ForkedProcess:
+    """A process this process did not start itself (a kernel forked by a template or a
+    checkpoint): its exit is watched through a pidfd, and its status is the one its
+    parent reports, when it does (``status``)."""
+
+    def __init__(self, pid: int, status: asyncio.Future[int] | None = None) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._loop = asyncio.get_running_loop()
+        self._status = status
+        self._exited: asyncio.Future[int] = self._loop.create_future()
+        self._fd: int | None = None
+        self._watch: asyncio.Future[None] | None = None
+        try:
+            self._fd = os.pidfd_open(pid)  # type: ignore[attr-defined,unused-ignore]
+        except (AttributeError, OSError):
+            self._watch = asyncio.ensure_future(self._poll_alive())
+            return
+        self._loop.add_reader(self._fd, self._on_pidfd)
+
+    def _on_pidfd(self) -> None:
+        if self._fd is not None:
+            self._loop.remove_reader(self._fd)
+            os.close(self._fd)
+            self._fd = None
+        self._watch = asyncio.ensure_future(self._settle())
+
+    async def _poll_alive(self) -> None:
+        while True:
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                break
+            except PermissionError:
+                pass
+            await asyncio.sleep(0.1)
+        await self._settle()
+
+    async def _settle(self) -> None:
+        code = EXIT_UNKNOWN
+        if self._status is not None:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                code = await asyncio.wait_for(asyncio.shield(self._status), _STATUS_GRACE_S)
+        if self.returncode is None:
+            self.returncode = code
+        if not self._exited.done():
+            self._exited.set_result(self.returncode)
+
+    async def wait(self) -> int:
+        """The exit status (``EXIT_UNKNOWN`` when nobody reported it), once it ended."""
+        return await asyncio.shield(self._exited)

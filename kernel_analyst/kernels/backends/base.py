@@ -22,6 +22,8 @@ from ..limits import Limits
 from ..request import RequestRouter
 
 Channel = Literal["shell", "control", "iopub", "stdin"]
+DEFAULT_PRELOAD = ("pandas", "matplotlib.pyplot")
+"""Modules a warm pool kernel or a template imports ahead of need."""
 MessageHandler = Callable[[str, dict[str, Any]], None]
 """Called with (channel, deserialised message) for every message a kernel sends."""
 FailureHandler = Callable[[str], None]
@@ -150,6 +152,10 @@ class RunningKernel(abc.ABC):
         """Where and how the kernel runs, for logs and the audit trail."""
         return {"isolation": self.isolation}
 
+    def moved(self, workdir: Path) -> None:  # noqa: B027 - optional, forked local kernels only
+        """The session's working directory was renamed to ``workdir`` (a pool kernel was
+        adopted): kernels started later from this one (undo) start there."""
+
 
 class KernelBackend(abc.ABC):
     """Starts kernels somewhere (this machine, a gateway ...)."""
@@ -175,6 +181,10 @@ class KernelBackend(abc.ABC):
     def resolved_isolation(self, limits: Limits) -> str:
         """The isolation level ``start`` will use for ``limits`` (``auto`` resolved)."""
         return "none" if limits.isolation == "auto" else limits.isolation
+
+    def prepare(self, request: KernelRequest) -> None:  # noqa: B027 - optional hook
+        """Get ready to start kernels like ``request`` soon (in the background; a local
+        backend starts its template). Called by the manager when it starts."""
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release backend-wide resources (connections, temp dirs)."""

@@ -25,12 +25,15 @@ from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
 from .. import sandbox
 from ..egress import EgressProxy, start_egress
-from ..exceptions import KernelConnectionError, KernelStartError
+from ..exceptions import ForkError, KernelConnectionError, KernelStartError
 from ..limits import Limits
 from ..request import Outcome, Request, RequestRouter
-from ._process import ChildProcess
+from ._forked import Place, fork_unavailable_reason, spawn_kernel
+from ._process import ChildProcess, ForkedProcess
+from ._template import TemplateKey, TemplateProcess, Templates
+from ._wire import Link
 from ._zmq import ZmqConnection, channel_url
-from .base import Channel, KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
+from .base import DEFAULT_PRELOAD, Channel, KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +91,18 @@ def _ipykernel_flags(argv: list[str]) -> list[str]:
 class LocalKernel(RunningKernel):
     """A kernel process started by :class:`LocalBackend`."""
 
-    def __init__(self, proc: ChildProcess, plan: sandbox.LaunchPlan,
-                 conn: ZmqConnection, runtime_dir: Path, log_path: Path) -> None:
+    def __init__(self, proc: ChildProcess | ForkedProcess, plan: sandbox.LaunchPlan,
+                 conn: ZmqConnection, runtime_dir: Path, log_path: Path, *,
+                 place: Place | None = None, lifeline: Link | None = None) -> None:
         self.proc = proc
+        self.place = place
+        """Where a forked kernel lives, shared with its checkpoints (None: started cold)."""
+        self.lifeline = lifeline
+        """A forked kernel's lifeline (it ends when this closes)."""
+        self.start_path: dict[str, Any] = {"path": "template" if place is not None else "cold"}
+        """How the kernel started: ``template`` (forked) or ``cold`` with the reason."""
+        self.template: TemplateProcess | None = None
+        """The template this kernel was forked from, if it was."""
         self.plan = plan
         self.conn = conn
         self.runtime_dir = runtime_dir
@@ -100,12 +112,19 @@ class LocalKernel(RunningKernel):
         self.kernelspec = {}
         self.router = RequestRouter(self)
         self._exited = asyncio.ensure_future(proc.wait())
-        self.egress: EgressProxy | None = None
+        self.welcomed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        """Done once IOPub said welcome (ipykernel 7 does on each new subscription):
+        this process's subscription is in place."""
+        self.egress: EgressProxy | None = place.egress if place is not None else None
         """The network allowlist's proxy serving this kernel, if it has one."""
         _LIVE.add(self)
         self._closed = False
-        conn.start(self.router.deliver, on_failure=self.router.fail,
-                   on_send_failed=self.router.fail_request)
+        conn.start(self._deliver, on_failure=self.router.fail, on_send_failed=self.router.fail_request)
+
+    def _deliver(self, channel: str, msg: dict[str, Any]) -> None:
+        if channel == "iopub" and msg.get("msg_type") == "iopub_welcome" and not self.welcomed.done():
+            self.welcomed.set_result(None)
+        self.router.deliver(channel, msg)
 
     def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:
         return self.conn.send(channel, msg_type, content)
@@ -162,11 +181,19 @@ class LocalKernel(RunningKernel):
             await self._wait(5.0)
         finally:
             await self.conn.close()
-            # Background and setsid children left the process group: reap them by cgroup.
-            await asyncio.to_thread(self.plan.release)
-            if self.egress is not None:
-                await self.egress.aclose()
-            shutil.rmtree(self.runtime_dir, ignore_errors=True)
+            await self._release()
+
+    async def _release(self) -> None:
+        if self.place is not None:  # shared with checkpoints: the last one lets go
+            if self.lifeline is not None:
+                self.lifeline.close()
+            await self.place.release()
+            return
+        # Background and setsid children left the process group: reap them by cgroup.
+        await asyncio.to_thread(self.plan.release)
+        if self.egress is not None:
+            await self.egress.aclose()
+        shutil.rmtree(self.runtime_dir, ignore_errors=True)
 
     def log_tail(self, limit: int = 2000) -> str:
         """The end of the kernel's stdout/stderr log (for error messages)."""
@@ -176,7 +203,12 @@ class LocalKernel(RunningKernel):
             return ""
 
     def describe(self) -> dict[str, Any]:
-        return {"isolation": self.isolation, "backend": "local", "pid": self.proc.pid}
+        return {"isolation": self.isolation, "backend": "local", "pid": self.proc.pid,
+                "start": dict(self.start_path)}
+
+    def moved(self, workdir: Path) -> None:
+        if self.place is not None:
+            self.place.rehome(workdir)
 
 
 class LocalBackend(KernelBackend):
@@ -184,35 +216,96 @@ class LocalBackend(KernelBackend):
 
     name = "local"
 
-    def __init__(self, *, egress_hosts: Mapping[str, str] | None = None) -> None:
+    def __init__(self, *, egress_hosts: Mapping[str, str] | None = None, template: bool = True) -> None:
         """
         Args:
             egress_hosts: fixed addresses for names of a network allowlist, used by its
                 proxy instead of DNS (an internal mirror; tests on loopback).
+            template: fork kernels from a pre-imported template process where possible
+                (``docs/forking.md``); False starts every kernel as its own process.
         """
         self._context: zmq.asyncio.Context | None = None
         self.egress_hosts = dict(egress_hosts or {})
+        self.template = template
+        self.templates = Templates(DEFAULT_PRELOAD, STARTUP_FILE)
+        """The template processes kernels are forked from."""
 
     def resolved_isolation(self, limits: Limits) -> str:
         return sandbox.resolve_isolation(limits)
+
+    def fork_refusal(self, request: KernelRequest, isolation: str) -> str | None:
+        """Why a kernel for ``request`` starts cold instead of forked (None: it forks)."""
+        if not self.template:
+            return "templates are off (LocalBackend(template=False))"
+        reason = fork_unavailable_reason(isolation, request.environment.kernelspec)
+        if reason is None:
+            python = kernel_argv(request.environment)[0][0]
+            reason = self.templates.unavailable(_template_key(python, isolation))
+        return reason
+
+    def prepare(self, request: KernelRequest) -> None:
+        if self.fork_refusal(request, sandbox.resolve_isolation(request.limits)) is None:
+            python = kernel_argv(request.environment)[0][0]
+            self.templates.warm(_template_key(python, sandbox.resolve_isolation(request.limits)),
+                                request.limits.startup_timeout_s)
 
     async def start(self, request: KernelRequest) -> RunningKernel:
         if self._context is None:
             self._context = zmq.asyncio.Context()
         isolation = sandbox.resolve_isolation(request.limits)
         argv, spec_meta = kernel_argv(request.environment)
+        reason = self.fork_refusal(request, isolation)
+        if reason is None:
+            try:
+                forked = await self._start_forked(request, isolation, argv[0])
+            except ForkError as exc:
+                reason = str(exc)
+                log.warning("starting the kernel cold: %s", reason)
+            else:
+                forked.kernelspec = spec_meta
+                return forked
+        kernel = await self._start_cold(request, isolation, argv)
+        kernel.start_path = {"path": "cold", "reason": reason}
+        kernel.kernelspec = spec_meta
+        return kernel
+
+    async def _start_forked(self, request: KernelRequest, isolation: str, python: str) -> LocalKernel:
+        """Fork the kernel from this interpreter's template (started, or started again
+        after a death, on the way); one more try when the template dies mid-fork."""
+        assert self._context is not None
+        limits = request.limits
+        if isolation != "none" and python == sandbox.current_python():
+            await asyncio.to_thread(sandbox.matplotlib_cache, python)
+        key = _template_key(python, isolation)
+        for attempt in (1, 2):
+            template = await self.templates.get(key, limits.startup_timeout_s)
+            place = await Place.create(workdir=request.workdir, limits=limits, isolation=isolation,
+                                       python=python, extra_env=_extra_env(request),
+                                       egress_hosts=self.egress_hosts)
+            try:
+                kernel: LocalKernel = await spawn_kernel(
+                    template, place, context=self._context, limits=limits,
+                    launcher=str(template.info.get("launcher") or "ipykernel_launcher"))
+            except ForkError as exc:
+                if exc.permanent or attempt == 2:
+                    raise
+                log.info("the template ended while forking; starting it again")
+                continue
+            kernel.template = template
+            return kernel
+        raise AssertionError("unreachable")
+
+    async def _start_cold(self, request: KernelRequest, isolation: str, argv: list[str]) -> LocalKernel:
         # Unix socket paths are limited to ~107 bytes: keep the runtime dir short.
         runtime_dir = Path(tempfile.mkdtemp(prefix="ka-"))
         egress = await start_egress(request.limits, isolation, self.egress_hosts)
         try:
-            kernel = await self._launch(request, isolation, argv, runtime_dir, egress)
+            return await self._launch(request, isolation, argv, runtime_dir, egress)
         except BaseException:
             shutil.rmtree(runtime_dir, ignore_errors=True)
             if egress is not None:
                 await egress.aclose()
             raise
-        kernel.kernelspec = spec_meta
-        return kernel
 
     async def _launch(self, request: KernelRequest, isolation: str, argv: list[str],
                       runtime_dir: Path, egress: EgressProxy | None = None) -> LocalKernel:
@@ -221,15 +314,7 @@ class LocalBackend(KernelBackend):
             key=uuid.uuid4().hex.encode(),
         )
         full = [a.replace("{connection_file}", conn_file) for a in argv] + _ipykernel_flags(argv)
-        extra_env = {
-            "KERNEL_ANALYST_MAX_OUTPUT": str(request.limits.max_output_bytes),
-            "KERNEL_ANALYST_MAX_RICH": str(request.limits.max_rich_output_bytes),
-            "KERNEL_ANALYST_PRELOAD": ",".join(request.preload),
-            "MPLBACKEND": "module://matplotlib_inline.backend_inline",
-            "PYTHONHASHSEED": "0",
-            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-            "JPY_PARENT_PID": str(os.getpid()),
-        }
+        extra_env = _extra_env(request)
         if isolation != "none" and full[0] == sandbox.current_python():
             # Built once (about a second), off the event loop, and only for this library's
             # own interpreter: running an arbitrary environment's python here is not ours to do.
@@ -265,9 +350,28 @@ class LocalBackend(KernelBackend):
         return kernel
 
     async def aclose(self) -> None:
+        await self.templates.aclose()
         if self._context is not None:
             self._context.term()
             self._context = None
+
+
+def _extra_env(request: KernelRequest) -> dict[str, str]:
+    """What a kernel's environment adds to its isolation level's."""
+    return {
+        "KERNEL_ANALYST_MAX_OUTPUT": str(request.limits.max_output_bytes),
+        "KERNEL_ANALYST_MAX_RICH": str(request.limits.max_rich_output_bytes),
+        "KERNEL_ANALYST_PRELOAD": ",".join(request.preload),
+        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+        "PYTHONHASHSEED": "0",
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        "JPY_PARENT_PID": str(os.getpid()),
+    }
+
+
+def _template_key(python: str, isolation: str) -> TemplateKey:
+    # process and sandbox templates run outside any sandbox with the same clean environment
+    return TemplateKey(python, "none" if isolation == "none" else "clean")
 
 
 class _NotStarted(Exception):
@@ -299,7 +403,7 @@ async def _kill(proc: ChildProcess) -> None:
         await asyncio.wait_for(proc.wait(), 10)
 
 
-def _start_failure(exited: bool, proc: ChildProcess, plan: sandbox.LaunchPlan, log_path: Path,
+def _start_failure(exited: bool, proc: ChildProcess | ForkedProcess, plan: sandbox.LaunchPlan, log_path: Path,
                    timeout: float) -> KernelStartError:
     """The error for a kernel that exited, or did not answer, during startup."""
     try:
@@ -364,16 +468,22 @@ async def _wait_ready(kernel: LocalKernel, timeout: float) -> None:
                 shell_wait = min(2 * shell_wait, _SHELL_PROBE_MAX_S)
                 continue
             kernel.kernel_info = answered.content
-            if not any(p.busy.done() for p in probes):
-                await router.wait_any([p.busy for p in probes], time.monotonic() + iopub_wait)
+            if not _iopub_ready(kernel, probes):
+                await router.wait_any([kernel.welcomed, *(p.busy for p in probes)],
+                                      time.monotonic() + iopub_wait)
                 # The subscription is slow to arrive (a busy machine): probe less often.
                 iopub_wait = min(2 * iopub_wait, _SHELL_PROBE_S)
-            if any(p.busy.done() for p in probes):
+            if _iopub_ready(kernel, probes):
                 await _drain_probes(router, probes, deadline)
                 return
     finally:
         for probe in probes:
             router.forget(probe)
+
+
+def _iopub_ready(kernel: LocalKernel, probes: list[Request]) -> bool:
+    """This process receives IOPub: a probe's status arrived, or the kernel's welcome."""
+    return kernel.welcomed.done() or any(p.busy.done() for p in probes)
 
 
 def _check_starting(kernel: LocalKernel, deadline: float, timeout: float) -> None:
