@@ -37,6 +37,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import sys
 import threading
 import time
@@ -242,7 +243,11 @@ def _build_template(startup: str, preload: str) -> dict[str, Any]:
     _STATE.app = app
     _STATE.helper = app.shell.user_ns.get("_kernel_analyst")
     if _STATE.helper is not None:
-        _STATE.helper.fork = sys.modules[__name__]
+        import types
+
+        # What the host calls in a kernel (this script is __main__, which IPython has
+        # replaced with the user's module by now).
+        _STATE.helper.fork = types.SimpleNamespace(checkpoint=checkpoint)
     sys.stdout.flush()
     sys.stderr.flush()
     import importlib.util
@@ -359,10 +364,20 @@ def _close(fd: int) -> None:
 # -- checkpoints (in a live kernel) ------------------------------------------------------------
 
 
-def checkpoint(token: str, timeout: float = 10.0) -> dict[str, Any]:
+class _Json:
+    """A value whose repr is JSON (what the host reads from user_expressions)."""
+
+    def __init__(self, value: Any) -> None:
+        self.text = json.dumps(value)
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def checkpoint(token: str, timeout: float = 10.0) -> _Json:
     """Fork this kernel into a frozen copy served on the descriptor the host sent ahead
-    with ``token``. Runs on the kernel's main thread, between cells. Returns what the
-    copy could not carry: threads started by user code."""
+    with ``token``. Runs on the kernel's main thread, between cells. Returns the number
+    of the next cell and what the copy could not carry: threads started by user code."""
     fd = _take_pending(token, timeout)
     main = threading.main_thread()
     lost = [t.name for t in threading.enumerate()
@@ -373,7 +388,8 @@ def checkpoint(token: str, timeout: float = 10.0) -> dict[str, Any]:
         _freeze(fd, infra, token)
     os.close(fd)
     gc.freeze()  # the namespace's pages stay shared with the copy: the collector must not touch them
-    return {"pid": pid, "threads": lost}
+    count = getattr(getattr(_STATE.app, "shell", None), "execution_count", 0)
+    return _Json({"pid": pid, "threads": lost, "execution_count": count})
 
 
 def _take_pending(token: str, timeout: float) -> int:
@@ -389,17 +405,46 @@ def _take_pending(token: str, timeout: float) -> int:
 
 def _infra_fds() -> set[int]:
     """This kernel's own descriptors (never a user's): recorded at the first cell, or,
-    before any cell ran, everything but what it inherited as a user's."""
+    before any cell ran, everything but what it inherited as a user's. A recorded
+    number that is now a regular file other than the log was closed by the kernel and
+    reused by user code: it is the user's."""
+    now = _open_fds()
     recorded = _STATE.infra_fds
     if recorded is None:
-        recorded = _open_fds() - _STATE.kept_fds - {0, 1, 2}
+        recorded = now - _STATE.kept_fds - {0, 1, 2}
+    logs = set()
+    for stream in (sys.stdout, sys.stderr):
+        copy = getattr(stream, "_original_stdstream_copy", None)
+        if isinstance(copy, int):
+            try:
+                logs.add(_identity(os.fstat(copy)))
+            except OSError:
+                pass
+    found = set()
+    for fd in recorded & now:
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and _identity(st) not in logs:
+            continue
+        found.add(fd)
     if _STATE.lifeline is not None:
-        recorded = recorded | {_STATE.lifeline.fileno()}
-    return recorded
+        found.add(_STATE.lifeline.fileno())
+    return found
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
 
 
 def _open_fds() -> set[int]:
-    return {int(name) for name in os.listdir("/proc/self/fd")}
+    """Descriptors open now (not counting the one used to list them)."""
+    listing = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return {int(name) for name in os.listdir(listing)} - {listing}
+    finally:
+        os.close(listing)
 
 
 def _freeze(fd: int, infra: set[int], token: str) -> NoReturn:
@@ -591,6 +636,7 @@ def _enter(holder: int, lifeline: socket.socket) -> None:
     # root and working directory.
     child = os.fork()
     if child == 0:
+        os.setsid()  # its own process group again (the session above is the outer process's)
         _drop_privileges()
         return
     _wait_and_report(child, lifeline)

@@ -210,6 +210,24 @@ class AuditTrail:
             self._encoded[index] = _dumps(self.cells[index])
         self._rewrite()
 
+    def mark_undone(self, from_count: int, *, at: str) -> list[int]:
+        """Mark the code cells numbered ``from_count`` or later ``undone`` (an undo took
+        the namespace back to before them); return their numbers."""
+        marked: list[int] = []
+        indices: list[int] = []
+        for index, cell in enumerate(self.cells):
+            count = cell.get("execution_count")
+            meta = cell.setdefault("metadata", {}).setdefault("kernel_analyst", {})
+            if cell.get("cell_type") == "code" and isinstance(count, int) and count >= from_count \
+                    and not meta.get("undone"):
+                meta["undone"] = True
+                meta["undone_at"] = at
+                marked.append(count)
+                indices.append(index)
+        if indices:
+            self.refresh(indices)
+        return marked
+
     def update_metadata(self, **changes: Any) -> None:
         """Merge ``changes`` into the notebook metadata under ``kernel_analyst``."""
         self.metadata.setdefault("kernel_analyst", {}).update(changes)

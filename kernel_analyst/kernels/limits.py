@@ -52,6 +52,11 @@ class Limits:
     outside the sandbox (``kernels/egress.py``); everything else stays unreachable and
     DNS stays unavailable inside. Kept as a tuple of canonical entries (an empty list
     is ``False``)."""
+    checkpoints: int = 0
+    """Take a checkpoint before every cell and keep the last this many, so
+    ``session.undo()`` can always go back that far (0: only when asked, with
+    ``session.checkpoint()``). Kernels forked from a template only; the memory the
+    copies hold counts against ``memory_mb`` (``docs/forking.md``)."""
     max_restarts: int = 5
     """Restarts allowed within ``restart_window_s`` before a crash loop is declared."""
     restart_window_s: float = 60.0
@@ -64,6 +69,8 @@ class Limits:
             )
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive or None; got {self.timeout_s!r}")
+        if self.checkpoints < 0:
+            raise ValueError(f"checkpoints must be 0 or more; got {self.checkpoints!r}")
         if self.max_output_bytes < 1000:
             raise ValueError("max_output_bytes must be at least 1000")
         if self.network is not None and not isinstance(self.network, bool):

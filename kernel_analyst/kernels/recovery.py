@@ -230,7 +230,7 @@ def cells_to_restore(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     A loss is a cell whose kernel died (``state == "lost"``) or a ``died``,
     ``restarted`` or ``reopened`` marker; ``restart_requested`` (asked for a clean
     kernel) empties the namespace for good; a ``resumed`` marker sets it to the cells
-    that recovery restored.
+    that recovery restored. Cells an undo took back (``undone``) do not count.
     """
     by_id = {c.get("id"): c for c in cells}
     live: list[dict[str, Any]] = []
@@ -244,6 +244,8 @@ def cells_to_restore(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
             before_loss, live = (live or before_loss), []
         elif marker == "resumed":
             live, before_loss = [by_id[i] for i in meta.get("restored_cells", []) if i in by_id], []
+        elif cell.get("cell_type") == "code" and meta.get("undone"):
+            continue  # an undo took the namespace back to before it
         elif cell.get("cell_type") == "code" and meta.get("status") == "ok":
             live.append(cell)
             before_loss = []

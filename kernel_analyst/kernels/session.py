@@ -30,7 +30,9 @@ from ._session_support import (
 from .audit import AuditTrail
 from .backends.base import KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
 from .cell import CellResult, CellRun, Ending, account_output, apply_result
+from .checkpoints import CheckpointInfo, Checkpoints, FileMode, UndoReport
 from .exceptions import (
+    CheckpointError,
     DiskQuotaError,
     KernelConnectionError,
     KernelCrashLoopError,
@@ -91,6 +93,7 @@ class KernelSession:
         self._versions_recorded = False
         self._versions_task: asyncio.Task[None] | None = None
         self._closed = False
+        self._checkpoints = Checkpoints(self)
         self.last_used = time.monotonic()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -198,6 +201,7 @@ class KernelSession:
         async with self._lock:
             if save is not None:
                 await self._snapshot(save)
+            await self._checkpoints.close()
             if self._kernel is not None:
                 await (self._kernel.detach() if keep_kernel else self._kernel.shutdown(now=now))
             if self._quota is not None:
@@ -339,8 +343,18 @@ class KernelSession:
                 ex.state = "kept"  # the namespace this step relies on is back
         if waited >= 0.1:
             ex.events.append(f"waited {waited:.1f} s for an earlier call on this session")
+        if self.limits.checkpoints:
+            await self._checkpoint_before(ex)
         await self._run_cell(ex, t0, deadline, timeout, on_output, record=True)
         return ex
+
+    async def _checkpoint_before(self, ex: Execution) -> None:
+        """``Limits.checkpoints``: a checkpoint before the cell (a failure only means
+        this cell cannot be undone; it is noted in the cell's events)."""
+        try:
+            await self._checkpoints.take()
+        except CheckpointError as exc:
+            ex.events.append(f"no checkpoint before this cell: {exc}")
 
     async def _run_cell(self, ex: Execution, t0: float, deadline: float | None, timeout: float | None,
                         on_output: OutputCallback | None, *, record: bool) -> None:
@@ -544,6 +558,7 @@ class KernelSession:
                 "log, the memory limit, and the code being run, then open a new session."
             )
         self._restarts.append(now)
+        await self._checkpoints.close()  # they belong to the kernel that is replaced
         old = self._kernel
         if old is not None:
             await old.shutdown(now=True)
@@ -618,6 +633,55 @@ class KernelSession:
         if "error" in data:
             raise VariableFetchError(str(data["error"]))
         return data["value"]
+
+    # -- checkpoints (kernels/checkpoints.py) ------------------------------------------
+
+    async def checkpoint(self) -> CheckpointInfo:
+        """Fork the live kernel into a frozen copy that :meth:`undo` can go back to.
+        Copy-on-write: about as quick for a gigabyte of variables as for none. Raises
+        CheckpointError when the kernel was not forked from a template."""
+        self._check_open()
+        async with self._lock:
+            await self._ready(None)
+            return await self._checkpoints.take()
+
+    async def undo(self, to: int | None = None, *, files: FileMode = "keep") -> UndoReport:
+        """Put the variables back as they were before the last checkpointed cell (or
+        before cell ``to``): a kernel forked from that checkpoint replaces the current
+        one. The undone cells stay in the audit trail, marked ``undone`` (``verify`` and
+        recovery skip them). Files they wrote are kept; ``files="remove_new"`` removes
+        the ones they created. Raises CheckpointError when there is no checkpoint."""
+        self._check_open()
+        async with self._lock:
+            report = await self._checkpoints.undo(to, files, self._next_count())
+            report.undone_cells = self.audit.mark_undone(report.restored_to, at=utcnow())
+            self._mark(report.describe(), "undo")
+            self.last_used = time.monotonic()
+            return report
+
+    def checkpoints(self) -> list[CheckpointInfo]:
+        """The checkpoints held now, oldest first, with the memory each holds."""
+        return self._checkpoints.infos()
+
+    def _next_count(self) -> int:
+        counts = [c.get("execution_count") or 0 for c in self.audit.cells if c.get("cell_type") == "code"]
+        return max(counts, default=0) + 1
+
+    def _use_kernel(self, kernel: RunningKernel) -> None:
+        """Put ``kernel`` (with this conversation's namespace) in place of the current one."""
+        self._attach(kernel)
+        if self._audit is not None:
+            self._audit.forget_displays()
+        if self._quota is not None:
+            self._quota.forget_kernel()
+
+    def describe(self) -> dict[str, Any]:
+        """How this session runs: its kernel (where, how it started: forked from a
+        template, or cold and why) and its checkpoints."""
+        kernel = self._kernel
+        return {"id": self.id, "isolation": self.isolation, "closed": self._closed,
+                "kernel": kernel.describe() if kernel is not None else None,
+                "checkpoints": self._checkpoints.describe()}
 
     # -- files -----------------------------------------------------------------------
 

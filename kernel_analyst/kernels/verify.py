@@ -4,7 +4,8 @@ Inputs are checked first (a missing or changed one stops the run), then every co
 runs in order and is compared with its record by the rules in ``reproduce.py`` (status,
 streams, rich outputs after normalisation, images by pixels). Input files are uploaded at
 the point of the session where they were uploaded first; a ``restart_requested`` marker
-restarts the kernel there.
+restarts the kernel there. Cells an undo took back (marked ``undone``) are not run: the
+trail is re-run as it finally stands.
 """
 
 from __future__ import annotations
@@ -176,8 +177,8 @@ async def _rerun(session: KernelSession, nb: dict[str, Any], report: VerifyRepor
     for index, cell in enumerate(nb["cells"]):
         if _is_restart_marker(cell) and not previous_lost:
             await session.restart()
-        if cell.get("cell_type") != "code":
-            continue
+        if cell.get("cell_type") != "code" or cell.get("metadata", {}).get("kernel_analyst", {}).get("undone"):
+            continue  # markdown, or a cell an undo took back: the trail as it finally stands
         started = str(cell.get("metadata", {}).get("kernel_analyst", {}).get("started_at", "~"))
         while uploads and str(uploads[0].get("uploaded_at", "")) <= started:
             record = uploads.pop(0)

@@ -59,6 +59,9 @@ class ForkPoint(Protocol):
     def status_of(self, pid: int) -> asyncio.Future[int]:
         """The exit status of the fork point's child ``pid``, once reported."""
 
+    def lives_in(self, place: Place) -> bool:
+        """True when the fork point's process already lives in ``place``."""
+
 
 @functools.lru_cache(maxsize=1)
 def landlock_abi() -> int:
@@ -193,18 +196,20 @@ class Place:
         directory.mkdir()
         return directory
 
-    def spec(self) -> dict[str, Any]:
-        """The process part of a kernel's spec (see ``_forkkernel._setup_process``)."""
+    def spec(self, *, inside: bool = False) -> dict[str, Any]:
+        """The process part of a kernel's spec (see ``_forkkernel._setup_process``).
+        ``inside``: the process that forks it already lives here (a checkpoint of this
+        place), so its cgroup, namespaces and Landlock domain are already the kernel's."""
         plan = self.plan
         sandboxed = self.isolation == "sandbox"
         return {
             "cwd": sandbox.SANDBOX_WORKDIR if sandboxed else plan.cwd,
             "env": dict(plan.env),
-            "cgroup": [str(d) for d in plan.cgroup.dirs] if plan.cgroup is not None else [],
+            "cgroup": [str(d) for d in plan.cgroup.dirs] if plan.cgroup is not None and not inside else [],
             "rlimits": [list(pair) for pair in plan.rlimits],
-            "unshare_net": plan.unshare_net and not sandboxed,
-            "enter": self.holder_pid if sandboxed else None,
-            "landlock": self.landlock,
+            "unshare_net": plan.unshare_net and not sandboxed and not inside,
+            "enter": self.holder_pid if sandboxed and not inside else None,
+            "landlock": self.landlock and not inside,
         }
 
 
@@ -287,7 +292,8 @@ async def spawn_kernel(point: ForkPoint, place: Place, *, context: zmq.asyncio.C
             key=uuid.uuid4().hex.encode())
         log_path = directory / "kernel.log"
         deadline = time.monotonic() + limits.startup_timeout_s
-        full = {**place.spec(), **(spec or {}), "connection": {**info, "key": _text(info["key"])},
+        full = {**place.spec(inside=point.lives_in(place)), **(spec or {}),
+                "connection": {**info, "key": _text(info["key"])},
                 "connection_file": conn_file, "argv": [launcher, "-f", conn_file]}
         lifeline, child = await _fork(point, full, log_path, deadline)
     except BaseException:

@@ -175,6 +175,10 @@ class TemplateProcess:
         finally:
             self._spawns.pop(token, None)
 
+    def lives_in(self, place: Any) -> bool:
+        """A template lives in no place: every kernel enters its own."""
+        return False
+
     def log_tail(self, limit: int = 2000) -> str:
         """The end of the template's own output."""
         try:

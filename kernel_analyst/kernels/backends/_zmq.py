@@ -57,6 +57,8 @@ class ZmqConnection:
     def __init__(self, info: dict[str, Any], context: zmq.asyncio.Context, *,
                  max_message_bytes: int = -1) -> None:
         self.session = Session(key=info["key"].encode(), signature_scheme=info["signature_scheme"])
+        self.context = context
+        """The ZMQ context the sockets belong to (kernels forked from this one share it)."""
         self._sockets: dict[str, zmq.asyncio.Socket] = {}
         self._handler: MessageHandler = lambda channel, msg: None
         self._on_failure: FailureHandler = lambda reason: None
