@@ -177,9 +177,10 @@ async def _rerun(session: KernelSession, nb: dict[str, Any], report: VerifyRepor
     for index, cell in enumerate(nb["cells"]):
         if _is_restart_marker(cell) and not previous_lost:
             await session.restart()
-        if cell.get("cell_type") != "code" or cell.get("metadata", {}).get("kernel_analyst", {}).get("undone"):
+        recorded = cell.get("metadata", {}).get("kernel_analyst", {})
+        if cell.get("cell_type") != "code" or recorded.get("undone"):
             continue  # markdown, or a cell an undo took back: the trail as it finally stands
-        started = str(cell.get("metadata", {}).get("kernel_analyst", {}).get("started_at", "~"))
+        started = str(recorded.get("started_at", "~"))
         while uploads and str(uploads[0].get("uploaded_at", "")) <= started:
             record = uploads.pop(0)
             await session.upload(found[record["name"]], name=record["name"])
