@@ -190,7 +190,31 @@ class SessionManager:
                     f"{len(self._sessions)} sessions are open (max_sessions={self.max_sessions}); "
                     "close one first")
             created = await self._create(conversation_id, attach, owner)
+            created.manager = self
             self._sessions[conversation_id] = created
+            return created
+
+    async def fork(self, source_id: str, new_id: str) -> KernelSession:
+        """A new, independent conversation ``new_id`` with the variables and files of the
+        open conversation ``source_id`` as they are now (``kernels/branches.py``)."""
+        from .branches import branch
+
+        self._check_open()
+        source = self.get(source_id)
+        if source is None:
+            raise SessionClosedError(f"conversation {source_id!r} is not open; open it with "
+                                     "manager.session(id) first")
+        lock = self._creating.setdefault(new_id, asyncio.Lock())
+        async with lock:
+            if self.get(new_id) is not None:
+                raise KernelAnalystError(f"conversation {new_id!r} is already open; choose another id")
+            if self.max_sessions is not None and len(self._sessions) >= self.max_sessions:
+                raise KernelAnalystError(
+                    f"{len(self._sessions)} sessions are open (max_sessions={self.max_sessions}); "
+                    "close one first")
+            created = await branch(self, source, new_id, self.root_dir / directory_name(new_id))
+            created.manager = self
+            self._sessions[new_id] = created
             return created
 
     async def _create(self, conversation_id: str, attach: str | None = None,

@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import files as _files
 from ._quota import DiskGuard, QuotaWatch
@@ -44,6 +44,10 @@ from .files import FileInfo
 from .limits import Limits
 from .recovery import Recoverer, RecoveryPolicy, RecoveryReport, cells_to_restore
 from .request import Outcome, deadline_after
+
+if TYPE_CHECKING:
+    from .branches import BranchInfo
+    from .manager import SessionManager
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +98,10 @@ class KernelSession:
         self._versions_task: asyncio.Task[None] | None = None
         self._closed = False
         self._checkpoints = Checkpoints(self)
+        self.manager: SessionManager | None = None
+        """The manager that made this session (branches are made through it)."""
+        self.branch_info: BranchInfo | None = None
+        """How this conversation was branched from another, if it was."""
         self.last_used = time.monotonic()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -659,6 +667,15 @@ class KernelSession:
             self.last_used = time.monotonic()
             return report
 
+    async def fork(self, new_id: str) -> KernelSession:
+        """A new, independent conversation ``new_id`` with this one's variables and files
+        as they are now (``kernels/branches.py``); its notebook starts with a marker
+        naming this conversation and its last cell."""
+        if self.manager is None:
+            raise CheckpointError(f"session {self.id!r} was not made by a SessionManager; use "
+                                  "manager.fork(source_id, new_id)")
+        return await self.manager.fork(self.id, new_id)
+
     def checkpoints(self) -> list[CheckpointInfo]:
         """The checkpoints held now, oldest first, with the memory each holds."""
         return self._checkpoints.infos()
@@ -681,7 +698,8 @@ class KernelSession:
         kernel = self._kernel
         return {"id": self.id, "isolation": self.isolation, "closed": self._closed,
                 "kernel": kernel.describe() if kernel is not None else None,
-                "checkpoints": self._checkpoints.describe()}
+                "checkpoints": self._checkpoints.describe(),
+                "branched_from": self.branch_info.to_dict() if self.branch_info is not None else None}
 
     # -- files -----------------------------------------------------------------------
 
