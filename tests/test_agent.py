@@ -171,7 +171,7 @@ async def test_the_model_is_told_what_recovery_restored(tmp_path: Path) -> None:
 
 
 async def test_max_steps_stops_the_loop(manager: SessionManager) -> None:
-    model = ScriptedChatModel(function=lambda call: tool_call("n = 1 + 1"))
+    model = ScriptedChatModel(function=lambda call: tool_call(f"n = 1 + {call.index}"))
     answer = await Analyst(model, manager, max_steps=2).ask(SCRATCH, "Loop forever")
 
     assert answer.stop_reason == "max_steps" and answer.text == ""

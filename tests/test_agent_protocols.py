@@ -188,7 +188,7 @@ async def test_code_that_already_failed_is_not_run_again(manager: SessionManager
                                                                  files=[SEABORN / "titanic.csv"])
     assert [s.execution.status for s in answer.steps] == ["error", "ok"]  # the repeat never ran
     told = str(model.calls[2].messages[-1].content)
-    assert told.startswith("Not run: this is the same code that failed in step 1 (KeyError: 'Survived')")
+    assert told.startswith("Not run: this is the same code that just failed in step 1 (KeyError: 'Survived')")
     first = str(model.calls[1].messages[-1].content)
     assert "The DataFrames' columns are: df: survived, pclass" in first
     assert answer.text == "It is 0.3838."
@@ -206,3 +206,13 @@ async def test_the_briefings_profile_cell_is_not_work(manager: SessionManager) -
     nb = nbformat.read(answer.notebook_path, as_version=4)
     roles = [c.metadata["kernel_analyst"].get("role") for c in _code_cells(nb)]
     assert roles == ["profile", None]
+
+
+async def test_code_alone_repeating_the_last_step_asks_for_the_answer(manager: SessionManager) -> None:
+    from kernel_analyst.agent.testing import ScriptedChatModel
+
+    block = "```python\nprint(6 * 7)\n```"
+    model = ScriptedChatModel(script=[block, block, "@answer[42]"])
+    answer = await Analyst(model, manager, protocol="code").ask("protocols-again", "6 times 7?")
+    assert len(answer.steps) == 1 and answer.text == "@answer[42]"
+    assert str(model.calls[2].messages[-1].content).startswith("Not run: this code just ran in step 1")

@@ -307,11 +307,15 @@ class Analyst:
             reading = protocol.read(text, reply.tool_calls, reply.invalid_tool_calls, tool_name=TOOL_NAME)
             if reading.switched_to == "code":
                 self._switched_to_code(turn, reading)
-            if reading.is_answer or _repeats_work(turn, reading):
+            if reading.is_answer or _repeats_work(turn, reading, text):
                 answer_text = reading.text if reading.is_answer else text
+                cells_run = turn.cells_before + len(turn.steps)
+                if (self.settings.require_work and turn.has_files and cells_run == 0
+                        and protocol.prefer_code()):
+                    self._switched_to_code(turn, None)
                 feedback = turn.review.feedback(
                     protocol=protocol.prompt_protocol, tool_name=TOOL_NAME, has_files=turn.has_files,
-                    cells_run=turn.cells_before + len(turn.steps))
+                    cells_run=cells_run)
                 if feedback is None:
                     return self._finish(turn, "answered", answer_text)
                 await self._send_back(turn, answer_text, feedback)
@@ -361,9 +365,13 @@ class Analyst:
         turn.notes.append(text)
         turn.emit(AgentNote(kind, text))
 
-    def _switched_to_code(self, turn: _Turn, reading: Reading) -> None:
-        """An ``auto`` conversation's model writes code as text: the prompt says so from now on."""
+    def _switched_to_code(self, turn: _Turn, reading: Reading | None) -> None:
+        """An ``auto`` conversation's model writes code as text (``reading``), or answered
+        without calling the tool (None): the prompt says so from now on."""
         turn.messages[0] = self._systems["code"]
+        if reading is None:
+            self._note(turn, "protocol_switched", message("protocol_switched_no_call"))
+            return
         via = reading.actions[0].via.value if reading.actions else "text"
         self._note(turn, "protocol_switched", message("protocol_switched", via=via))
 
@@ -437,9 +445,11 @@ class Analyst:
         if turn.attempts >= self.settings.max_steps:
             return message("step_limit", max_steps=self.settings.max_steps), None
         turn.attempts += 1
-        failed = _failed_before(turn.steps, action.code)
-        if failed is not None:  # the same code would fail the same way: say so instead
-            return message("repeated_failure", step=failed.index, error=str(failed.execution.error)), None
+        earlier = _ran_before(turn.steps, action.code)
+        if earlier is not None and earlier.execution.error is not None:  # it would fail the same way
+            return message("repeated_failure", step=earlier.index, error=str(earlier.execution.error)), None
+        if earlier is not None and earlier.execution.status == "ok":
+            return message("repeated_success", step=earlier.index), None
         try:
             observation = await self._step(turn, action)
         except KernelAnalystError as exc:
@@ -532,10 +542,11 @@ def _bind_tool(model: BaseChatModel, tool: KernelTool,
             "'code' or 'auto' (the model writes ```python blocks), or a model that calls tools") from exc
 
 
-def _failed_before(steps: list[Step], code: str) -> Step | None:
-    """The earlier step of this answer that ran exactly ``code`` and raised, if any."""
-    return next((s for s in steps if s.code.strip() == code.strip() and s.execution.status == "error"
-                 and s.execution.error is not None), None)
+def _ran_before(steps: list[Step], code: str) -> Step | None:
+    """The previous step, when it ran exactly ``code`` (nothing ran since, so running it
+    again would only repeat its outcome; a repeat after other steps may differ and runs)."""
+    last = steps[-1] if steps else None
+    return last if last is not None and last.code.strip() == code.strip() else None
 
 
 def _key_error_hint(ex: Execution, variables: dict[str, VariableInfo]) -> str:
@@ -557,10 +568,14 @@ def _work_cells(cells: list[dict[str, Any]]) -> int:
     return sum(role != "profile" for role in roles)
 
 
-def _repeats_work(turn: _Turn, reading: Reading) -> bool:
-    """True when a reply written as text only repeats code that already ran without error
-    in this answer: a model showing its work beside its answer, not a new step."""
+def _repeats_work(turn: _Turn, reading: Reading, text: str) -> bool:
+    """True when a reply written as text repeats code that already ran without error in
+    this answer, beside prose: a model showing its work beside its answer, not a new step.
+    (Code alone is answered with "already ran" instead, see ``_act``.)"""
     if not reading.actions or reading.calls or reading.invalid:
+        return False
+    after = text[len(reading.kept_text):] if reading.kept_text is not None else ""
+    if not (reading.text + after).strip():
         return False
     done = {step.code.strip() for step in turn.steps if step.execution.status == "ok"}
     return all(action.code.strip() in done for action in reading.actions)

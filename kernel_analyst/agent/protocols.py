@@ -136,6 +136,15 @@ class ProtocolState:
         """The protocol the system prompt describes now (``tools`` until code-as-text)."""
         return "code" if self.active == "code" else "tools"
 
+    def prefer_code(self) -> bool:
+        """An undecided ``auto`` conversation whose model answered instead of calling the
+        tool writes code as text from now on (small local models follow a ```python
+        block more readily than a tool they ignored); True if that switched it."""
+        if self.active is not None:
+            return False
+        self.active = "code"
+        return True
+
     def fall_back_to_code(self) -> None:
         """The model cannot bind tools: an ``auto`` conversation writes code as text."""
         if self.requested == "tools":
