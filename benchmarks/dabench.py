@@ -299,7 +299,8 @@ async def run_records(args: argparse.Namespace, model: BaseChatModel, manager: S
     """The agent's records on the selected questions."""
     data_dir = Path(args.data)
     questions = select(load_questions(data_dir), ids=args.ids, level=args.level, limit=args.limit)
-    analyst = Analyst(model, manager, max_steps=args.max_steps, protocol=protocol)  # type: ignore[arg-type]
+    analyst = Analyst(model, manager, max_steps=args.max_steps, protocol=protocol,  # type: ignore[arg-type]
+                      profile_files=bool(getattr(args, "profile", False)))
     return await run_questions(analyst, questions, data_dir, concurrency=args.concurrency,
                                on_record=lambda r: print(f"  {r.id:>4} {r.stop_reason:<9} {r.steps:>2} steps "
                                                          f"{r.duration_s:6.1f} s {','.join(r.vias)}",
@@ -332,6 +333,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", help="write one JSON line per question (upstream's response format); with "
                                  "several runs, one file each, named after the model and protocol")
     p.add_argument("--json", help="write the side-by-side summary here")
+    p.add_argument("--max-tokens", type=int, default=1024,
+                   help="tokens per model reply at most (a small model that rambles on 2 cores can "
+                        "otherwise spend many minutes on one reply; default %(default)s)")
+    p.add_argument("--profile", action="store_true", help="show the model a profile of the table first")
     args = p.parse_args(argv)
     if any(x not in ("tools", "code", "auto") for x in args.protocol):
         p.error(f"--protocol takes tools, code, auto; got {','.join(args.protocol)}")
@@ -349,7 +354,7 @@ async def _main(args: argparse.Namespace) -> list[Summary]:
     async with SessionManager(root, limits=Limits(timeout_s=args.timeout), pool_size=args.concurrency) as m:
         for spec in args.model:
             base_url = None if spec.startswith("llamacpp:") else args.base_url
-            model = load_chat_model(spec, base_url=base_url)
+            model = load_chat_model(spec, base_url=base_url, max_tokens=args.max_tokens)
             for protocol in args.protocol:
                 print(f"== {spec} / {protocol}", file=sys.stderr)
                 records = await run_records(args, model, m, protocol=protocol)

@@ -37,8 +37,11 @@ from ..kernels.execution import Execution, ExecutionError, strip_ansi
 from ..kernels.session import KernelSession
 from .prompting import message
 
-DEFAULT_BUDGET = 4000
-"""Characters of observation per step, unless configured otherwise."""
+DEFAULT_BUDGET = 2500
+"""Characters of observation per step, unless configured otherwise: sized so that a small
+local model's 8k-token context holds the first request and six full steps (measured with
+Qwen2.5-Coder's tokenizer, where digits are a token each: ``benchmarks/context_tokens.py``);
+longer output is saved to a file the model can read in pieces."""
 
 _MIN_OUTPUT_ROOM = 200
 _VARIABLES_NOTE_MAX = 400
