@@ -52,10 +52,11 @@ def table(rows: int = 2000, seed: int = 0) -> pd.DataFrame:
     for name in ("order_value", "discount", "shipping_cost", "tax", "weight_kg", "quantity",
                  "unit_price", "margin", "days_to_ship", "rating", "age", "income"):
         cols[name] = rng.gamma(2.0, 50.0, rows).round(2)
-    for name, values in (("region", ["north", "south", "east", "west"]), ("channel", ["web", "store", "phone"]),
-                         ("segment", ["consumer", "corporate", "home office"]), ("category", list("ABCDEFG")),
-                         ("payment", ["card", "cash", "transfer"]), ("priority", ["low", "medium", "high"]),
-                         ("country", ["DE", "FR", "ES", "IT", "PL"]), ("status", ["open", "closed"])):
+    categories = {"region": ["north", "south", "east", "west"], "channel": ["web", "store", "phone"],
+                  "segment": ["consumer", "corporate", "home office"], "category": list("ABCDEFG"),
+                  "payment": ["card", "cash", "transfer"], "priority": ["low", "medium", "high"],
+                  "country": ["DE", "FR", "ES", "IT", "PL"], "status": ["open", "closed"]}
+    for name, values in categories.items():
         cols[name] = rng.choice(values, rows)
     for name in ("returned", "gift", "first_order", "newsletter"):
         cols[name] = rng.integers(0, 2, rows)
@@ -86,7 +87,8 @@ def tokens(base: str, messages: list[dict[str, str]], *, template: bool = True) 
 
 def measure(base: str, *, budget: int, profile: bool, protocol: str) -> dict[str, Any]:
     frame = table()
-    system = system_prompt(tool_name="python", max_steps=15, budget=budget, send_images=False, protocol=protocol)
+    system = system_prompt(tool_name="python", max_steps=15, budget=budget, send_images=False,
+                           protocol=protocol)
     files = [FileInfo(name="orders.csv", size=len(frame.to_csv(index=False).encode()))]
     note = kernel_context(files=describe_files(files, new=["orders.csv"]), variables=message("no_variables"))
     if profile:
@@ -113,11 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     base = args.base_url.removesuffix("/v1")
     rows = [measure(base, budget=b, profile=prof, protocol=proto)
-            for b in (args.budget or [DEFAULT_BUDGET]) for proto in ("tools", "code") for prof in (False, True)]
-    print(f"{'protocol':<8} {'budget':>6} {'profile':>7} {'system':>6} {'first':>6} {'step':>5} {'steps in 8k':>11}")
+            for b in (args.budget or [DEFAULT_BUDGET]) for proto in ("tools", "code")
+            for prof in (False, True)]
+    print(f"{'protocol':<8} {'budget':>6} {'profile':>7} {'system':>6} {'first':>6} {'step':>5} "
+          f"{'steps in 8k':>11}")
     for r in rows:
-        print(f"{r['protocol']:<8} {r['budget']:>6} {r['profile']!s:>7} {r['system']:>6} {r['first_request']:>6} "
-              f"{r['per_step']:>5} {r['steps_in_8k']:>11}")
+        print(f"{r['protocol']:<8} {r['budget']:>6} {r['profile']!s:>7} {r['system']:>6} "
+              f"{r['first_request']:>6} {r['per_step']:>5} {r['steps_in_8k']:>11}")
     print(json.dumps(rows, indent=2), file=sys.stderr)
     return 0
 
