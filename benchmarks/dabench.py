@@ -301,10 +301,16 @@ async def run_records(args: argparse.Namespace, model: BaseChatModel, manager: S
     questions = select(load_questions(data_dir), ids=args.ids, level=args.level, limit=args.limit)
     analyst = Analyst(model, manager, max_steps=args.max_steps, protocol=protocol,  # type: ignore[arg-type]
                       profile_files=bool(getattr(args, "profile", False)))
-    return await run_questions(analyst, questions, data_dir, concurrency=args.concurrency,
-                               on_record=lambda r: print(f"  {r.id:>4} {r.stop_reason:<9} {r.steps:>2} steps "
-                                                         f"{r.duration_s:6.1f} s {','.join(r.vias)}",
-                                                         file=sys.stderr))
+
+    def report(r: Record) -> None:
+        print(f"  {r.id:>4} {r.stop_reason:<9} {r.steps:>2} steps {r.duration_s:6.1f} s {','.join(r.vias)}",
+              file=sys.stderr, flush=True)
+        if args.out:  # as they come, so a run stopped early keeps what it did
+            with open(f"{args.out}.partial", "a", encoding="utf-8") as f:
+                f.write(json.dumps({"model": getattr(model, "model_name", ""), "protocol": protocol,
+                                    **r.to_dict()}) + "\n")
+
+    return await run_questions(analyst, questions, data_dir, concurrency=args.concurrency, on_record=report)
 
 
 def write_records(path: Path, records: list[Record]) -> None:
@@ -322,6 +328,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--protocol", default=["auto"], type=lambda s: s.split(","),
                    help="action protocols to compare, comma-separated: tools, code, auto (default auto)")
     p.add_argument("--base-url", help="OpenAI-compatible server (default: $OPENAI_BASE_URL)")
+    p.add_argument("--max-tokens", type=int, default=1024,
+                   help="tokens per model reply at most (default 1024: a greedy small model can repeat "
+                        "itself until its context is full)")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="sampling temperature (default 0: greedy, so runs repeat; a server's own default "
+                        "is often 0.8)")
     p.add_argument("--data", default=str(DEFAULT_DATA), help="benchmark directory (default: %(default)s)")
     p.add_argument("--ids", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated ids")
     p.add_argument("--level", choices=["easy", "medium", "hard"])
@@ -333,9 +345,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", help="write one JSON line per question (upstream's response format); with "
                                  "several runs, one file each, named after the model and protocol")
     p.add_argument("--json", help="write the side-by-side summary here")
-    p.add_argument("--max-tokens", type=int, default=1024,
-                   help="tokens per model reply at most (a small model that rambles on 2 cores can "
-                        "otherwise spend many minutes on one reply; default %(default)s)")
     p.add_argument("--profile", action="store_true", help="show the model a profile of the table first")
     args = p.parse_args(argv)
     if any(x not in ("tools", "code", "auto") for x in args.protocol):
@@ -354,7 +363,8 @@ async def _main(args: argparse.Namespace) -> list[Summary]:
     async with SessionManager(root, limits=Limits(timeout_s=args.timeout), pool_size=args.concurrency) as m:
         for spec in args.model:
             base_url = None if spec.startswith("llamacpp:") else args.base_url
-            model = load_chat_model(spec, base_url=base_url, max_tokens=args.max_tokens)
+            model = load_chat_model(spec, base_url=base_url, temperature=args.temperature,
+                                    max_tokens=args.max_tokens)
             for protocol in args.protocol:
                 print(f"== {spec} / {protocol}", file=sys.stderr)
                 records = await run_records(args, model, m, protocol=protocol)

@@ -91,7 +91,14 @@ def test_an_answer_before_any_cell_is_sent_back_once(
 
     feedback = requests[1]["messages"][-1]
     assert feedback["role"] == "user" and "without running any code" in feedback["content"]
-    assert requests[1]["messages"][-2] == {"role": "assistant", "content": invented}
+    assert "```python block" in feedback["content"]
+    # the invented answer is not read back, and a model that answered instead of calling the
+    # tool it was offered is asked for a python block from then on
+    assert [m["role"] for m in requests[1]["messages"]] == ["system", "user", "user"]
+    assert all("0.6225" not in str(m["content"]) for m in requests[1]["messages"])
+    assert "tools" in requests[0] and "tools" not in requests[1]
+    assert "```python block" in requests[1]["messages"][0]["content"]
+    assert "Columns of titanic.csv (15): survived, pclass" in requests[0]["messages"][1]["content"]
     assert requests[2]["messages"][-1]["content"].startswith("Output of your code (step 1):\n0.38383")
     assert ANSWER in out and "not accepted yet" in out
     sources = [c.source for c in nb.cells]

@@ -49,6 +49,7 @@ from .briefing import (
     profiles,
     question_markdown,
     refresh_variables,
+    table_columns,
     track_variables,
 )
 from .context_window import is_context_overflow, observation_id, trim_oldest_observation
@@ -196,7 +197,7 @@ class Analyst:
         self._systems = {p: SystemMessage(system_prompt(tool_name=TOOL_NAME, max_steps=max_steps,
                                                         budget=observation_budget,
                                                         send_images=self.sends_images, protocol=p))
-                         for p in ("tools", "code")}
+                         for p in ("tools", "code", "auto")}
         self._conversations: dict[str, _Conversation] = {}
 
     # -- public API ----------------------------------------------------------------------
@@ -285,12 +286,14 @@ class Analyst:
         listing = await session.files()
         note = kernel_context(files=describe_files(listing, new=uploaded),
                               variables=describe_variables(list(conversation.variables.values())))
+        columns = [table_columns(path, name) for path, name in zip(files, uploaded, strict=True)]
+        note += "".join(f"\n- {line}" for line in columns if line)
         if gone:
             note += "\n" + message("variables_gone", names=", ".join(gone))
         note += profile_text
         await session.add_markdown(question_markdown(question, uploaded), role="question",
                                    turn=conversation.turns + 1, at=_now())
-        system = self._systems[conversation.protocol.prompt_protocol]
+        system = self._systems[conversation.protocol.system_prompt]
         messages = [system, *conversation.history, HumanMessage(f"{question}\n{note}")]
         review = AnswerReview(ReviewSettings(require_work=self.settings.require_work))
         return _Turn(conversation_id, question, session, conversation, messages, emit, uploaded, review,
@@ -380,6 +383,8 @@ class Analyst:
         self._note(turn, "answer_returned", feedback)
         if text.strip():
             await turn.session.add_markdown(text, role="model", returned=True, at=_now())
+        if isinstance(turn.messages[-1], AIMessage) and not turn.messages[-1].tool_calls:
+            turn.messages.pop()  # not read back: numbers it made up there anchor a small model's next try
         turn.messages.append(HumanMessage(feedback))
 
     # -- steps -------------------------------------------------------------------------------
@@ -574,8 +579,7 @@ def _repeats_work(turn: _Turn, reading: Reading, text: str) -> bool:
     (Code alone is answered with "already ran" instead, see ``_act``.)"""
     if not reading.actions or reading.calls or reading.invalid:
         return False
-    after = text[len(reading.kept_text):] if reading.kept_text is not None else ""
-    if not (reading.text + after).strip():
+    if not (reading.text + reading.trailing).strip():
         return False
     done = {step.code.strip() for step in turn.steps if step.execution.status == "ok"}
     return all(action.code.strip() in done for action in reading.actions)
