@@ -366,6 +366,9 @@ async def _main(args: argparse.Namespace) -> list[Summary]:
             model = load_chat_model(spec, base_url=base_url, temperature=args.temperature,
                                     max_tokens=args.max_tokens)
             for protocol in args.protocol:
+                if protocol == "tools" and _cannot_bind_tools(model):
+                    print(f"== {spec} / tools: skipped (the model does not call tools)", file=sys.stderr)
+                    continue
                 print(f"== {spec} / {protocol}", file=sys.stderr)
                 records = await run_records(args, model, m, protocol=protocol)
                 summaries.append(summarize(spec, protocol, score(labels, {r.id: r.response for r in records}),
@@ -375,6 +378,14 @@ async def _main(args: argparse.Namespace) -> list[Summary]:
                     tag = re.sub(r"[^A-Za-z0-9.-]+", "-", f"{Path(spec).name}-{protocol}")
                     write_records(out.with_name(f"{out.stem}-{tag}{out.suffix}") if several else out, records)
     return summaries
+
+
+def _cannot_bind_tools(model: BaseChatModel) -> bool:
+    try:
+        model.bind_tools([])
+    except NotImplementedError:
+        return True
+    return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
