@@ -116,6 +116,7 @@ class Run:
         """Start the run's task (once; :meth:`Runs.submit` does)."""
         if self._task is None:
             self._task = asyncio.create_task(self._main(), name=self.id)
+            self._task.add_done_callback(self._finished)  # also when cancelled before it ran
 
     async def _main(self) -> None:
         try:
@@ -127,9 +128,15 @@ class Run:
         except KernelAnalystError as exc:
             self._error = str(exc)
             log.warning("background run %s failed: %s", self.id, exc)
-        finally:
-            self._ended_at = time.monotonic()
-            self._notify()
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            self._cancel_requested = True
+        elif task.exception() is not None:  # a bug: said in the status, and logged
+            self._error = f"internal error: {task.exception()!r}"
+            log.error("background run %s failed", self.id, exc_info=task.exception())
+        self._ended_at = time.monotonic()
+        self._notify()
 
     def _began(self, ex: Execution) -> None:
         self._started_at = time.monotonic()
