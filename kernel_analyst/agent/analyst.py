@@ -43,6 +43,7 @@ from ..kernels.exceptions import KernelAnalystError
 from ..kernels.execution import Execution, VariableInfo
 from ..kernels.manager import SessionManager
 from ..kernels.session import KernelSession
+from .background import BackgroundSteps, context_note
 from .briefing import (
     describe_files,
     describe_variables,
@@ -197,6 +198,7 @@ class Analyst:
                                                         send_images=self.sends_images, protocol=p))
                          for p in ("tools", "code")}
         self._conversations: dict[str, _Conversation] = {}
+        self._background = BackgroundSteps()
 
     # -- public API ----------------------------------------------------------------------
 
@@ -287,6 +289,8 @@ class Analyst:
         if gone:
             note += "\n" + message("variables_gone", names=", ".join(gone))
         note += profile_text
+        if running := context_note(session):
+            note += "\n" + running
         await session.add_markdown(question_markdown(question, uploaded), role="question",
                                    turn=conversation.turns + 1, at=_now())
         system = self._systems[conversation.protocol.prompt_protocol]
@@ -445,12 +449,13 @@ class Analyst:
         turn.emit(StepCode(index, action.code))
         agent_meta = {"via": action.via.value, "protocol": turn.conversation.protocol.prompt_protocol,
                       "turn": turn.conversation.turns + 1, "step": index}
-        ex = await turn.session.execute(action.code, timeout=self.settings.step_timeout_s,
-                                        on_output=lambda out: turn.emit(StepOutput(index, out)),
-                                        annotations={"agent": agent_meta})
+        run = await self._background.run_step(turn.session, action.code, timeout=self.settings.step_timeout_s,
+                                              on_output=lambda out: turn.emit(StepOutput(index, out)),
+                                              annotations={"agent": agent_meta})
+        ex = run.execution
         lost = track_variables(turn.conversation.variables, ex)
-        observation = await self._observe(turn, ex, lost, index)
-        text = observation.text
+        observation = await self._observe(turn, ex, lost, index) if run.observe else Observation(text="")
+        text = "\n".join(part for part in (run.note, observation.text) if part)
         if turn.attempts >= self.settings.max_steps:
             text += "\n\n" + message("last_step", max_steps=self.settings.max_steps)
         turn.steps.append(Step(index, action.code, ex, text, action.call_id, action.via.value))
