@@ -10,8 +10,8 @@ figures to attach when the model takes images. The text is assembled in this ord
 3. the error: ``ename: evalue`` and a traceback trimmed to the user's frames and the frame
    that raised, kept whole up to the budget;
 4. a one-line note of the variables the step created, changed or deleted;
-5. the step's CPU time and peak memory, for a step that took a second or more, came near
-   its memory limit, or died.
+5. the step's CPU time and peak memory, for a step that used 10 s of CPU or more, held half
+   its memory limit or more, or died.
 
 When the output is longer than the room left for it, its head and tail are kept and the
 middle is replaced by a count of the characters elided. If the caller names a file
@@ -42,6 +42,8 @@ from .prompting import message, message_names
 
 DEFAULT_BUDGET = 4000
 """Characters of observation per step, unless configured otherwise."""
+RESOURCES_CPU_S = 10.0
+"""A step that used this much CPU time is told its CPU time and peak memory."""
 
 _MIN_OUTPUT_ROOM = 200
 _VARIABLES_NOTE_MAX = 400
@@ -389,13 +391,15 @@ def _variables_note(ex: Execution) -> str:
 
 def resources_note(ex: Execution, memory_limit: int | None = None) -> str:
     """The step's CPU time and peak memory, when they are worth the model's attention: a
-    step of a second or more, one at a quarter of its memory limit or more, one that died."""
+    step that used :data:`RESOURCES_CPU_S` of CPU or more, one that held half its memory
+    limit or more, one that died. (CPU time, not wall time, so that a busy machine does not
+    change what the model reads.)"""
     peak, cpu = ex.peak_memory_bytes, ex.cpu_time_s
     if peak is None and cpu is None:
         return ""
     limit = memory_limit or (ex.ending.memory_limit_bytes if ex.ending is not None else None)
-    near = peak is not None and limit is not None and peak >= limit / 4
-    if not (ex.duration_s >= 1.0 or near or ex.status == "died"):
+    near = peak is not None and limit is not None and peak >= limit / 2
+    if not ((cpu or 0.0) >= RESOURCES_CPU_S or near or ex.status == "died"):
         return ""
     mb = 1024 * 1024
     memory = "unknown" if peak is None else f"{peak / mb:,.0f} MB" + (f" of a {limit / mb:,.0f} MB limit"

@@ -261,7 +261,7 @@ def _exit_detail(code: int) -> str:
         return ("the kernel process exited normally (code 0): the code ended it (exit(), quit(), "
                 "os._exit(0) or sys.exit from a thread)")
     return (f"the kernel process exited with code {code}: the code, or a library it called, ended "
-            "the process (os._exit(), a fatal error)")
+            "the process (with os._exit() or after a fatal error)")
 
 
 def record_usage(ex: Execution, step: Any, watch: CellWatch | None) -> None:
