@@ -30,7 +30,6 @@ backend only reports the process's exit status and a memory probe
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 import signal
@@ -144,19 +143,18 @@ class CellWatch:
         """True once the warning was given."""
         self.system_oom_base = system_oom_kills()
         self._warn = warn
-        self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None  # a timer, not a task: nothing to await per cell
 
     async def __aenter__(self) -> CellWatch:
         if self.probe is not None:
             self.sample()
-            self._task = asyncio.create_task(self._sampling(), name="cell-memory-watch")
+            self._timer = asyncio.get_running_loop().call_later(self._interval(), self._tick)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def sample(self) -> None:
         """Take one measurement (and warn, once, past :data:`WARN_FRACTION`)."""
@@ -174,14 +172,16 @@ class CellWatch:
         share = (self.last_bytes or 0) / self.limit if self.limit else 0.0
         return _SLOW_S if share < 0.5 else _FAST_S if share < 0.7 else _FASTEST_S
 
-    async def _sampling(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval())
-            try:
-                self.sample()
-            except Exception:  # a probe that fails says nothing; the cell goes on
-                log.debug("memory sample failed", exc_info=True)
-                return
+    def _tick(self) -> None:
+        if self._timer is None:
+            return
+        try:
+            self.sample()
+        except Exception:  # a probe that fails says nothing more; the cell goes on
+            log.debug("memory sample failed", exc_info=True)
+            self._timer = None
+            return
+        self._timer = asyncio.get_running_loop().call_later(self._interval(), self._tick)
 
 
 def memory_warning(held: int, limit: int) -> str:
