@@ -80,8 +80,7 @@ async def start_run(service: SessionService, record: SessionRecord, code: str,
                     timeout: float | None) -> CallToolResult:
     """``execute`` with ``background``: start the run, answer at once."""
     limit = background_timeout(service, timeout)
-    async with service.use(record) as session:
-        run = await session.submit(code, timeout=limit)
+    run = await (await service.live(record)).submit(code, timeout=limit)  # queued at once
     status = run.status()
     text = (f"[background run {run.id} started ({status.state}); session {record.id}]\n"
             f"Read its output and result with run_status(run_id={run.id!r}) (wait_s waits for the end), "

@@ -97,8 +97,9 @@ async def start_run(request: Request, sid: str, body: ExecuteRequest, tenant: Te
     service = service_of(request)
     record = await service.get(tenant, sid)
     timeout = background_timeout(service, body.timeout)
-    async with service.use(record) as session:
-        run = await session.submit(body.code, timeout=timeout)
+    # Not under the request lock: the run joins the session's own queue at once, even
+    # behind a request that holds the lock for minutes.
+    run = await (await service.live(record)).submit(body.code, timeout=timeout)
     return JSONResponse(run.status().to_dict(with_execution=False), status_code=202,
                         headers={"Location": f"/sessions/{sid}/runs/{run.id}"})
 
