@@ -43,6 +43,7 @@ from ..kernels.exceptions import KernelAnalystError
 from ..kernels.execution import Execution, VariableInfo
 from ..kernels.manager import SessionManager
 from ..kernels.session import KernelSession
+from .background import BackgroundSteps, context_note
 from .briefing import (
     describe_files,
     describe_variables,
@@ -147,6 +148,8 @@ class _Turn:
     review: AnswerReview
     has_files: bool = False
     cells_before: int = 0
+    evidence: str = ""
+    """What the model was shown from the data before its first step (the profiles)."""
     steps: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     attempts: int = 0
@@ -199,6 +202,7 @@ class Analyst:
                                                         send_images=self.sends_images, protocol=p))
                          for p in ("tools", "code", "auto")}
         self._conversations: dict[str, _Conversation] = {}
+        self._background = BackgroundSteps()
 
     # -- public API ----------------------------------------------------------------------
 
@@ -291,6 +295,8 @@ class Analyst:
         if gone:
             note += "\n" + message("variables_gone", names=", ".join(gone))
         note += profile_text
+        if running := context_note(session):
+            note += "\n" + running
         await session.add_markdown(question_markdown(question, uploaded), role="question",
                                    turn=conversation.turns + 1, at=_now())
         system = self._systems[conversation.protocol.system_prompt]
@@ -298,7 +304,7 @@ class Analyst:
         review = AnswerReview(ReviewSettings(require_work=self.settings.require_work))
         return _Turn(conversation_id, question, session, conversation, messages, emit, uploaded, review,
                      has_files=any(not f.name.startswith("outputs/") for f in listing),
-                     cells_before=_work_cells(session.audit.cells))
+                     cells_before=_work_cells(session.audit.cells), evidence=profile_text)
 
     async def _run(self, turn: _Turn) -> Answer:
         protocol = turn.conversation.protocol
@@ -318,7 +324,7 @@ class Analyst:
                     self._switched_to_code(turn, None)
                 feedback = turn.review.feedback(
                     protocol=protocol.prompt_protocol, tool_name=TOOL_NAME, has_files=turn.has_files,
-                    cells_run=cells_run)
+                    cells_run=cells_run, answer=answer_text, evidence=turn.evidence)
                 if feedback is None:
                     return self._finish(turn, "answered", answer_text)
                 await self._send_back(turn, answer_text, feedback)
@@ -468,12 +474,14 @@ class Analyst:
         turn.emit(StepCode(index, action.code))
         agent_meta = {"via": action.via.value, "protocol": turn.conversation.protocol.prompt_protocol,
                       "turn": turn.conversation.turns + 1, "step": index}
-        ex = await turn.session.execute(action.code, timeout=self.settings.step_timeout_s,
-                                        on_output=lambda out: turn.emit(StepOutput(index, out)),
-                                        annotations={"agent": agent_meta})
+        run = await self._background.run_step(turn.session, action.code, timeout=self.settings.step_timeout_s,
+                                              on_output=lambda out: turn.emit(StepOutput(index, out)),
+                                              annotations={"agent": agent_meta})
+        ex = run.execution
         lost = track_variables(turn.conversation.variables, ex)
-        observation = await self._observe(turn, ex, lost, index)
-        text = observation.text + _key_error_hint(ex, turn.conversation.variables)
+        observation = await self._observe(turn, ex, lost, index) if run.observe else Observation(text="")
+        text = "\n".join(part for part in (run.note, observation.text) if part)
+        text += _key_error_hint(ex, turn.conversation.variables)
         if turn.attempts >= self.settings.max_steps:
             text += "\n\n" + message("last_step", max_steps=self.settings.max_steps)
         turn.steps.append(Step(index, action.code, ex, text, action.call_id, action.via.value))

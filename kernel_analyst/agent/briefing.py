@@ -27,7 +27,10 @@ _KERNEL_LISTING_CAP = 200  # the kernel lists at most this many variables (kerne
 
 async def refresh_variables(session: KernelSession, variables: dict[str, VariableInfo]) -> list[str]:
     """Re-read the kernel's variables into ``variables`` (in place); return the known ones
-    that vanished since the last answer (a restart, a culled session, code run by someone else)."""
+    that vanished since the last answer (a restart, a culled session, code run by someone else).
+    While a background run holds the kernel, the known variables stay as they are."""
+    if session.runs.active is not None:
+        return []
     current = {v.name: v for v in await session.variables()}
     listing_complete = len(current) < _KERNEL_LISTING_CAP
     gone = sorted(set(variables) - set(current)) if listing_complete else []

@@ -70,8 +70,9 @@ def system_prompt(*, tool_name: str, max_steps: int, budget: int, send_images: b
     else:
         raise ValueError(f"no system prompt for the protocol {protocol!r}; expected tools, code or auto")
     # A small model under ``code`` copies a comment line shown in its prompt as a step of its
-    # own; models that call the tool are told the no-replay marker.
-    no_replay = "" if protocol == "code" else "\n- " + _wrapped(message("no_replay_rule"))
+    # own; models that call the tool are told the background and no-replay markers.
+    rules = [] if protocol == "code" else [message("background_rule"), message("no_replay_rule")]
+    no_replay = "".join("\n- " + _wrapped(rule) for rule in rules)
     return render("system.md", max_steps=max_steps, budget=f"{budget:,}", figures_note=figures,
                   how_to_run=how_to_run, how_to_answer=how_to_answer, no_replay_rule=no_replay).strip()
 

@@ -63,7 +63,9 @@ def status_line(ex: Execution) -> str:
         return f"{prompt} timed out after {took}" + ("; the kernel was restarted and variables lost"
                                                      if ex.state == "lost" else "")
     if ex.status == "died":
-        return f"{prompt} the kernel died ({took}); variables were lost and the next cell gets a fresh kernel"
+        why = f": {ex.ending.detail}" if ex.ending is not None else ""
+        return (f"{prompt} the kernel died ({took}){why}; variables were lost and the next cell gets a "
+                "fresh kernel")
     if ex.error is not None:
         view = ErrorView.from_error(ex.error)
         return f"{prompt} {'stopped' if view.interrupted else 'failed'}: {view.summary} ({took})"

@@ -117,6 +117,9 @@ class ServerConfig:
     """Execution timeout when a request gives none (the front ends' one default)."""
     max_timeout_s: float = 300.0
     """The ceiling a request's timeout may not exceed."""
+    max_background_timeout_s: float = 86_400.0
+    """How long a background run (``POST /sessions/{id}/runs``, MCP ``execute`` with
+    ``background``) may last, and its default: 24 hours."""
     idle_timeout_s: float | None = 1800.0
     """Sessions idle this long are shut down (their notebook stays downloadable)."""
     pool_size: int = 1
@@ -175,7 +178,7 @@ class ServerConfig:
 
     def __post_init__(self) -> None:
         self.root_dir = Path(self.root_dir)
-        if self.max_timeout_s <= 0 or self.default_timeout_s <= 0:
+        if self.max_timeout_s <= 0 or self.default_timeout_s <= 0 or self.max_background_timeout_s <= 0:
             raise ValueError("timeouts must be positive")
         if self.default_timeout_s > self.max_timeout_s:
             self.default_timeout_s = self.max_timeout_s
