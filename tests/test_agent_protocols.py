@@ -204,7 +204,8 @@ async def test_code_that_already_failed_is_not_run_again(manager: SessionManager
 async def test_the_briefings_profile_cell_is_not_work(manager: SessionManager) -> None:
     from kernel_analyst.agent.testing import ScriptedChatModel
 
-    model = ScriptedChatModel(script=["891 rows.", "```python\nprint(len(titanic))\n```", "891 rows."])
+    # 900 is a guess (the profile says 891): sent back, since the profile cell is no work
+    model = ScriptedChatModel(script=["900 rows.", "```python\nprint(len(titanic))\n```", "891 rows."])
     answer = await Analyst(model, manager, profile_files=True).ask(
         "protocols-profile", "How many rows?", files=[SEABORN / "titanic.csv"])
     assert "Tables loaded for you" in str(model.calls[0].messages[-1].content)
