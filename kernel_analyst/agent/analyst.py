@@ -283,7 +283,7 @@ class Analyst:
         profile_text = await profiles(session, files, uploaded) if self.settings.profile_files else ""
         gone = await refresh_variables(session, conversation.variables)
         listing = await session.files()
-        note = kernel_context(files=describe_files(listing, new=uploaded),
+        note = kernel_context(files=describe_files(listing, new=uploaded, memory_mb=session.limits.memory_mb),
                               variables=describe_variables(list(conversation.variables.values())))
         if gone:
             note += "\n" + message("variables_gone", names=", ".join(gone))

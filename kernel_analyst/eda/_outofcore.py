@@ -85,8 +85,8 @@ def choose_engine(plan: Any, *, path: Path, memory_mb: int | None, engine: str =
     if why_not is not None:
         if engine == "duckdb":
             raise ValueError(f"{plan.file}: the out-of-core engine cannot read it: {why_not}")
-        return EngineChoice("pandas", f"The file is large ({size / 2**20:,.0f} MiB) but is loaded with pandas: "
-                                      f"DuckDB cannot read it as planned ({why_not}).")
+        return EngineChoice("pandas", f"The file is large ({size / 2**20:,.0f} MiB) but is loaded with "
+                                      f"pandas: DuckDB cannot read it as planned ({why_not}).")
     kernel = f"the kernel's {memory_mb:,} MiB memory limit" if memory_mb else "this machine (no kernel limit)"
     reason = (f"**Out of core:** the file ({size / 2**20:,.0f} MiB of text) is over {limit / 2**20:,.0f} MiB "
               f"({LARGE_SHARE:.1%} of {kernel}), so it is not loaded into pandas: DuckDB reads it in "

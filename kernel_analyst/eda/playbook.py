@@ -252,7 +252,8 @@ def plan_cells(plan: Plan, options: PlaybookOptions | None = None, *, engine: En
     setup = "import os\n" + setup + duck + large.DUCK_EXACT_PASS + large.DUCK_MISSING_PASS
     return [PlannedCell("setup", "Setup", _SETUP_INTRO + _LARGE_INTRO, setup),
             PlannedCell("load", "Loading", notes, load_code(plan, engine, names)),
-            *(PlannedCell(s.name, s.title, s.intro, (s.large or s.code)(opts, plan)) for s in _selected(opts))]
+            *(PlannedCell(s.name, s.title, s.intro, (s.large or s.code)(opts, plan))
+              for s in _selected(opts))]
 
 
 def _engine(path: Path, plan: Plan, opts: PlaybookOptions,

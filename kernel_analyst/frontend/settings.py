@@ -191,6 +191,7 @@ class ModelSettings:
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
-__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_MAX_UPLOAD_MB", "DEFAULT_TIMEOUT_S", "ENV_NAME", "IMAGES_MODES", "PROTOCOL_NAMES",
-           "RECOVERY_MODES", "KernelSettings", "ModelSettings", "RecoveryMode", "package_version",
+__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_MAX_UPLOAD_MB", "DEFAULT_TIMEOUT_S", "ENV_NAME", "IMAGES_MODES",
+           "PROTOCOL_NAMES", "RECOVERY_MODES", "KernelSettings", "ModelSettings", "RecoveryMode",
+           "package_version",
            "upload_limits"]
