@@ -65,7 +65,7 @@ def describe_files(files: list[FileInfo], *, new: Sequence[str] = (), memory_mb:
     more = len(files) - len(shown)
     listing = ", ".join(shown) + (f", ... and {more} more" if more > 0 else "")
     return listing + "".join("\n" + message("large_file", name=f.name, size=_size(f.size),
-                                             limit=_size(memory_mb * 2**20))
+                                             limit=_size((memory_mb or 0) * 2**20))
                              for f in _too_large(files[:_MAX_LISTED_FILES], memory_mb))
 
 
