@@ -30,7 +30,7 @@ from .frontend.errors import RunFailedError, UsageError, classify
 from .frontend.flags import add_debug_flag, add_kernel_flags, add_model_flags, kernel_settings, model_settings
 from .frontend.models import build_analyst, describe_model_failure, load_model
 from .frontend.outcomes import eda_outcome
-from .frontend.sessions import need_file, open_manager
+from .frontend.sessions import need_file, open_manager, upload_limit_mb
 from .frontend.settings import ModelSettings, package_version
 from .frontend.terminal import StepPrinter, progress_line
 from .kernels import ConversationInfo, KernelSession, Limits
@@ -72,6 +72,9 @@ def _add_eda(commands: Any, shared: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", metavar="NAMES", help="comma-separated subset of the playbook's steps")
     p.add_argument("--target", metavar="COLUMN", help="a column to explain: every feature against it, ranked")
     p.add_argument("--sheet", metavar="NAME", help="the Excel sheet to profile (name or 0-based position)")
+    p.add_argument("--engine", choices=("auto", "pandas", "duckdb"), default="auto",
+                   help="pandas loads the table; duckdb profiles it out of core, in bounded memory; auto "
+                        "(default) uses duckdb for files over an eighth of the kernel's memory limit")
     p.set_defaults(func=_cmd_eda)
 
 
@@ -195,9 +198,9 @@ def _logging(debug: bool) -> Iterator[None]:
 def _cmd_eda(args: argparse.Namespace) -> int:
     from .eda import PlaybookOptions, selected_steps
 
-    data = need_file(args.data)
+    data = need_file(args.data, max_upload_mb=upload_limit_mb(kernel_settings(args)))
     steps = tuple(s.strip() for s in args.steps.split(",") if s.strip()) if args.steps else None
-    options = PlaybookOptions(steps=steps, target=args.target, sheet=args.sheet)
+    options = PlaybookOptions(steps=steps, target=args.target, sheet=args.sheet, engine=args.engine)
     selected_steps(options)  # unknown step names fail before a kernel starts
     output = args.output or Path(f"{data.name.split('.')[0] or data.stem}-eda.ipynb")
     return asyncio.run(_eda(args, data, output, options))
@@ -313,7 +316,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     if len(args.items) < 2:
         raise UsageError("ask needs at least one data file and a question")
     *paths, question = args.items
-    files = [need_file(Path(p)) for p in paths]
+    files = [need_file(Path(p), max_upload_mb=upload_limit_mb(kernel_settings(args))) for p in paths]
     settings = model_settings(args)
     model = _load_model(settings)
     return asyncio.run(_ask(args, settings, model, files, question))
@@ -347,7 +350,7 @@ def _answer_error(error: str, settings: ModelSettings) -> str:
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:
-    files = [need_file(p) for p in args.data]
+    files = [need_file(p, max_upload_mb=upload_limit_mb(kernel_settings(args))) for p in args.data]
     settings = model_settings(args)
     resume = _resumed_conversation(args.resume) if args.resume is not None else None
     model = _load_model(settings) if settings.spec else None

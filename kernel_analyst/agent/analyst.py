@@ -288,7 +288,7 @@ class Analyst:
         profile_text = await profiles(session, files, uploaded) if self.settings.profile_files else ""
         gone = await refresh_variables(session, conversation.variables)
         listing = await session.files()
-        note = kernel_context(files=describe_files(listing, new=uploaded),
+        note = kernel_context(files=describe_files(listing, new=uploaded, memory_mb=session.limits.memory_mb),
                               variables=describe_variables(list(conversation.variables.values())))
         columns = [table_columns(path, name) for path, name in zip(files, uploaded, strict=True)]
         note += "".join(f"\n- {line}" for line in columns if line)

@@ -89,14 +89,28 @@ def table_columns(path: str | os.PathLike[str], name: str) -> str | None:
     return message("table_columns", file=name, count=len(names), columns=shown)
 
 
-def describe_files(files: list[FileInfo], *, new: Sequence[str] = ()) -> str:
-    """A one-line listing of the working directory for the model."""
+def describe_files(files: list[FileInfo], *, new: Sequence[str] = (), memory_mb: int | None = None) -> str:
+    """A one-line listing of the working directory for the model; with the kernel's
+    ``memory_mb``, a hint to query with DuckDB for each file too large for pandas."""
     if not files:
         return message("no_files")
     shown = [f"{f.name} ({_size(f.size)}{', ' + message('new_file') if f.name in new else ''})"
              for f in files[:_MAX_LISTED_FILES]]
     more = len(files) - len(shown)
-    return ", ".join(shown) + (f", ... and {more} more" if more > 0 else "")
+    listing = ", ".join(shown) + (f", ... and {more} more" if more > 0 else "")
+    return listing + "".join("\n" + message("large_file", name=f.name, size=_size(f.size),
+                                             limit=_size((memory_mb or 0) * 2**20))
+                             for f in _too_large(files[:_MAX_LISTED_FILES], memory_mb))
+
+
+def _too_large(files: Sequence[FileInfo], memory_mb: int | None) -> list[FileInfo]:
+    """Data files over the share of the kernel's memory the EDA playbook profiles out of core."""
+    from ..eda._outofcore import LARGE_SHARE
+
+    if not memory_mb:
+        return []
+    limit = LARGE_SHARE * memory_mb * 2**20
+    return [f for f in files if f.size > limit and not f.name.startswith("outputs/")]
 
 
 def describe_variables(variables: list[VariableInfo]) -> str:

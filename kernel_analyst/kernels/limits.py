@@ -36,10 +36,11 @@ class Limits:
     80% of it gets a warning; one killed at it says so (``Execution.ending``)."""
     max_processes: int | None = 256
     """Processes/threads the kernel may run at once (cgroup pids or a non-root uid)."""
-    max_file_size_mb: int | None = 1024
-    """Largest file the kernel may write (RLIMIT_FSIZE)."""
-    max_disk_mb: int | None = 2048
-    """Disk the session directory may use; checked after each execution and upload."""
+    max_file_size_mb: int | None = 2048
+    """Largest file the kernel may write (RLIMIT_FSIZE); as large as the largest upload."""
+    max_disk_mb: int | None = 4096
+    """Disk the session directory may use; checked after each execution and upload. Room
+    for the largest upload and as much again (an out-of-core engine's spill, a copy)."""
     tmp_size_mb: int = 256
     """Size of the private /tmp under ``sandbox``."""
     max_output_bytes: int = 1_000_000
@@ -47,8 +48,8 @@ class Limits:
     dropped with a marker saying how much."""
     max_rich_output_bytes: int = 20_000_000
     """Rich output (images, HTML) kept per execution."""
-    max_upload_mb: int = 512
-    """Largest file ``upload``/``download`` accept."""
+    max_upload_mb: int = 2048
+    """Largest file ``upload``/``download`` accept (the front ends' ``--max-upload-mb``)."""
     network: bool | Sequence[str] | None = None
     """Allow network access: ``True`` all of it, ``False`` none, ``None`` off under
     ``sandbox`` and on otherwise; or a list of host names (an allowlist, ``sandbox`` only):

@@ -111,8 +111,8 @@ class ServerConfig:
     """Open sessions allowed per tenant."""
     max_body_bytes: int = 2 * 1024 * 1024
     """Largest request body, uploads excepted."""
-    max_upload_bytes: int = 100 * 1024 * 1024
-    """Largest uploaded file."""
+    max_upload_bytes: int = Limits.max_upload_mb * 1024 * 1024
+    """Largest uploaded file (``--max-upload-mb``; the kernels' ``Limits.max_upload_mb``)."""
     default_timeout_s: float = DEFAULT_TIMEOUT_S or 120.0
     """Execution timeout when a request gives none (the front ends' one default)."""
     max_timeout_s: float = 300.0
