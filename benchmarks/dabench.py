@@ -206,14 +206,16 @@ def _ratio(part: float, whole: int) -> float:
 
 
 async def run_questions(analyst: Analyst, questions: list[Question], data_dir: Path, *,
-                        concurrency: int = 1,
+                        concurrency: int = 1, run: str = "",
                         on_record: Callable[[Record], None] | None = None) -> list[Record]:
-    """Ask each question in a conversation of its own (its kernel closed afterwards)."""
+    """Ask each question in a conversation of its own (its kernel closed afterwards).
+    ``run`` names the model and protocol in the conversation ids, so the runs of one
+    workdir never resume each other's conversations."""
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(q: Question) -> Record:
         async with gate:
-            record = await _ask(analyst, q, data_dir)
+            record = await _ask(analyst, q, data_dir, run)
         if on_record:
             on_record(record)
         return record
@@ -221,8 +223,8 @@ async def run_questions(analyst: Analyst, questions: list[Question], data_dir: P
     return list(await asyncio.gather(*(one(q) for q in questions)))
 
 
-async def _ask(analyst: Analyst, q: Question, data_dir: Path) -> Record:
-    conversation = f"dabench-{q.id}"
+async def _ask(analyst: Analyst, q: Question, data_dir: Path, run: str) -> Record:
+    conversation = f"dabench-{run}-{q.id}" if run else f"dabench-{q.id}"
     started = time.monotonic()
     try:
         answer = await analyst.ask(conversation, q.prompt(), files=[data_dir / "da-dev-tables" / q.file_name])
@@ -295,8 +297,8 @@ async def benchmark(args: argparse.Namespace, model: BaseChatModel, manager: Ses
 
 
 async def run_records(args: argparse.Namespace, model: BaseChatModel, manager: SessionManager, *,
-                      protocol: str) -> list[Record]:
-    """The agent's records on the selected questions."""
+                      protocol: str, run: str = "") -> list[Record]:
+    """The agent's records on the selected questions (``run``: see :func:`run_questions`)."""
     data_dir = Path(args.data)
     questions = select(load_questions(data_dir), ids=args.ids, level=args.level, limit=args.limit)
     analyst = Analyst(model, manager, max_steps=args.max_steps, protocol=protocol,  # type: ignore[arg-type]
@@ -310,7 +312,8 @@ async def run_records(args: argparse.Namespace, model: BaseChatModel, manager: S
                 f.write(json.dumps({"model": getattr(model, "model_name", ""), "protocol": protocol,
                                     **r.to_dict()}) + "\n")
 
-    return await run_questions(analyst, questions, data_dir, concurrency=args.concurrency, on_record=report)
+    return await run_questions(analyst, questions, data_dir, concurrency=args.concurrency, run=run,
+                               on_record=report)
 
 
 def write_records(path: Path, records: list[Record]) -> None:
@@ -370,12 +373,12 @@ async def _main(args: argparse.Namespace) -> list[Summary]:
                     print(f"== {spec} / tools: skipped (the model does not call tools)", file=sys.stderr)
                     continue
                 print(f"== {spec} / {protocol}", file=sys.stderr)
-                records = await run_records(args, model, m, protocol=protocol)
+                tag = re.sub(r"[^A-Za-z0-9.-]+", "-", f"{Path(spec).name}-{protocol}")
+                records = await run_records(args, model, m, protocol=protocol, run=tag)
                 summaries.append(summarize(spec, protocol, score(labels, {r.id: r.response for r in records}),
                                            records))
                 if args.out:
                     out = Path(args.out)
-                    tag = re.sub(r"[^A-Za-z0-9.-]+", "-", f"{Path(spec).name}-{protocol}")
                     write_records(out.with_name(f"{out.stem}-{tag}{out.suffix}") if several else out, records)
     return summaries
 
