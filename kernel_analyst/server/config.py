@@ -159,6 +159,10 @@ class ServerConfig:
     replica_lease_s: float = 60.0
     """A replica unheard of this long is taken for dead: its idle sessions may be closed
     by the others. Heartbeats come at least four times per lease."""
+    housekeeping_interval_s: float | None = None
+    """Seconds between housekeeping passes (heartbeats, last-use times, owners, culling);
+    None: a quarter of the lease or of the idle timeout, at most 30 s. Tests that drive
+    :meth:`SessionService.housekeep` themselves set it long."""
 
     @property
     def kernel_settings(self) -> KernelSettings:
@@ -189,6 +193,8 @@ class ServerConfig:
             raise ValueError(f"recovery must be one of {', '.join(RECOVERY_MODES)}; got {self.recovery!r}")
         if self.replica_lease_s <= 0:
             raise ValueError("the replica lease must be positive")
+        if self.housekeeping_interval_s is not None and self.housekeeping_interval_s <= 0:
+            raise ValueError("the housekeeping interval must be positive")
 
 
 def environment_overrides(environ: Mapping[str, str] | None = None) -> TokenTable:

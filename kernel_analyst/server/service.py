@@ -425,6 +425,8 @@ class SessionService:
     # -- housekeeping: heartbeats, last-use times, owners, idle culling ----------------------
 
     def _housekeeping_interval(self) -> float:
+        if self.config.housekeeping_interval_s is not None:
+            return self.config.housekeeping_interval_s
         candidates = [30.0, self.config.replica_lease_s / 4]
         if self.config.idle_timeout_s:
             candidates.append(self.config.idle_timeout_s / 4)
