@@ -216,6 +216,20 @@ async def test_the_briefings_profile_cell_is_not_work(manager: SessionManager) -
     assert roles == ["profile", None]
 
 
+async def test_only_the_latest_output_restates_the_question(manager: SessionManager) -> None:
+    from kernel_analyst.agent.testing import ScriptedChatModel
+
+    question = "What is 6 times 7? Answer as @product[value]."
+    model = ScriptedChatModel(script=["```python\nx = 6\nprint(x)\n```", "```python\nprint(x * 7)\n```",
+                                      "@product[42]"])
+    answer = await Analyst(model, manager, protocol="code").ask("protocols-reminder", question)
+    assert answer.text == "@product[42]" and len(answer.steps) == 2
+    first_output, second_output = model.calls[2].messages[-3], model.calls[2].messages[-1]
+    assert "6\n" in first_output.text and "The question was" not in first_output.text, "taken out again"
+    assert "42" in second_output.text
+    assert second_output.text.rstrip().endswith(f"The question was: {question}")
+
+
 async def test_code_alone_repeating_the_last_step_asks_for_the_answer(manager: SessionManager) -> None:
     from kernel_analyst.agent.testing import ScriptedChatModel
 

@@ -158,6 +158,8 @@ class _Turn:
     notes: list[str] = field(default_factory=list)
     trimmed: int = 0
     trim_note: str = ""
+    reminder: tuple[str, str] | None = None
+    """The message id and text of the question restated after the latest output (code)."""
     started: float = field(default_factory=time.monotonic)
 
 
@@ -441,13 +443,17 @@ class Analyst:
         """Run code the model wrote as text; its output is the next user message."""
         content, observation = await self._act(turn, action)
         header = f"{message('code_output', step=len(turn.steps))}\n" if observation is not None else ""
-        parts: list[str | dict[str, Any]] = [header + content]
+        text, reminder = header + content, ""
         if turn.attempts < self.settings.max_steps and turn.error is None:
-            parts[0] = f"{parts[0]}\n\n{message('code_continue')}"
+            reminder = _question_reminder(turn.question)
+            text = f"{text}\n\n{message('code_continue')}{reminder}"
+        parts: list[str | dict[str, Any]] = [text]
         if observation is not None and observation.images:
             parts.extend(observation.image_blocks())
         body: str | list[str | dict[str, Any]] = parts if len(parts) > 1 else str(parts[0])
+        _drop_reminder(turn)
         turn.messages.append(HumanMessage(content=body, id=observation_id()))
+        turn.reminder = (str(turn.messages[-1].id), reminder) if reminder else None
 
     async def _act(self, turn: _Turn, action: Action) -> tuple[str, Observation | None]:
         """Run one action within the step limit; return the model's text and the observation."""
@@ -572,6 +578,35 @@ def _key_error_hint(ex: Execution, variables: dict[str, VariableInfo]) -> str:
         return ""
     listed = "; ".join(f"{v.name}: {', '.join(v.columns[:40])}" for v in frames if v.columns)
     return "\n" + message("key_error_columns", frames=listed)
+
+
+_REMINDER_MAX = 1200
+"""A question up to this long is restated after each output under ``code``."""
+
+
+def _question_reminder(question: str) -> str:
+    """The question restated after an output, so that a small model reads what it asks
+    (and the form it asks for) right before it answers, not only at the start of a long
+    context; empty for a question too long to repeat."""
+    question = question.strip()
+    return "\n" + message("code_question", question=question) if 0 < len(question) <= _REMINDER_MAX else ""
+
+
+def _drop_reminder(turn: _Turn) -> None:
+    """Take the restated question out of the previous output's message: only the latest
+    output carries it, so it costs the context once."""
+    if turn.reminder is None:
+        return
+    mid, text = turn.reminder
+    turn.reminder = None
+    for i, m in enumerate(turn.messages):
+        if m.id == mid:
+            if isinstance(m.content, str):
+                turn.messages[i] = m.model_copy(update={"content": m.content.replace(text, "", 1)})
+            else:
+                content = [p.replace(text, "", 1) if isinstance(p, str) else p for p in m.content]
+                turn.messages[i] = m.model_copy(update={"content": content})
+            return
 
 
 def _work_cells(cells: list[dict[str, Any]]) -> int:
