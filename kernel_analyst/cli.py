@@ -32,7 +32,7 @@ from .frontend.models import build_analyst, describe_model_failure, load_model
 from .frontend.outcomes import eda_outcome
 from .frontend.sessions import need_file, open_manager, upload_limit_mb
 from .frontend.settings import ModelSettings, package_version
-from .frontend.terminal import StepPrinter, progress_line
+from .frontend.terminal import StepPrinter, answer_text, progress_line
 from .kernels import ConversationInfo, KernelSession, Limits
 
 PROG = "kernel-analyst"
@@ -334,7 +334,7 @@ async def _ask(args: argparse.Namespace, settings: ModelSettings, model: Any, fi
         if written is not None:
             print(f"\nnotebook: {written}")
         raise RunFailedError(_answer_error(answer.error or "", settings))
-    print(f"\n{answer.text.strip() or '(no answer)'}")
+    print(f"\n{answer_text(answer)}")
     if answer.stop_reason != "answered":
         print(f"\n[stopped: {answer.stop_reason}]")
     if written is not None:

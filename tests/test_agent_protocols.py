@@ -78,7 +78,45 @@ def test_code_written_as_text_runs_and_its_output_reaches_the_model(
     agent = cells[0].metadata["kernel_analyst"]["agent"]
     assert agent == {"via": shape, "protocol": "code", "turn": 1, "step": 1}
     answer = nb.cells[-1]
-    assert answer.metadata["kernel_analyst"]["role"] == "answer" and ANSWER in answer.source
+    meta = answer.metadata["kernel_analyst"]
+    assert meta["role"] == "answer" and meta["claims"]["text"] == ANSWER  # cited in the cell:
+    assert answer.source.startswith("### Answer\n\nThe survival rate is [0.384](#cell-id=")
+
+
+def test_numbers_no_cell_produced_are_sent_back_once_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 20's example: after one cell that printed 0.3838, "41.2%" is wrong and "577" is
+    # true of the file but computed by no cell; both are named, the model computes what it
+    # keeps, and its corrected answer comes back grounded, with a derived difference named.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    sexes = "print(df['sex'].value_counts())"
+    replies = [ScriptedReply(text=f"```python\n{SURVIVAL}\n```"),
+               ScriptedReply(text="The survival rate is 41.2%, and 577 passengers were male."),
+               ScriptedReply(text=f"```python\n{sexes}\n```"),
+               ScriptedReply(text="The survival rate is 38.4%; 577 passengers were male and 314 female, "
+                                  "263 more men than women.")]
+    _, out, requests, nb = _ask_cli(tmp_path, replies, capsys)
+
+    feedback = requests[2]["messages"][-1]["content"]
+    assert "not accepted yet" in feedback and "these numbers: 41.2%, 577." in feedback
+    assert len(requests) == 4, "sent back once"
+    answer = nb.cells[-1]
+    claims = answer.metadata["kernel_analyst"]["claims"]["claims"]
+    assert [(c["text"], c["status"]) for c in claims] == [("38.4%", "grounded"), ("577", "grounded"),
+                                                          ("314", "grounded"), ("263", "derived")]
+    assert claims[1]["source"]["cell"] == 2 and claims[3]["derivation"]["op"] == "difference"
+    assert "[numbers: 4 numbers: 3 from cells 1, 2; 1 derived from them]" in out
+
+
+def test_an_answer_whose_numbers_are_all_in_outputs_passes_with_no_extra_call(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    replies = [ScriptedReply(text=f"```python\n{SURVIVAL}\n```"),
+               ScriptedReply(text="38.38% of the passengers survived.")]
+    _, out, requests, nb = _ask_cli(tmp_path, replies, capsys)
+    assert len(requests) == 2 and "not accepted" not in out
+    assert "[numbers: 1 number: 1 from cell 1]" in out
+    assert '[38.38%](#cell-id=' in nb.cells[-1].source
 
 
 def test_an_answer_before_any_cell_is_sent_back_once(

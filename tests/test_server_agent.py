@@ -73,7 +73,7 @@ async def test_ask_streams_the_agent(agent_server: RunningServer) -> None:
         assert answer["html"] == "<p>The table has <strong>244</strong> rows.</p>\n"
         nb = json.loads((await client.get(f"/sessions/{sid}/notebook")).text)
         text = "\n".join("".join(c["source"]) for c in nb["cells"])
-        assert "How many rows?" in text and COUNT_ROWS in text and "**244**" in text
+        assert "How many rows?" in text and COUNT_ROWS in text and "**[244](#cell-id=" in text
         await client.delete(f"/sessions/{sid}")
 
 

@@ -39,6 +39,7 @@ from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
+from ..claims import cite_markdown
 from ..kernels.exceptions import KernelAnalystError
 from ..kernels.execution import Execution, VariableInfo
 from ..kernels.manager import SessionManager
@@ -108,6 +109,9 @@ class AnalystSettings:
     require_work: bool = True
     """Send an answer back once when it comes before any code ran in a conversation with
     data files (see :mod:`kernel_analyst.agent.review`)."""
+    check_numbers: bool = True
+    """Send an answer back once when it states numbers no cell produced, naming them (see
+    :mod:`kernel_analyst.agent.review`); the answer's grounding is in ``Answer.claims`` either way."""
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -173,7 +177,8 @@ class Analyst:
     ``False``/``"off"``), ``max_images`` (per step), ``step_timeout`` (seconds),
     ``profile_files`` (load and profile uploaded tables first), ``protocol`` (``auto``,
     ``tools`` or ``code``: how the model runs code), ``require_work`` (send back an answer
-    given before any code ran). Nothing starts before the first question.
+    given before any code ran), ``check_numbers`` (send back an answer with numbers no cell
+    produced). Nothing starts before the first question.
     """
 
     def __init__(
@@ -189,13 +194,15 @@ class Analyst:
         profile_files: bool = False,
         protocol: ProtocolName = "auto",
         require_work: bool = True,
+        check_numbers: bool = True,
     ) -> None:
         self.model = model
         self.manager = manager
         self.settings = AnalystSettings(max_steps=max_steps, observation_budget=observation_budget,
                                         send_images=send_images, max_images=max_images,
                                         step_timeout_s=step_timeout, profile_files=profile_files,
-                                        protocol=protocol, require_work=require_work)
+                                        protocol=protocol, require_work=require_work,
+                                        check_numbers=check_numbers)
         self.sends_images = images_enabled(send_images, model)
         """True when figures go to the model as images (see ``send_images``)."""
         self._bound = _bind_tool(model, KernelTool(manager), protocol)
@@ -303,7 +310,8 @@ class Analyst:
                                    turn=conversation.turns + 1, at=_now())
         system = self._systems[conversation.protocol.system_prompt]
         messages = [system, *conversation.history, HumanMessage(f"{question}\n{note}")]
-        review = AnswerReview(ReviewSettings(require_work=self.settings.require_work))
+        review = AnswerReview(ReviewSettings(require_work=self.settings.require_work,
+                                             check_numbers=self.settings.check_numbers))
         return _Turn(conversation_id, question, session, conversation, messages, emit, uploaded, review,
                      has_files=any(not f.name.startswith("outputs/") for f in listing),
                      cells_before=_work_cells(session.audit.cells), evidence=profile_text)
@@ -326,7 +334,8 @@ class Analyst:
                     self._switched_to_code(turn, None)
                 feedback = turn.review.feedback(
                     protocol=protocol.prompt_protocol, tool_name=TOOL_NAME, has_files=turn.has_files,
-                    cells_run=cells_run, answer=answer_text, evidence=turn.evidence)
+                    cells_run=cells_run, answer=answer_text, evidence=turn.evidence,
+                    cells=turn.session.audit.cells, question=turn.question, files=turn.files)
                 if feedback is None:
                     return self._finish(turn, "answered", answer_text)
                 await self._send_back(turn, answer_text, feedback)
@@ -516,11 +525,12 @@ class Analyst:
             files=list(turn.files),
             protocol=turn.conversation.protocol.prompt_protocol,
             notes=list(turn.notes),
+            claims=turn.review.grounding if reason == "answered" else None,
         )
 
     async def _record_answer(self, turn: _Turn, answer: Answer) -> None:
         if answer.stop_reason == "answered":
-            text = f"### Answer\n\n{answer.text}"
+            text = f"### Answer\n\n{cite_markdown(answer.claims) if answer.claims else answer.text}"
         elif answer.stop_reason == "max_steps":
             text = (f"### Stopped\n\nThe limit of {self.settings.max_steps} steps was reached "
                     "before an answer.")
@@ -529,8 +539,9 @@ class Analyst:
         if answer.notes:
             text += "\n\n" + "\n".join(f"> {note}" for note in answer.notes)
         with contextlib.suppress(KernelAnalystError):  # a session closed meanwhile keeps its notebook
+            claims = {"claims": answer.claims.to_dict()} if answer.claims else {}
             await turn.session.add_markdown(text, role="answer", stop_reason=answer.stop_reason,
-                                            protocol=answer.protocol, at=_now())
+                                            protocol=answer.protocol, at=_now(), **claims)
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from .tracebacks import ErrorView
 
 if TYPE_CHECKING:
     from ..agent.events import AgentNote, ModelText, StepCode, StepFinished
+    from ..agent.results import Answer
     from ..eda import Progress
 
 
@@ -123,6 +124,15 @@ class StepPrinter(AgentEventHandler):
         print(f"\n[{event.text.strip()}]", file=self.out, flush=True)
 
 
+def answer_text(answer: Answer) -> str:
+    """The answer as the terminal shows it: its text, then the line that says where its
+    numbers came from (``[numbers: 3 numbers: 2 from cell 1; 1 unsupported: 891]``)."""
+    text = answer.text.strip() or "(no answer)"
+    if answer.claims is not None and answer.claims.claims:
+        text += f"\n[numbers: {answer.claims.summary()}]"
+    return text
+
+
 def progress_line(progress: Progress) -> str | None:
     """One line per finished EDA step ("[ 3/12] Missing values ok 0.05 s"); None at a start."""
     result = progress.result
@@ -132,4 +142,12 @@ def progress_line(progress: Progress) -> str | None:
     return f"[{progress.index:>2}/{progress.total}] {progress.title:<20} {status} {result.duration_s:6.2f} s"
 
 
-__all__ = ["StepPrinter", "error_block", "format_execution", "output_text", "progress_line", "status_line"]
+__all__ = [
+    "StepPrinter",
+    "answer_text",
+    "error_block",
+    "format_execution",
+    "output_text",
+    "progress_line",
+    "status_line",
+]
