@@ -110,6 +110,11 @@ class Record:
     """The action protocol the conversation followed (tools or code)."""
     vias: list[str] = field(default_factory=list)
     """How each step's code arrived (tool_call, python_fence ...)."""
+    grounded: bool | None = None
+    """True when every number of the answer is grounded in a cell or derived from such
+    numbers (``Answer.claims``); None without an answer."""
+    claims: str = ""
+    """The grounding's summary line."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSONL line (upstream reads ``id`` and ``response``)."""
@@ -234,9 +239,11 @@ async def _ask(analyst: Analyst, q: Question, data_dir: Path, run: str) -> Recor
     finally:
         await analyst.manager.close(conversation)
         analyst.forget(conversation)
+    claims = answer.claims
     return Record(q.id, answer.text, answer.stop_reason, len(answer.steps), answer.duration_s,
                   answer.usage.to_dict() if answer.usage else None, answer.error, answer.protocol,
-                  [s.via for s in answer.steps])
+                  [s.via for s in answer.steps], claims.all_grounded if claims else None,
+                  claims.summary() if claims else "")
 
 
 @dataclass(frozen=True)
@@ -257,20 +264,24 @@ class Summary:
     """Mean wall-clock seconds per question."""
     followed: dict[str, int] = field(default_factory=dict)
     """How many conversations ended in each protocol (auto picks per conversation)."""
+    grounded: float = 0.0
+    """Share of answers whose every number is grounded in a cell (or derived from them)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-able dict (the per-question detail left out)."""
         score = {k: v for k, v in self.score.to_dict().items() if k != "correct"}
         return {"model": self.model, "protocol": self.protocol, **score, "with_cell": self.with_cell,
-                "steps": self.steps, "seconds": self.seconds, "followed": self.followed}
+                "steps": self.steps, "seconds": self.seconds, "followed": self.followed,
+                "grounded": self.grounded}
 
     def row(self) -> str:
         """One line of the side-by-side table."""
         return (f"{self.model[-34:]:<34} {self.protocol:<6} {self.score.by_question:>8.1%} "
-                f"{self.with_cell:>9.1%} {self.steps:>6.1f} {self.seconds:>7.1f}")
+                f"{self.with_cell:>9.1%} {self.grounded:>8.1%} {self.steps:>6.1f} {self.seconds:>7.1f}")
 
 
-TABLE_HEADER = f"{'model':<34} {'proto':<6} {'accuracy':>8} {'with cell':>9} {'steps':>6} {'s/q':>7}"
+TABLE_HEADER = (f"{'model':<34} {'proto':<6} {'accuracy':>8} {'with cell':>9} {'grounded':>8} {'steps':>6} "
+                f"{'s/q':>7}")
 
 
 def summarize(model: str, protocol: str, score_: Score, records: list[Record]) -> Summary:
@@ -282,7 +293,8 @@ def summarize(model: str, protocol: str, score_: Score, records: list[Record]) -
     with_cell = round(sum(r.steps > 0 for r in records) / n, 4)
     steps = round(sum(r.steps for r in records) / n, 2)
     seconds = round(sum(r.duration_s for r in records) / n, 1)
-    return Summary(model, protocol, score_, with_cell, steps, seconds, followed)
+    grounded = round(sum(r.grounded is True for r in records) / n, 4)
+    return Summary(model, protocol, score_, with_cell, steps, seconds, followed, grounded)
 
 
 async def benchmark(args: argparse.Namespace, model: BaseChatModel, manager: SessionManager, *,
