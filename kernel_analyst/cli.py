@@ -86,6 +86,9 @@ def _add_verify(commands: Any, shared: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", type=Path, metavar="RERUN.ipynb", help="write the re-executed notebook")
     p.add_argument("--data-dir", type=Path, action="append", default=[], metavar="DIR",
                    help="where to find the input files (repeatable; the notebook's folder is searched too)")
+    p.add_argument("--rerun-changed", action="store_true",
+                   help="re-run even when an input file changed, and report the cells and the answers' "
+                        "numbers that moved")
     p.set_defaults(func=_cmd_verify)
 
 
@@ -281,19 +284,24 @@ async def _verify(args: argparse.Namespace, notebook: Path, limits: Limits) -> i
 
     async with open_manager(kernel_settings(args), limits) as manager:
         report = await verify_notebook(notebook, manager, data_dirs=args.data_dir, rerun_path=args.output,
-                                       on_cell=_print_cell)
+                                       on_cell=_print_cell, rerun_changed_inputs=args.rerun_changed)
     for check in report.inputs:
         if check.status != "ok":
             print(check.describe())
     for cell in report.failures:
         print(cell.describe())
+    for answer in report.answers:
+        print(answer.describe())
     total = len(report.cells)
-    if not report.inputs_ok:
-        print("NOT verified: input files are missing or changed (see above).")
+    moved = report.moved_answers
+    answers = f"; {len(moved)} of {len(report.answers)} answers' numbers moved" if moved else ""
+    if not report.inputs_ok and not report.changed_inputs_rerun:
+        print("NOT verified: input files are missing or changed (see above; --rerun-changed re-runs "
+              "on the changed files and reports what moved).")
     elif report.reproduced:
         print(f"reproduced: all {total} code cells match.")
     else:
-        print(f"NOT reproduced: {len(report.failures)} of {total} code cells differ.")
+        print(f"NOT reproduced: {len(report.failures)} of {total} code cells differ{answers}.")
     if report.rerun_path:
         print(f"rerun notebook: {report.rerun_path}")
     return 0 if report.reproduced else 1
