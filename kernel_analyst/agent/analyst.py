@@ -537,7 +537,8 @@ class Analyst:
         else:
             text = f"### Stopped\n\nThe answer failed: {answer.error}"
         if answer.notes:
-            text += "\n\n" + "\n".join(f"> {note}" for note in answer.notes)
+            text += "\n\n" + "\n>\n".join("\n".join(f"> {line}" for line in note.splitlines())
+                                            for note in answer.notes)
         with contextlib.suppress(KernelAnalystError):  # a session closed meanwhile keeps its notebook
             claims = {"claims": answer.claims.to_dict()} if answer.claims else {}
             await turn.session.add_markdown(text, role="answer", stop_reason=answer.stop_reason,
