@@ -71,9 +71,11 @@ async def test_ask_streams_the_agent(agent_server: RunningServer) -> None:
         answer = events[-2][1]
         assert answer["text"] == "The table has **244** rows." and answer["stop_reason"] == "answered"
         assert answer["html"] == "<p>The table has <strong>244</strong> rows.</p>\n"
+        assert answer["claims"]["summary"] == "1 number: 1 from cell 1"  # where its numbers came from
+        assert answer["claims"]["claims"][0]["source"]["value"] == "244"
         nb = json.loads((await client.get(f"/sessions/{sid}/notebook")).text)
         text = "\n".join("".join(c["source"]) for c in nb["cells"])
-        assert "How many rows?" in text and COUNT_ROWS in text and "**244**" in text
+        assert "How many rows?" in text and COUNT_ROWS in text and "**[244](#cell-id=" in text
         await client.delete(f"/sessions/{sid}")
 
 
@@ -87,6 +89,7 @@ async def test_ask_over_mcp(agent_server: RunningServer) -> None:
         text = "".join(b.text for b in result.content if isinstance(b, TextContent))
         assert text == "The table has **244** rows."
         assert result.structured_content["stop_reason"] == "answered"
+        assert result.structured_content["claims"]["summary"] == "1 number: 1 from cell 1"
 
 
 async def test_ask_without_a_model_is_409(server: RunningServer, tmp_path: Path) -> None:  # noqa: F811

@@ -117,6 +117,21 @@ async def test_live_html_output_is_sanitised(browser: Any, server: RunningServer
         await context.close()
 
 
+async def test_a_kernel_death_says_why(browser: Any, server: RunningServer, tmp_path: Path) -> None:  # noqa: F811
+    context, page, watch = await open_page(browser, server)
+    try:
+        cell = await run_cell(page, "import os\nos._exit(3)")
+        assert "status-died" in (await cell.get_attribute("class") or "")
+        await page.wait_for_selector("#status:has-text('kernel died')", timeout=30_000)
+        status = await page.inner_text("#status")
+        assert "the kernel process exited with code 3" in status, status
+        png = await shoot(page.locator("main"), tmp_path, "kernel-death-status")
+        assert busy_pixels(png) > 2
+        assert watch.errors == []
+    finally:
+        await context.close()
+
+
 class _Tags(HTMLParser):
     def __init__(self) -> None:
         super().__init__()

@@ -61,6 +61,12 @@ def code_cell(ex: Execution) -> dict[str, Any]:
         meta["events"] = list(ex.events)
     if ex.variables:
         meta["variables"] = ex.variables.to_dict()
+    if ex.peak_memory_bytes is not None:
+        meta["peak_memory_bytes"] = ex.peak_memory_bytes
+    if ex.cpu_time_s is not None:
+        meta["cpu_time_s"] = round(ex.cpu_time_s, 4)
+    if ex.ending is not None:
+        meta["ending"] = ex.ending.to_dict()
     for key, value in ex.annotations.items():
         meta.setdefault(key, value)  # the outcome's own fields win over a caller's
     return {

@@ -118,7 +118,8 @@ class _AgentEvents(AgentEventHandler):
         self.emit("answer", {**markdown_event(answer.text, self.html), "stop_reason": answer.stop_reason,
                              "error": answer.error, "steps": len(answer.steps),
                              "protocol": answer.protocol, "notes": list(answer.notes),
-                             "usage": answer.usage.to_dict() if answer.usage else None})
+                             "usage": answer.usage.to_dict() if answer.usage else None,
+                             "claims": answer.claims.to_dict() if answer.claims else None})
 
 
 class AgentBridge:

@@ -80,6 +80,14 @@ class ExecutionOut(BaseModel):
     truncated_bytes: int
     events: list[str]
     text: str
+    ending: dict[str, Any] | None = Field(
+        None, description="Why the kernel ended during this cell (status `died`) or just before it: "
+                          "`cause` (memory_limit, system_oom, signal, exit, killed, connection_lost, "
+                          "unknown), `detail` (one line), `signal`, `exit_code`, `memory_bytes` (the last "
+                          "measurement), `memory_limit_bytes`.")
+    peak_memory_bytes: int | None = Field(None, description="The most resident memory the kernel held "
+                                                            "during the cell.")
+    cpu_time_s: float | None = Field(None, description="CPU seconds the cell used.")
     recovery: dict[str, Any] | None = Field(
         None, description="Set when this cell's session first had its variables brought back (after a "
                           "restart, a crash or a kernel death): method (snapshot or replay), cells "
@@ -171,6 +179,7 @@ class ServerInfo(BaseModel):
     max_timeout_s: float
     default_timeout_s: float
     auth: bool = True
+    max_background_timeout_s: float = Field(86_400.0, description="How long a background run may last.")
 
 
 class Problem(BaseModel):

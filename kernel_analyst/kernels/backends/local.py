@@ -24,6 +24,7 @@ from jupyter_client.connect import write_connection_file
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
 from .. import sandbox
+from .._memory import MemoryProbe, memory_probe_for
 from ..egress import EgressProxy, start_egress
 from ..exceptions import ForkError, KernelConnectionError, KernelStartError
 from ..limits import Limits
@@ -119,6 +120,7 @@ class LocalKernel(RunningKernel):
         """The network allowlist's proxy serving this kernel, if it has one."""
         _LIVE.add(self)
         self._closed = False
+        self._probe: MemoryProbe | None = None
         conn.start(self._deliver, on_failure=self.router.fail, on_send_failed=self.router.fail_request)
 
     def _deliver(self, channel: str, msg: dict[str, Any]) -> None:
@@ -209,6 +211,17 @@ class LocalKernel(RunningKernel):
     def moved(self, workdir: Path) -> None:
         if self.place is not None:
             self.place.rehome(workdir)
+
+    def exit_status(self) -> int | None:
+        code = self.proc.returncode
+        if code is not None and code > 128 and self.plan.isolation == "sandbox":
+            return 128 - code  # bubblewrap exits with 128 + n when its child died of signal n
+        return code
+
+    def memory_probe(self) -> MemoryProbe | None:
+        if self._probe is None:
+            self._probe = memory_probe_for(self.plan.cgroup, self.proc.pid)
+        return self._probe
 
 
 class LocalBackend(KernelBackend):

@@ -38,7 +38,10 @@ export function summaryOf(execution) {
     case "ok": return "Cell " + prompt + " ran in " + took + ".";
     case "interrupted": return "Cell " + prompt + " was stopped (interrupted) after " + took + ".";
     case "timeout": return "Cell " + prompt + " timed out after " + took + ".";
-    case "died": return "Cell " + prompt + ": the kernel died; its variables were lost.";
+    case "died": {
+      const why = execution.ending && execution.ending.detail ? ": " + execution.ending.detail + "." : ";";
+      return "Cell " + prompt + ": the kernel died" + why + " Its variables were lost.";
+    }
     default: {
       const what = error ? error.ename + (error.evalue ? ": " + error.evalue : "") : "error";
       return "Cell " + prompt + " failed: " + what;
