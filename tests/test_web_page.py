@@ -6,6 +6,7 @@ script run and no attribute injected (it is only ever rendered, never executed).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import AsyncIterator
 from html.parser import HTMLParser
@@ -168,6 +169,9 @@ async def test_injection_fixture_html_is_inert(server: RunningServer, injected_s
     names = {tag for tag, _ in parser.tags}
     assert "script" not in names and "iframe" not in names and "object" not in names
     for tag, attrs in parser.tags:
+        if "id" in attrs:  # a code cell's anchor, and nothing else
+            assert tag == "section" and re.fullmatch(r"cell-id=[A-Za-z0-9_-]{1,64}", attrs["id"] or ""), attrs
+            attrs = {k: v for k, v in attrs.items() if k != "id"}
         assert set(attrs) <= _ALLOWED_ATTRS, (tag, attrs)
         if tag == "img":
             assert (attrs["src"] or "").startswith(("data:image/png;base64,", "data:image/svg+xml;base64,"))

@@ -29,9 +29,11 @@ def cell_anchor(cell_id: str) -> str:
     return f"#cell-id={cell_id}"
 
 
-def cite_markdown(grounding: Grounding, *, summary: bool = True) -> str:
+def cite_markdown(grounding: Grounding, *, summary: bool = True, unsupported_href: str | None = None) -> str:
     """The answer as markdown with each number cited (see the module docstring), and the
-    summary line after it when ``summary``."""
+    summary line after it when ``summary``. With ``unsupported_href``, an unsupported
+    number is a link there (with the same title) instead of raw ``<mark>`` HTML, for a
+    renderer that shows raw HTML as text and turns that link into a mark itself."""
     text = grounding.text
     links = [(m.start(), m.end()) for m in _LINK.finditer(text)]
     pieces: list[str] = []
@@ -40,7 +42,7 @@ def cite_markdown(grounding: Grounding, *, summary: bool = True) -> str:
         if claim.start < last or any(s <= claim.start < e for s, e in links):
             continue  # a number inside a link the answer made: left as it is
         pieces.append(_escape(text[last : claim.start]))
-        pieces.append(_cited(claim, grounding))
+        pieces.append(_cited(claim, grounding, unsupported_href))
         last = claim.end
     pieces.append(_escape(text[last:]))
     body = "".join(pieces)
@@ -53,9 +55,11 @@ def _escape(text: str) -> str:
     return _TAG.sub("&lt;", text)
 
 
-def _cited(claim: Claim, grounding: Grounding) -> str:
+def _cited(claim: Claim, grounding: Grounding, unsupported_href: str | None = None) -> str:
     shown = claim.text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]").replace("$", "\\$")
     if claim.status is ClaimStatus.UNSUPPORTED:
+        if unsupported_href is not None:
+            return _href(shown, unsupported_href, UNSUPPORTED_TITLE)
         return f'<mark title="{UNSUPPORTED_TITLE}">{_escape(claim.text)}</mark>'
     if claim.source is not None:
         title = f"{claim.source.describe()} ({claim.source.form})"
@@ -68,10 +72,12 @@ def _cited(claim: Claim, grounding: Grounding) -> str:
 
 
 def _link(shown: str, cell_id: str, title: str) -> str:
-    if not cell_id:
-        return shown
+    return _href(shown, cell_anchor(cell_id), title) if cell_id else shown
+
+
+def _href(shown: str, href: str, title: str) -> str:
     safe = title.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
-    return f'[{shown}]({cell_anchor(cell_id)} "{safe}")'
+    return f'[{shown}]({href} "{safe}")'
 
 
 __all__ = ["UNSUPPORTED_TITLE", "cell_anchor", "cite_markdown"]

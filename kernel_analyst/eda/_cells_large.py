@@ -18,6 +18,8 @@ which of its numbers are exact, approximate or from the sample.
 
 from __future__ import annotations
 
+from ._cells import ALERT_HELPER, ALERTS_RANKED
+
 EXACT_DISTINCT = 200_000_000
 """Columns whose estimated distinct count is at most this get an exact ``count(DISTINCT)``
 (a hash table DuckDB may spill); above it the HyperLogLog estimate is shown, marked ≈."""
@@ -349,12 +351,7 @@ def alerts() -> str:
     return '''\
 # Severity: 3 = fix or drop before analysis, 2 = check, 1 = keep in mind. Counts are exact (all rows);
 # "mixed types" looks at up to 2,000 distinct values of the sample.
-found = []
-
-
-def alert(severity, column, name, detail):
-    found.append({"severity": severity, "column": str(column), "alert": name, "detail": detail})
-
+''' + ALERT_HELPER + '''
 
 def looks_mixed(col):
     """Text where most (not all) distinct values are numbers."""
@@ -397,21 +394,7 @@ for col in columns:
     elif kind in ("categorical", "text") and (mixed := looks_mixed(col)):
         alert(2, col, "mixed types", mixed)
 
-if duplicate_rows:
-    share = duplicate_rows / rows
-    alert(2 if share >= 0.01 else 1, "(all columns)", "duplicate rows",
-          f"{duplicate_rows:,} rows ({share:.1%}) repeat an earlier row exactly")
-
-alerts = pd.DataFrame(found, columns=["severity", "column", "alert", "detail"])
-alerts = alerts.sort_values("severity", ascending=False, kind="stable").reset_index(drop=True)
-findings["alerts"] = alerts.values.tolist()
-findings["duplicates"] = duplicate_rows
-if alerts.empty:
-    print("No alerts: no constant, ID-like, mostly missing, mostly zero, skewed or mixed-type column, "
-          "and no duplicate rows.")
-else:
-    print(f"{len(alerts)} alert(s), most severe first.")
-    display(alerts.set_index(pd.RangeIndex(1, len(alerts) + 1, name="rank")))'''
+''' + ALERTS_RANKED
 
 
 def missing(n: int) -> str:

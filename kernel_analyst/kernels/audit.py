@@ -179,6 +179,7 @@ class AuditTrail:
         """Append the code cell for ``ex``; return its index. ``display_ids`` maps each
         display id to the positions of ``ex.outputs`` that carry it."""
         index = self.append(code_cell(ex))
+        ex.cell_id = self.cells[index]["id"]
         for display_id, positions in (display_ids or {}).items():
             self._displays.setdefault(display_id, []).extend((index, p) for p in positions)
         return index

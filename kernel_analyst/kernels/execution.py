@@ -192,6 +192,9 @@ class Execution:
     cpu_time_s: float | None = None
     """CPU seconds the kernel (and the child processes it waited for) used in the cell;
     None if unknown (the kernel died before it could say)."""
+    cell_id: str = ""
+    """The audit notebook cell's id once the cell is recorded: the anchor (``#cell-id=<id>``)
+    an answer's citations link to; "" before it is recorded."""
 
     @property
     def text(self) -> str:
@@ -244,6 +247,7 @@ class Execution:
             "ending": self.ending.to_dict() if self.ending is not None else None,
             "peak_memory_bytes": self.peak_memory_bytes,
             "cpu_time_s": self.cpu_time_s,
+            "cell_id": self.cell_id,
             "text": self.text,
         }
 
@@ -271,6 +275,7 @@ class Execution:
             ending=KernelEnding.from_dict(data["ending"]) if data.get("ending") else None,
             peak_memory_bytes=data.get("peak_memory_bytes"),
             cpu_time_s=data.get("cpu_time_s"),
+            cell_id=str(data.get("cell_id") or ""),
         )
 
 

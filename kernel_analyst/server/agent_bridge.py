@@ -31,7 +31,7 @@ from .auth import Tenant
 from .config import ServerConfig
 from .exceptions import NoModelError
 from .records import SessionRecord
-from .render import render_markdown
+from .render import render_cited, render_markdown
 from .routes import output_event, service_of, sse_response
 from .schemas import AskRequest, EdaRequest, Problem
 from .service import SessionService
@@ -115,7 +115,10 @@ class _AgentEvents(AgentEventHandler):
     def final_answer(self, event: FinalAnswer) -> None:
         self.answer = event
         answer = event.answer
-        self.emit("answer", {**markdown_event(answer.text, self.html), "stop_reason": answer.stop_reason,
+        shown = markdown_event(answer.text, self.html)
+        if self.html and answer.claims is not None and answer.claims.claims:
+            shown["html"] = render_cited(answer.claims)  # each number a link to its cell
+        self.emit("answer", {**shown, "stop_reason": answer.stop_reason,
                              "error": answer.error, "steps": len(answer.steps),
                              "protocol": answer.protocol, "notes": list(answer.notes),
                              "usage": answer.usage.to_dict() if answer.usage else None,

@@ -145,6 +145,8 @@ class CellOut(BaseModel):
     duration_s: float | None = None
     error: dict[str, str] | None = None
     role: str | None = None
+    id: str = Field("", description="A code cell's nbformat id: the page anchors it as `cell-id=<id>`, "
+                                    "which an answer's cited numbers link to.")
 
 
 class CellList(BaseModel):

@@ -71,6 +71,7 @@ export function finishCell(cell, execution) {
   const outcome = outcomeOf(execution);
   cell.classList.remove("status-running");
   cell.classList.add("status-" + outcome);
+  if (execution.cell_id) cell.id = "cell-id=" + execution.cell_id; // what an answer's numbers link to
   const count = execution.execution_count;
   cell.querySelector(".prompt").textContent = typeof count === "number" ? "[" + count + "]" : "[ ]";
   const took = seconds(execution.duration_s);
@@ -95,7 +96,7 @@ export function cellFromView(view) {
   const cell = createCodeCell(view.source);
   cell.querySelector(".outputs").innerHTML = view.html; // sanitised by the server
   finishCell(cell, {
-    status: view.status, execution_count: view.execution_count,
+    status: view.status, execution_count: view.execution_count, cell_id: view.id,
     duration_s: view.duration_s, error: view.error,
   });
   return cell;
