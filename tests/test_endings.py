@@ -51,6 +51,8 @@ def code_cells(session: KernelSession) -> list[Any]:
 def kernel_host_pid(session: KernelSession) -> int:
     """The host pid of the ipykernel process (inside bubblewrap under sandbox)."""
     kernel = local_kernel(session)
+    if kernel.start_path["path"] == "template":
+        return int(kernel.proc.pid)  # a forked kernel: its own host pid, inside the sandbox too
     assert kernel.plan.cgroup is not None
     for pid in kernel.plan.cgroup.pids():
         with contextlib.suppress(OSError):

@@ -642,6 +642,13 @@ def _enter(holder: int, lifeline: socket.socket) -> None:
     _wait_and_report(child, lifeline)
 
 
+def _fd_ceiling() -> int:
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft if 0 < soft < 1 << 20 else 1 << 16
+
+
 def _same_stat(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
@@ -689,8 +696,9 @@ def _wait_and_report(child: int, lifeline: socket.socket) -> NoReturn:
     with its status, which the fork point reports to the host as the kernel's."""
     code = 1
     try:
-        for fd in _open_fds() - {0, 1, 2}:
-            _close(fd)
+        # Not _open_fds(): /proc/self does not resolve once the sandbox's mount namespace
+        # is joined (this process stays outside its PID namespace).
+        os.closerange(3, _fd_ceiling())
         _, status = os.waitpid(child, 0)
         code = os.waitstatus_to_exitcode(status)
         if code < 0:  # end by the same signal, so the status reads the same

@@ -92,6 +92,15 @@ class TemplateProcess:
         except asyncio.TimeoutError:
             await self.aclose()
             raise ForkError(f"the template did not start within {timeout:g} s") from None
+        except BaseException:  # cancelled (its backend closed while it started): leave nothing
+            self._closed = True
+            self._channel.close()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(self.proc.wait(), 5.0)
+            shutil.rmtree(self._home, ignore_errors=True)
+            raise
         if ready is None or not ready.body.get("ready"):
             reason = ready.body.get("reason") if ready is not None else None
             await self.aclose()
