@@ -72,6 +72,8 @@ def code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
 async def test_notebook_reproduces_saved_outputs(manager: SessionManager, name: str) -> None:
     saved = nbformat.read(NBCLIENT / name, as_version=4)
     session = await manager.session(f"nbclient-{Path(name).stem.replace(' ', '-')}")
+    # Forked from the template (the default path): the same outputs as nbclient's cold kernel.
+    assert session.describe()["kernel"]["start"]["path"] == "template", session.describe()
     for extra in NBCLIENT.glob("*.png"):
         await session.upload(extra)
     results = []

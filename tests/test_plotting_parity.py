@@ -64,6 +64,8 @@ async def test_plotting_notebook_matches_nbclient(name: str, manager: SessionMan
     await NotebookClient(theirs, timeout=120, kernel_name="python3", allow_errors=True,
                          resources={"metadata": {"path": str(tmp_path)}}).async_execute()
     session = await manager.session(f"plotting-{name}")
+    # Forked from the template (the default path): the same outputs as nbclient's cold kernel.
+    assert session.describe()["kernel"]["start"]["path"] == "template", session.describe()
     for data in inputs:
         await session.upload(data)
     cells = [c for c in theirs.cells if c.cell_type == "code"]

@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 _MB = 1024 * 1024
 _TAKE_TIMEOUT_S = 30.0
 FileMode = Literal["keep", "remove_new"]
+CHECKPOINT_MEMORY_SHARE = 0.5
+"""Checkpoints are dropped, oldest first, while the kernel and its copies hold more than
+this share of the memory limit (half: the other half is the headroom the next cell
+dirties pages in, below the memory warning at 80%)."""
 
 
 @dataclass
@@ -212,6 +216,8 @@ class Checkpoints:
     def __init__(self, session: KernelSession) -> None:
         self.session = session
         self.stack: list[Checkpoint] = []
+        self.dropped: list[str] = []
+        """What the last :meth:`take` dropped to stay under the memory limit."""
 
     # -- taking ----------------------------------------------------------------------
 
@@ -261,7 +267,7 @@ class Checkpoints:
                               pid=frozen.pid, take_s=round(time.monotonic() - started, 6))
         checkpoint = Checkpoint(link, frozen.pid, kernel.place, info, _manifest(self.session.workdir))
         self.stack.append(checkpoint)
-        await self._within_limits()
+        self.dropped = await self._within_limits()
         return info
 
     async def _ask(self, kernel: LocalKernel, token: str) -> dict[str, Any]:
@@ -283,20 +289,42 @@ class Checkpoints:
             raise CheckpointError(f"the kernel could not fork itself: {detail}")
         return value
 
-    async def _within_limits(self) -> None:
-        """Keep ``Limits.checkpoints`` copies at most (when set), and, where no memory
-        cgroup counts them with the kernel, drop the oldest while they hold more than
-        ``Limits.memory_mb``."""
+    async def _within_limits(self) -> list[str]:
+        """Keep ``Limits.checkpoints`` copies at most (when set), and drop the oldest while
+        the kernel and its copies together hold more than ``CHECKPOINT_MEMORY_SHARE`` of
+        ``Limits.memory_mb``: a copy is cheaper to lose than the kernel, which the limit
+        would kill once the next cell dirties more pages. Returns what was dropped, for
+        the cell's events."""
         limits = self.session.limits
+        dropped: list[str] = []
         keep = limits.checkpoints
         while keep and len(self.stack) > keep:
             await self.stack.pop(0).close()
+        if not limits.memory_mb:
+            return dropped
+        budget = limits.memory_mb * _MB * CHECKPOINT_MEMORY_SHARE
+        held = self._held()  # measured once: a closed copy's pages leave the cgroup's count late
+        while self.stack and held > budget:
+            oldest = self.stack.pop(0)
+            freed = oldest.memory_bytes()
+            held -= freed
+            dropped.append(f"dropped the checkpoint before cell [{oldest.info.execution_count}] "
+                           f"({freed / _MB:,.0f} MB) to stay under the memory limit")
+            await oldest.close()
+        return dropped
+
+    def _held(self) -> int:
+        """Memory the kernel and its checkpoints hold together (a memory cgroup counts
+        both; else the kernel's processes plus each copy's private pages)."""
+        from ._memory import CgroupMemory
+
+        copies = sum(c.memory_bytes() for c in self.stack)
         kernel = self.session.kernel
-        place = getattr(kernel, "place", None)
-        cgroup = place.plan.cgroup if place is not None else None
-        if limits.memory_mb and not (cgroup is not None and cgroup.limits_memory):
-            while len(self.stack) > 1 and sum(c.memory_bytes() for c in self.stack) > limits.memory_mb * _MB:
-                await self.stack.pop(0).close()
+        probe = kernel.memory_probe() if kernel is not None else None
+        held = probe.held() if probe is not None else None
+        if held is None:
+            return copies
+        return held if isinstance(probe, CgroupMemory) else held + copies
 
     # -- reading ---------------------------------------------------------------------
 

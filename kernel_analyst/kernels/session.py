@@ -384,6 +384,8 @@ class KernelSession:
             await self._checkpoints.take()
         except CheckpointError as exc:
             ex.events.append(f"no checkpoint before this cell: {exc}")
+        else:
+            ex.events.extend(self._checkpoints.dropped)
 
     async def _run_cell(self, ex: Execution, t0: float, deadline: float | None, timeout: float | None,
                         on_output: OutputCallback | None, *, record: bool) -> None:
