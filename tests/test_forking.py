@@ -230,3 +230,29 @@ async def test_the_memory_limit_holds_across_checkpoints(level: str, tmp_path: P
         report = await s.undo()
         assert report.restored_to == 5
         assert (await s.execute("print(int(a[0]))")).text.strip() == "4"
+
+
+async def test_verify_and_replay_follow_the_trail_as_it_stands_after_an_undo(tmp_path: Path) -> None:
+    """The undone cell stays in the notebook, marked; ``verify`` re-runs the trail without
+    it (every cell reproduces), and so does the replay after the kernel is lost."""
+    from kernel_analyst.kernels.verify import verify_notebook
+
+    limits = test_limits(checkpoints=2)
+    async with SessionManager(tmp_path / "s", limits=limits, recovery="replay") as m:
+        s = await m.session("trail")
+        await s.upload(SEABORN / "titanic.csv")
+        await s.execute("import pandas as pd\ndf = pd.read_csv('titanic.csv')")
+        await s.execute("df.dropna(inplace=True)")
+        await s.undo()
+        assert (await s.execute("print(len(df))")).text.strip() == "891"
+        cells = [c for c in json.loads(s.notebook_path.read_text())["cells"] if c["cell_type"] == "code"]
+        marked = [c for c in cells if c["metadata"].get("kernel_analyst", {}).get("undone")]
+        assert ["dropna" in "".join(c["source"]) for c in marked] == [True], cells
+        report = await verify_notebook(s.notebook_path, m, data_dirs=[SEABORN])
+        assert report.reproduced, report.to_dict()
+        assert report.cells and not any("dropna" in c.source for c in report.cells)
+        # The kernel is lost: the replay rebuilds df without the undone cell.
+        os.killpg(int(s.describe()["kernel"]["pid"]), signal.SIGKILL)
+        await wait_until(lambda: not s.kernel.is_alive(), timeout=10)  # type: ignore[union-attr]
+        again = await s.execute("print(len(df))")
+        assert again.text.strip().splitlines()[-1] == "891", (again.text, again.events)

@@ -110,6 +110,8 @@ async def test_check_and_unknown_kernelspec(gateway: GatewayProcess, tmp_path: P
 async def test_files_move_through_the_kernel_in_checked_chunks(gateway_manager: SessionManager,
                                                                tmp_path: Path) -> None:
     s = await gateway_manager.session("gw-files")
+    start = s.describe()["kernel"]["start"]  # started as today, and saying so
+    assert start["path"] == "cold" and "gateway" in start["reason"], start
     payload = os.urandom(1_300_000)  # three chunks
     src = tmp_path / "blob.bin"
     src.write_bytes(payload)

@@ -273,7 +273,9 @@ class GatewayKernel(RunningKernel):
 
     def describe(self) -> dict[str, Any]:
         return {"isolation": self.isolation, "backend": "gateway", "gateway": self._http.url,
-                "kernel_id": self.kernel_id}
+                "kernel_id": self.kernel_id,
+                "start": {"path": "cold", "reason": "a remote kernel on a gateway is started by the "
+                          "gateway; only local kernels are forked from a template"}}
 
     # -- start ---------------------------------------------------------------------------
 
