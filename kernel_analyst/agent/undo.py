@@ -26,6 +26,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ArgsSchema, BaseTool
 from pydantic import BaseModel, Field
 
+from ..kernels.checkpoints import DEFAULT_CHECKPOINTS, enable_checkpoints
 from ..kernels.exceptions import CheckpointError
 from ..kernels.manager import SessionManager
 from ..kernels.session import KernelSession
@@ -34,8 +35,6 @@ from .prompting import message, template
 
 UNDO_TOOL_NAME = "undo"
 """The name the model calls the undo tool by."""
-DEFAULT_CHECKPOINTS = 3
-"""Checkpoints an agent's session keeps by default (cells the model can undo)."""
 
 _DIRECTIVE = re.compile(r"^#\s*kernel-analyst:\s*undo\b[ \t]*(?:(?:to\s+)?\[?(\d+)\]?)?\s*$")
 
@@ -54,17 +53,6 @@ def find_undo(code: str) -> tuple[bool, int | None]:
         if match is not None and not found[0]:
             found = (True, int(match.group(1)) if match.group(1) else None)
     return found
-
-
-def enable_checkpoints(session: KernelSession, keep: int) -> bool:
-    """Give ``session`` a checkpoint before every cell, keeping ``keep``, when its kernel
-    can be checkpointed and its limits set none; True when the session can undo now."""
-    if session.limits.checkpoints:
-        return True
-    if keep <= 0 or not session.can_checkpoint():
-        return False
-    session.limits = session.limits.with_(checkpoints=keep)
-    return True
 
 
 async def undo_step(session: KernelSession, to: int | None) -> str:
