@@ -110,7 +110,7 @@ def _add_chat(commands: Any, shared: argparse.ArgumentParser) -> None:
                             description="One kernel for a whole conversation. Without --model every "
                                         "input runs as a cell; with --model it is a question for the "
                                         "agent. Commands: /files, /vars, /save [PATH], /eda FILE, "
-                                        "/traceback, /reset, /help, /quit.")
+                                        "/traceback, /reset, /undo [N], /help, /quit.")
     p.add_argument("data", nargs="*", type=Path, metavar="DATA", help="data files to upload first")
     p.add_argument("--resume", type=Path, metavar="CONVERSATION_DIR",
                    help="continue the conversation kept in this directory (one under --session-dir): "

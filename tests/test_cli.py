@@ -203,6 +203,23 @@ def test_chat_without_a_model_is_a_code_console(tmp_path: Path) -> None:
     assert any("tips['nope']" in "".join(c["source"]) for c in cells)
 
 
+def test_chat_undo(tmp_path: Path) -> None:
+    """/undo in the code console: a wrong inplace dropna is undone, the cell marked."""
+    saved = tmp_path / "undo.ipynb"
+    lines = ["import pandas as pd", "df = pd.DataFrame({'a': [1.0, None, 3.0]})", "df.dropna(inplace=True)",
+             "/undo", "len(df)", "/undo 9", "/undo x", f"/save {saved}", "/quit"]
+    done = _cli("chat", "--session-dir", str(tmp_path / "s"), *KERNEL, stdin="\n".join(lines) + "\n")
+    out = done.stdout
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert "/undo [N]  variables back to before the last cell" in out
+    assert "  Undid [3]: the variables are as they were before cell [3]." in out
+    assert "3\n[4] ok (" in out
+    assert "error: no checkpoint was taken before cell [9]" in out
+    assert "usage: /undo [N]" in out
+    cells = [c for c in json.loads(saved.read_text())["cells"] if c["cell_type"] == "code"]
+    assert [bool(c["metadata"]["kernel_analyst"].get("undone")) for c in cells] == [False, False, True, False]
+
+
 @pytest.mark.parametrize("argv", [
     ["eda", "no/such/file.csv"],
     ["verify", "no/such/audit.ipynb"],

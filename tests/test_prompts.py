@@ -39,6 +39,10 @@ def render_all() -> str:
         parts.append(f"=== system prompt (protocol={protocol}, send_images={images})\n"
                      + prompting.system_prompt(tool_name="python", max_steps=15, budget=4000,
                                                send_images=images, protocol=protocol))
+    for protocol in ("tools", "code"):
+        parts.append(f"=== system prompt (protocol={protocol}, undo=True)\n"
+                     + prompting.system_prompt(tool_name="python", max_steps=15, budget=4000,
+                                               send_images=False, protocol=protocol, undo=True))
     parts.append("=== tool description\n" + prompting.tool_description())
     parts.append("=== kernel context\n" + prompting.kernel_context(
         files="titanic.csv (57.0 kB, new)", variables="df: pandas.DataFrame (891, 15)"))
@@ -73,5 +77,5 @@ def test_every_placeholder_in_the_package_data_has_a_sample() -> None:
     used = {m.group("named") or m.group("braced") for t in texts
             for m in string.Template.pattern.finditer(t) if m.group("named") or m.group("braced")}
     by_system_prompt = {"budget", "figures_note", "files", "variables", "how_to_run", "how_to_answer",
-                        "no_replay_rule"}
+                        "no_replay_rule", "undo_rule"}
     assert used - by_system_prompt <= set(SAMPLES)

@@ -38,6 +38,7 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
 
 from ..claims import cite_markdown
 from ..kernels.exceptions import KernelAnalystError
@@ -73,6 +74,7 @@ from .protocols import PROTOCOLS, Action, ProtocolName, ProtocolState, Reading, 
 from .results import Answer, Step, StopReason, Usage
 from .review import AnswerReview, ReviewSettings
 from .tool import TOOL_NAME, KernelTool
+from .undo import DEFAULT_CHECKPOINTS, UNDO_TOOL_NAME, UndoTool, enable_checkpoints, find_undo, undo_step
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +114,14 @@ class AnalystSettings:
     check_numbers: bool = True
     """Send an answer back once when it states numbers no cell produced, naming them (see
     :mod:`kernel_analyst.agent.review`); the answer's grounding is in ``Answer.claims`` either way."""
+    checkpoints: int = DEFAULT_CHECKPOINTS
+    """Cells the model can undo (:mod:`kernel_analyst.agent.undo`): the agent's sessions take
+    a checkpoint before every cell and keep this many, where the kernel can be checkpointed
+    and the manager's ``Limits.checkpoints`` sets none; 0 offers no undo."""
 
     def __post_init__(self) -> None:
+        if self.checkpoints < 0:
+            raise ValueError(f"checkpoints must be 0 or more; got {self.checkpoints}")
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be at least 1; got {self.max_steps}")
         if self.observation_budget < 500:
@@ -164,6 +172,8 @@ class _Turn:
     trim_note: str = ""
     reminder: tuple[str, str] | None = None
     """The message id and text of the question restated after the latest output (code)."""
+    undone_at: int = -1
+    """The number of steps when the model last undid a cell (code may run again after it)."""
     started: float = field(default_factory=time.monotonic)
 
 
@@ -195,6 +205,7 @@ class Analyst:
         protocol: ProtocolName = "auto",
         require_work: bool = True,
         check_numbers: bool = True,
+        checkpoints: int = DEFAULT_CHECKPOINTS,
     ) -> None:
         self.model = model
         self.manager = manager
@@ -202,13 +213,15 @@ class Analyst:
                                         send_images=send_images, max_images=max_images,
                                         step_timeout_s=step_timeout, profile_files=profile_files,
                                         protocol=protocol, require_work=require_work,
-                                        check_numbers=check_numbers)
+                                        check_numbers=check_numbers, checkpoints=checkpoints)
         self.sends_images = images_enabled(send_images, model)
         """True when figures go to the model as images (see ``send_images``)."""
-        self._bound = _bind_tool(model, KernelTool(manager), protocol)
+        tools: list[BaseTool] = [KernelTool(manager)] + ([UndoTool(manager)] if checkpoints else [])
+        self._bound = _bind_tool(model, tools, protocol)
         self._systems = {p: SystemMessage(system_prompt(tool_name=TOOL_NAME, max_steps=max_steps,
                                                         budget=observation_budget,
-                                                        send_images=self.sends_images, protocol=p))
+                                                        send_images=self.sends_images, protocol=p,
+                                                        undo=checkpoints > 0))
                          for p in ("tools", "code", "auto")}
         self._conversations: dict[str, _Conversation] = {}
         self._background = BackgroundSteps()
@@ -293,6 +306,7 @@ class Analyst:
         if isinstance(files, (str, os.PathLike)):
             files = [files]  # one path given where a list was meant
         session = await self.manager.session(conversation_id)
+        enable_checkpoints(session, self.settings.checkpoints)
         uploaded = [(await session.upload(Path(path))).name for path in files]
         profile_text = await profiles(session, files, uploaded) if self.settings.profile_files else ""
         gone = await refresh_variables(session, conversation.variables)
@@ -437,10 +451,15 @@ class Analyst:
     async def _tool_call(self, turn: _Turn, name: str, args: Any,
                          call_id: str) -> tuple[str, Observation | None]:
         """Run one native tool call; return the tool message text and the observation, if any."""
+        if name == UNDO_TOOL_NAME and self.settings.checkpoints:
+            to = args.get("to") if isinstance(args, dict) else None
+            directive = "# kernel-analyst: undo" + (f" {to}" if isinstance(to, int) else "")
+            return await self._act(turn, Action(directive, Via.TOOL_CALL, call_id))
         if name != TOOL_NAME:
             if turn.error is None and turn.attempts < self.settings.max_steps:
                 turn.attempts += 1
-            return message("unknown_tool", name=name, tool_name=TOOL_NAME), None
+            key = "unknown_tool_undo" if self.settings.checkpoints else "unknown_tool"
+            return message(key, name=name, tool_name=TOOL_NAME), None
         code = args.get("code") if isinstance(args, dict) else None
         if not isinstance(code, str) or not code.strip():
             if turn.error is None and turn.attempts < self.settings.max_steps:
@@ -471,7 +490,10 @@ class Analyst:
         if turn.attempts >= self.settings.max_steps:
             return message("step_limit", max_steps=self.settings.max_steps), None
         turn.attempts += 1
-        earlier = _ran_before(turn.steps, action.code)
+        undo, to = find_undo(action.code) if self.settings.checkpoints else (False, None)
+        if undo:
+            return await self._undo(turn, to), None
+        earlier = _ran_before(turn.steps, action.code) if turn.undone_at != len(turn.steps) else None
         if earlier is not None and earlier.execution.error is not None:  # it would fail the same way
             return message("repeated_failure", step=earlier.index, error=str(earlier.execution.error)), None
         if earlier is not None and earlier.execution.status == "ok":
@@ -502,6 +524,13 @@ class Analyst:
         turn.steps.append(Step(index, action.code, ex, text, action.call_id, action.via.value))
         turn.emit(StepFinished(index, ex, text))
         return observation
+
+    async def _undo(self, turn: _Turn, to: int | None) -> str:
+        """The model asked to undo (agent/undo.py): its report is the observation."""
+        text = await undo_step(turn.session, to)
+        turn.undone_at = len(turn.steps)
+        turn.emit(AgentNote("undo", text))
+        return text
 
     async def _observe(self, turn: _Turn, ex: Execution, lost: list[str] | None, index: int) -> Observation:
         settings = ObservationSettings(budget=self.settings.observation_budget, send_images=self.sends_images,
@@ -556,14 +585,14 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _bind_tool(model: BaseChatModel, tool: KernelTool,
+def _bind_tool(model: BaseChatModel, tools: list[BaseTool],
                protocol: ProtocolName) -> Runnable[LanguageModelInput, AIMessage] | None:
-    """The model with the Python tool bound; None under ``code``, or under ``auto`` for a
-    model that cannot bind tools (it will write code as text)."""
+    """The model with the Python tool (and the undo tool) bound; None under ``code``, or
+    under ``auto`` for a model that cannot bind tools (it will write code as text)."""
     if protocol == "code":
         return None
     try:
-        return model.bind_tools([tool])
+        return model.bind_tools(tools)
     except NotImplementedError as exc:
         if protocol == "auto":
             log.info("%s cannot bind tools; its conversations write code as text", type(model).__name__)

@@ -103,10 +103,11 @@ class ModelText:
 class AgentNote:
     """Something the loop did that the user should know about (not model text)."""
 
-    kind: Literal["protocol_switched", "answer_returned", "context_trimmed"]
+    kind: Literal["protocol_switched", "answer_returned", "context_trimmed", "undo"]
     """``protocol_switched``: the model writes code as text, and the conversation now runs
     it; ``answer_returned``: an answer was sent back to the model (see the text);
-    ``context_trimmed``: earlier outputs were removed to fit the model's context."""
+    ``context_trimmed``: earlier outputs were removed to fit the model's context;
+    ``undo``: the model undid cells (the text is the report, or why nothing was undone)."""
     text: str
     """One line for a person."""
     type: Literal["note"] = "note"

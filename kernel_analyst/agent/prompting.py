@@ -55,10 +55,11 @@ def message(key: str, /, **values: Any) -> str:
 
 
 def system_prompt(*, tool_name: str, max_steps: int, budget: int, send_images: bool,
-                  protocol: str = "tools") -> str:
+                  protocol: str = "tools", undo: bool = False) -> str:
     """The analyst's system prompt, for the action protocol ``protocol`` (``tools``: the
     model calls the tool; ``code``: it writes ```python blocks, see agent/protocols.py;
-    ``auto``: an undecided conversation, told to call the tool or, failing that, write a block)."""
+    ``auto``: an undecided conversation, told to call the tool or, failing that, write a block).
+    ``undo``: the model can undo a cell (agent/undo.py), and is told when to."""
     figures = message("figures_shown" if send_images else "figures_hidden")
     if protocol == "code":
         how_to_run, how_to_answer = template("protocol_code.md").strip(), message("answer_code")
@@ -73,8 +74,13 @@ def system_prompt(*, tool_name: str, max_steps: int, budget: int, send_images: b
     # own; models that call the tool are told the background and no-replay markers.
     rules = [] if protocol == "code" else [message("background_rule"), message("no_replay_rule")]
     no_replay = "".join("\n- " + _wrapped(rule) for rule in rules)
+    undo_rule = ""
+    if undo:
+        # One line, not wrapped: the directive's text must reach the model whole.
+        undo_rule = "- " + message("undo_rule_code" if protocol == "code" else "undo_rule_tools") + "\n"
     return render("system.md", max_steps=max_steps, budget=f"{budget:,}", figures_note=figures,
-                  how_to_run=how_to_run, how_to_answer=how_to_answer, no_replay_rule=no_replay).strip()
+                  how_to_run=how_to_run, how_to_answer=how_to_answer, no_replay_rule=no_replay,
+                  undo_rule=undo_rule).strip()
 
 
 def _wrapped(text: str) -> str:

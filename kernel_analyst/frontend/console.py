@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..kernels import Execution, KernelSession
+from ..kernels.checkpoints import enable_checkpoints
 from .errors import classify
 from .sessions import need_file
 from .terminal import StepPrinter, answer_text, error_block, output_text, progress_line, status_line
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 HELP = """commands: /files  list files            /vars  list variables
           /save [PATH]  write the notebook   /eda FILE  run the EDA playbook on a file
           /traceback  the last error whole   /reset  restart the kernel (variables are lost)
+          /undo [N]  variables back to before the last cell (or cell N)
           /help  this text                   /quit  leave (or Ctrl-D)"""
 
 ReadLine = Callable[[str], Awaitable[str | None]]
@@ -78,6 +80,7 @@ class Console:
     async def run(self) -> int:
         """Read and run inputs until ``/quit`` or the end of input; return the exit code."""
         mode = "questions go to the agent" if self.analyst else "each input runs as a cell"
+        enable_checkpoints(self.session)  # for /undo, where the kernel can be checkpointed
         self._say(f"kernel ready: {mode}. {HELP}")
         while (text := await self._next_input()) is not None:
             if text.startswith("/") and "\n" not in text.strip():
@@ -151,8 +154,8 @@ class Console:
 
     def _commands(self) -> dict[str, Callable[[str], Awaitable[None]]]:
         return {"/files": self._files, "/vars": self._vars, "/save": self._save, "/eda": self._eda,
-                "/reset": self._reset, "/traceback": self._traceback, "/tb": self._traceback,
-                "/help": self._help}
+                "/reset": self._reset, "/undo": self._undo, "/traceback": self._traceback,
+                "/tb": self._traceback, "/help": self._help}
 
     async def _files(self, _: str) -> None:
         listing = await self.session.files()
@@ -190,6 +193,14 @@ class Console:
         if self.analyst is not None:
             self.analyst.forget(self.conversation_id)
         self._say("  kernel restarted: variables and chat history are gone (files stay).")
+
+    async def _undo(self, rest: str) -> None:
+        number = rest.strip("[] ")
+        if number and not number.isdigit():
+            self._say("  usage: /undo [N]  (N: a cell's number, as in [N])")
+            return
+        report = await self.session.undo(int(number) if number else None)
+        self._say(f"  {report.describe()}")
 
     async def _traceback(self, _: str) -> None:
         self._say(self.last_error.full if self.last_error else "  (no error yet)")

@@ -11,6 +11,7 @@ searched in order, so subclasses come before their bases::
     FileTooLargeError         1 / 413
     SessionClosedError        1 / 410
     SessionBusyError          1 / 409  a background run holds the session
+    CheckpointError           1 / 409  no checkpoint to undo to, or a kernel that cannot take one
     RunNotFoundError          1 / 404
     VariableFetchError        1 / 404
     DiskQuotaError            1 / 507
@@ -69,6 +70,7 @@ _TABLE: tuple[tuple[type[BaseException], int, int], ...] = (
     (_k.FileTooLargeError, EXIT_FAILURE, 413),
     (_k.SessionClosedError, EXIT_FAILURE, 410),
     (_k.SessionBusyError, EXIT_FAILURE, 409),
+    (_k.CheckpointError, EXIT_FAILURE, 409),
     (_k.RunNotFoundError, EXIT_FAILURE, 404),
     (_k.VariableFetchError, EXIT_FAILURE, 404),
     (_k.DiskQuotaError, EXIT_FAILURE, 507),

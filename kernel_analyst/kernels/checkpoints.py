@@ -411,6 +411,22 @@ class Checkpoints:
             await checkpoint.close()
 
 
+DEFAULT_CHECKPOINTS = 3
+"""Checkpoints the front ends (the agent, the console) keep when the manager sets none."""
+
+
+def enable_checkpoints(session: KernelSession, keep: int = DEFAULT_CHECKPOINTS) -> bool:
+    """Give ``session`` a checkpoint before every cell, keeping ``keep``, when its kernel
+    can be checkpointed and its limits set none (a front end that offers undo calls it);
+    True when the session takes checkpoints now."""
+    if session.limits.checkpoints:
+        return True
+    if keep <= 0 or not session.can_checkpoint():
+        return False
+    session.limits = session.limits.with_(checkpoints=keep)
+    return True
+
+
 def _manifest(workdir: Path) -> dict[str, tuple[int, int]]:
     """The working directory's files: relative name -> (size, mtime_ns)."""
     found: dict[str, tuple[int, int]] = {}

@@ -721,6 +721,14 @@ class KernelSession:
         """The checkpoints held now, oldest first, with the memory each holds."""
         return self._checkpoints.infos()
 
+    def can_checkpoint(self) -> bool:
+        """True when this session's kernel can be checkpointed (it was forked from a template)."""
+        try:
+            self._checkpoints.forked_kernel()
+        except CheckpointError:
+            return False
+        return True
+
     def _next_count(self) -> int:
         counts = [c.get("execution_count") or 0 for c in self.audit.cells if c.get("cell_type") == "code"]
         return max(counts, default=0) + 1

@@ -8,6 +8,8 @@
         ├── NoModelError          409: ``ask`` without a configured model
         ├── BadRequestError       422: a value outside what the service accepts
         ├── PayloadTooLargeError  413: a body or upload over its limit
+        ├── InvalidSessionIdError 400: a session id the service cannot use (fork)
+        ├── SessionExistsError    409: a session with that id exists already (fork)
         └── RegistryError         503: the session registry (database) failed or is unreachable
 
 Errors from the kernel layer are mapped in ``app.py`` (unsafe file name 400, file too
@@ -74,3 +76,15 @@ class RegistryError(ServiceError):
     ``--database``."""
 
     status = 503
+
+
+class InvalidSessionIdError(ServiceError):
+    """A session id asked for (``POST /sessions/{id}/fork``) that the service cannot use."""
+
+    status = 400
+
+
+class SessionExistsError(ServiceError):
+    """A session with the id asked for exists already; choose another, or leave it out."""
+
+    status = 409

@@ -33,6 +33,7 @@ from ..agent.observation import Observation, ObservationSettings, observe_step
 from ..frontend.errors import classify
 from ..kernels import Execution, KernelAnalystError
 from ..kernels import files as _files
+from ..kernels.checkpoints import FileMode
 from . import mcp_runs
 from .config import DEFAULT_TENANT, ServerConfig
 from .records import SessionRecord
@@ -157,6 +158,22 @@ class ServiceTools:
                 "findings": report.findings, "steps": report.to_dict()["steps"]}
         return CallToolResult(content=[TextContent(text=text)], structured_content=data,
                               is_error=report.plan is None)
+
+    async def undo(self, tenant: str, session_id: str | None, to: int | None,
+                   remove_new_files: bool) -> CallToolResult:
+        """Put the variables back as they were before the last cell (or cell ``to``)."""
+        record = await self.record(tenant, session_id)
+        files: FileMode = "remove_new" if remove_new_files else "keep"
+        report = await self._get_service().undo(record, to=to, files=files)
+        return CallToolResult(content=[TextContent(text=report.describe())],
+                              structured_content={"session_id": record.id, **report.to_dict()})
+
+    async def fork(self, tenant: str, session_id: str | None, new_id: str | None,
+                   label: str | None) -> dict[str, Any]:
+        """A new session with this one's variables and files."""
+        record = await self.record(tenant, session_id)
+        new = await self._get_service().fork(record, new_id=new_id, label=label)
+        return {**new.to_dict(), "forked_from": record.id}
 
     async def ask(self, tenant: str, question: str, session_id: str | None) -> CallToolResult:
         """Let the agent answer a question in the session."""
@@ -283,8 +300,23 @@ def build_mcp_server(tools: ServiceTools, *, with_ask: bool) -> MCPServer[Any]:
             async with mcp_runs.progress(ctx, "the EDA"):
                 return await tools.eda(tenant_of(ctx), file, session_id, target, sheet)
 
+    async def undo(ctx: Context[Any, Any], session_id: str | None = None, to: int | None = None,
+                   remove_new_files: bool = False) -> CallToolResult:
+        """Undo the last cell (or every cell from cell `to` on): the session's variables go back
+        exactly to how they were before it, e.g. after a wrong inplace dropna or an overwritten
+        variable, instead of reloading the data. Files it wrote are kept unless remove_new_files."""
+        with _as_tool_error():
+            return await tools.undo(tenant_of(ctx), session_id, to, remove_new_files)
+
+    async def fork(ctx: Context[Any, Any], session_id: str | None = None, new_id: str | None = None,
+                   label: str | None = None) -> dict[str, Any]:
+        """A new session with the same variables and files as this one now (to try something
+        without touching it); the two go on independently. Returns the new session's id."""
+        with _as_tool_error():
+            return await tools.fork(tenant_of(ctx), session_id, new_id, label)
+
     for fn in (create_session, execute, run_status, cancel_run, upload_file, list_variables, list_files,
-               export_notebook, eda):
+               export_notebook, eda, undo, fork):
         server.add_tool(fn)
     if with_ask:
         async def ask(question: str, ctx: Context[Any, Any], session_id: str | None = None) -> CallToolResult:

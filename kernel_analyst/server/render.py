@@ -253,6 +253,7 @@ def cell_view(cell: dict[str, Any], index: int, *, workdir: str | None = None) -
         "error": {"ename": str(error.get("ename", "")), "evalue": str(error.get("evalue", ""))}
         if error else None,
         "html": render_outputs(cell, workdir=workdir),
+        "undone": bool(ka.get("undone")),
     }
 
 

@@ -28,11 +28,14 @@ from .schemas import (
     ExecutionOut,
     FileList,
     FileOut,
+    ForkRequest,
     Problem,
     SessionCreate,
     SessionList,
     SessionOut,
     StopOut,
+    UndoOut,
+    UndoRequest,
     VariableList,
 )
 from .service import SessionService
@@ -119,6 +122,32 @@ async def interrupt_session(request: Request, sid: str, tenant: Tenant) -> Any:
     record = await service.get(tenant, sid)
     service.check_open(record)
     return {"stopped": await service.stop(record)}
+
+
+@router.post("/sessions/{sid}/undo", response_model=UndoOut, tags=["sessions"],
+             responses={409: {"model": Problem, "description": "No checkpoint to undo to (or the kernel "
+                                                                "cannot take checkpoints)."}})
+async def undo_session(request: Request, sid: str, tenant: Tenant, body: UndoRequest | None = None) -> Any:
+    """Put the variables back as they were before the last cell (or before cell ``to``).
+    The undone cells stay in the notebook, marked undone; files they wrote are kept unless
+    ``files`` is ``remove_new``."""
+    body = body or UndoRequest()
+    service = service_of(request)
+    report = await service.undo(await service.get(tenant, sid), to=body.to, files=body.files)
+    return {**report.to_dict(), "text": report.describe()}
+
+
+@router.post("/sessions/{sid}/fork", status_code=201, response_model=SessionOut, tags=["sessions"],
+             responses={400: {"model": Problem, "description": "An id the service cannot use."},
+                        409: {"model": Problem, "description": "A session with that id exists."},
+                        429: {"model": Problem, "description": "Session limit reached; see Retry-After."}})
+async def fork_session(request: Request, sid: str, tenant: Tenant, body: ForkRequest | None = None) -> Any:
+    """A new session with this one's variables and files as they are now; the two go on
+    independently. Its notebook starts with a marker naming this session and its last cell."""
+    body = body or ForkRequest()
+    service = service_of(request)
+    record = await service.fork(await service.get(tenant, sid), new_id=body.id, label=body.label)
+    return record.to_dict()
 
 
 # -- files ----------------------------------------------------------------------------------

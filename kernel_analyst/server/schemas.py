@@ -133,6 +133,40 @@ class StopOut(BaseModel):
                     "`idle`: nothing was running.")
 
 
+class UndoRequest(_Strict):
+    """Body of ``POST /sessions/{id}/undo`` (optional)."""
+
+    to: int | None = Field(
+        default=None, ge=1,
+        description="Go back to before the cell with this prompt number (a checkpoint must have been "
+                    "taken before it); default: before the last checkpointed cell.")
+    files: Literal["keep", "remove_new"] = Field(
+        default="keep",
+        description="`keep`: files the undone cells wrote stay; `remove_new`: the ones they created "
+                    "are removed.")
+
+
+class UndoOut(BaseModel):
+    """What an undo did (``UndoReport``)."""
+
+    restored_to: int = Field(description="The variables are as they were before this cell.")
+    undone_cells: list[int] = Field(description="Cells undone; they stay in the notebook, marked undone.")
+    lost_threads: list[str] = []
+    removed_files: list[str] = []
+    changed_files: list[str] = []
+    duration_s: float = 0.0
+    text: str = Field("", description="One paragraph saying what was undone.")
+
+
+class ForkRequest(_Strict):
+    """Body of ``POST /sessions/{id}/fork`` (optional)."""
+
+    id: str | None = Field(
+        default=None,
+        description="The new session's id (letters, digits, `-`, `_`; at most 64); default: a new random id.")
+    label: str | None = Field(default=None, max_length=200, description="Its label (default: the source's).")
+
+
 class CellOut(BaseModel):
     """One audit-notebook cell as the web page shows it."""
 
@@ -147,6 +181,7 @@ class CellOut(BaseModel):
     role: str | None = None
     id: str = Field("", description="A code cell's nbformat id: the page anchors it as `cell-id=<id>`, "
                                     "which an answer's cited numbers link to.")
+    undone: bool = Field(False, description="An undo took the variables back to before this cell.")
 
 
 class CellList(BaseModel):

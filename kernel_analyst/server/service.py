@@ -36,6 +36,7 @@ import json
 import logging
 import math
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -45,11 +46,14 @@ from typing import Any, Literal
 
 from ..frontend.sessions import kernel_backend
 from ..kernels import KernelSession, SessionManager
+from ..kernels.checkpoints import FileMode, UndoReport, enable_checkpoints
 from ..kernels.manager import directory_name
 from .config import ServerConfig
 from .exceptions import (
     BadRequestError,
+    InvalidSessionIdError,
     RegistryError,
+    SessionExistsError,
     SessionGoneError,
     SessionNotFoundError,
     TooManySessionsError,
@@ -59,6 +63,8 @@ from .registry import Registry, SessionRow, database_url
 
 log = logging.getLogger(__name__)
 
+
+_FORK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 StopResult = Literal["run", "cell", "idle"]
 """What :meth:`SessionService.stop` stopped: a multi-step run, a cell, or nothing."""
@@ -156,22 +162,64 @@ class SessionService:
             self._starting[tenant] = self._starting.get(tenant, 0) + 1  # holds a slot while starting
         try:
             sid = secrets.token_hex(8)
-            session = await self.manager.session(sid, owner=tenant)
-            record = SessionRecord(sid, tenant, self.config.root_dir / directory_name(sid), label=label,
-                                   kernel_id=session.kernel_id, owner=self.replica_id, session=session)
-            row = SessionRow(sid, tenant, record.directory.name, record.created, record.used_at, label=label,
-                             kernel_id=record.kernel_id, owner=self.replica_id)
-            try:
-                await self.registry.insert(row)
-            except BaseException:
-                await self.manager.close(sid, reason=None)
-                raise
+            record = await self._register(sid, tenant, await self.manager.session(sid, owner=tenant), label)
         finally:
             self._starting[tenant] -= 1  # only now: the row counts from here on
         self._records[sid] = record  # visible only once its kernel is up
         record.touch()
         log.info("session %s created for tenant %s", sid, tenant)
         return record
+
+    async def _register(self, sid: str, tenant: str, session: KernelSession, label: str) -> SessionRecord:
+        """The record and registry row of a session just started (closed again if the row
+        cannot be written). Its kernel takes checkpoints, for undo, where it can."""
+        enable_checkpoints(session)
+        record = SessionRecord(sid, tenant, self.config.root_dir / directory_name(sid), label=label,
+                               kernel_id=session.kernel_id, owner=self.replica_id, session=session)
+        row = SessionRow(sid, tenant, record.directory.name, record.created, record.used_at, label=label,
+                         kernel_id=record.kernel_id, owner=self.replica_id)
+        try:
+            await self.registry.insert(row)
+        except BaseException:
+            await self.manager.close(sid, reason=None)
+            raise
+        return record
+
+    # -- undo and branches (kernels/checkpoints.py, kernels/branches.py) ----------------
+
+    async def undo(self, record: SessionRecord, *, to: int | None = None,
+                   files: FileMode = "keep") -> UndoReport:
+        """Put the session's variables back as they were before its last checkpointed cell
+        (or cell ``to``); 409 (CheckpointError) when there is no checkpoint to go back to."""
+        async with self.use(record) as session:
+            return await session.undo(to, files=files)
+
+    async def fork(self, record: SessionRecord, *, new_id: str | None = None,
+                   label: str | None = None) -> SessionRecord:
+        """A new session of the same tenant with ``record``'s variables and files as they
+        are now (a branch); 400 for an id it cannot use, 409 for one that exists."""
+        sid = new_id or secrets.token_hex(8)
+        if not _FORK_ID.fullmatch(sid):
+            raise InvalidSessionIdError(f"{sid!r} cannot be a session id: use 1 to 64 letters, digits, "
+                                        "'-' or '_', starting with a letter or digit")
+        tenant = record.tenant
+        async with self._admit:
+            await self._check_capacity(tenant)
+            self._starting[tenant] = self._starting.get(tenant, 0) + 1
+        try:
+            taken = (self.config.root_dir / directory_name(sid)).exists()
+            if taken or await self.registry.get(sid) is not None:
+                raise SessionExistsError(f"a session {sid!r} exists already; choose another id, or leave "
+                                         "it out for a new one")
+            async with self.use(record):  # the source is live here, and no request of its runs
+                session = await self.manager.fork(record.id, sid)
+            new = await self._register(sid, tenant, session, record.label if label is None else label)
+        finally:
+            self._starting[tenant] -= 1
+        self._records[sid] = new
+        new.touch()
+        log.info("session %s forked from %s for tenant %s", sid, record.id, tenant)
+        return new
 
     async def _check_capacity(self, tenant: str) -> None:
         mine, total = await self.registry.open_counts(tenant)
@@ -296,6 +344,7 @@ class SessionService:
                 self._records.pop(record.id, None)
                 self.check_open(record)
             previous = record.owner
+            enable_checkpoints(session)
             record.session, record.owner, record.kernel_id = session, self.replica_id, kernel_id
             log.info("session %s resumed on replica %s (owner was %s)", record.id, self.replica_id,
                      previous or "nobody")

@@ -337,6 +337,29 @@ async function runEda(file) {
   await runStream("/sessions/" + sid() + "/eda", { file: file }, "EDA of " + file);
 }
 
+// Undo: the variables go back to before the last cell; the notebook is reloaded so the
+// undone cells show as such (they stay, marked), with the server's note after them.
+async function undo() {
+  const id = sid();
+  if (!id || state.busy) return;
+  state.busy = true;
+  refreshButtons();
+  setStatus("Undoing the last cell…", "running");
+  try {
+    const report = await (await api("/sessions/" + id + "/undo", jsonBody({}))).json();
+    renderCells((await getJson("/sessions/" + id + "/cells")).cells);
+    setStatus(report.text, "done");
+  } catch (err) {
+    const nothing = err instanceof ApiError && err.status === 409;
+    const why = err.detail || err.message;
+    setStatus((nothing ? "Nothing to undo: " : "Undo failed: ") + why, nothing ? "stopped" : "error");
+  } finally {
+    state.busy = false;
+    refreshButtons();
+    await refreshVariables();
+  }
+}
+
 async function stop() {
   if (!sid()) return;
   setStatus("Stopping…", "running");
@@ -369,6 +392,7 @@ function refreshButtons() {
   const canAsk = Boolean(state.info && state.info.ask_available);
   $("run").disabled = state.busy || !ready;
   $("stop").disabled = !state.busy;
+  $("undo").disabled = state.busy || !ready || !sid();
   $("input").disabled = !ready;
   $("new-session").disabled = !state.signedIn || state.busy;
   $("file-input").disabled = !ready || state.busy;
@@ -424,6 +448,7 @@ function wire() {
   });
   for (const radio of document.querySelectorAll("input[name=mode]")) radio.addEventListener("change", refreshButtons);
   $("stop").addEventListener("click", stop);
+  $("undo").addEventListener("click", undo);
   $("new-session").addEventListener("click", newSession);
   $("download-notebook").addEventListener("click", () => download("/sessions/" + sid() + "/notebook",
     "kernel-analyst-" + sid() + ".ipynb").catch((err) => setStatus("Download failed: " + err.message, "error")));

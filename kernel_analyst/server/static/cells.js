@@ -99,7 +99,16 @@ export function cellFromView(view) {
     status: view.status, execution_count: view.execution_count, cell_id: view.id,
     duration_s: view.duration_s, error: view.error,
   });
+  if (view.undone) markUndone(cell);
   return cell;
+}
+
+// A cell whose effects an undo took back: it stays in the notebook, shown as undone.
+function markUndone(cell) {
+  cell.classList.add("undone");
+  const badge = el("span", "undone-badge", "undone");
+  badge.title = "Undone: the variables were put back as they were before this cell";
+  cell.querySelector(".cell-head").appendChild(badge);
 }
 
 // Replace the notebook with these cells (one DOM insertion, so 200 cells render at once).
