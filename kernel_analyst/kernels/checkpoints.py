@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._session_support import expression_json, utcnow
-from .backends._wire import Link, socket_pair
+from .backends._wire import ChildLedger, Link, socket_pair
 from .exceptions import CheckpointError, KernelConnectionError
 from .request import Outcome, deadline_after
 
@@ -119,8 +119,7 @@ class Checkpoint:
         self.info = info
         self.files = files
         """The working directory at the checkpoint: name -> (size, mtime_ns)."""
-        self._spawns: dict[str, asyncio.Future[int]] = {}
-        self._statuses: dict[int, asyncio.Future[int]] = {}
+        self._children = ChildLedger()
         self._reader = asyncio.create_task(self._read(), name="checkpoint-reader")
         self.closed = False
 
@@ -131,41 +130,26 @@ class Checkpoint:
                 break
             for fd in message.fds:
                 os.close(fd)
-            body = message.body
-            if "spawned" in body:
-                waiter = self._spawns.pop(str(body["spawned"]), None)
-                pid = int(body["pid"])
-                self._statuses[pid] = asyncio.get_running_loop().create_future()
-                if waiter is not None and not waiter.done():
-                    waiter.set_result(pid)
-            elif "exited" in body:
-                status = self.status_of(int(body["exited"]))
-                if not status.done():
-                    status.set_result(int(body["status"]))
-        for waiter in self._spawns.values():
-            if not waiter.done():
-                waiter.set_exception(CheckpointError("the checkpoint's process has ended"))
+            self._children.record(message.body)
+        self._children.fail_waiting(CheckpointError("the checkpoint's process has ended"))
 
     async def fork(self, child_end: socket.socket, deadline: float) -> int:
         """Fork a kernel from the copy (see ``backends._forked.ForkPoint``)."""
         if self.closed or self.link.closed:
             raise CheckpointError("the checkpoint is closed")
         token = uuid.uuid4().hex
-        waiter = self._spawns[token] = asyncio.get_running_loop().create_future()
+        waiter = self._children.expect(token)
         try:
             self.link.send({"spawn": token}, [child_end.fileno()])
             return await asyncio.wait_for(waiter, max(0.0, deadline - time.monotonic()))
         except OSError as exc:
             raise CheckpointError(f"the checkpoint's process is gone: {exc}") from exc
         finally:
-            self._spawns.pop(token, None)
+            self._children.spawns.pop(token, None)
 
     def status_of(self, pid: int) -> asyncio.Future[int]:
         """The exit status of a kernel forked from this copy, once it is reported."""
-        found = self._statuses.get(pid)
-        if found is None:
-            found = self._statuses[pid] = asyncio.get_running_loop().create_future()
-        return found
+        return self._children.status_of(pid)
 
     def lives_in(self, place: Place) -> bool:
         """True for the place of the kernel this copy was made from."""

@@ -28,12 +28,11 @@ from typing import Any
 from .. import sandbox
 from ..exceptions import ForkError, KernelStartError
 from ._process import ChildProcess
-from ._wire import Link, socket_pair
+from ._wire import ChildLedger, Link, socket_pair
 
 log = logging.getLogger(__name__)
 
 FORK_FILE = Path(__file__).resolve().parent.parent / "_forkkernel.py"
-_STATUSES_KEPT = 4096
 _tokens = itertools.count(1)
 
 
@@ -59,8 +58,7 @@ class TemplateProcess:
         self.proc: ChildProcess | None = None
         self._channel: Link | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._spawns: dict[str, asyncio.Future[int]] = {}
-        self._statuses: dict[int, asyncio.Future[int]] = {}
+        self._children = ChildLedger()
         self._home = Path(tempfile.mkdtemp(prefix="ka-tpl-"))
         self._closed = False
 
@@ -130,59 +128,40 @@ class TemplateProcess:
             message = await self._channel.recv()
             if message is None:
                 break
-            body = message.body
             for fd in message.fds:
                 os.close(fd)
-            if "spawned" in body:
-                pid = int(body["pid"])
-                self._statuses[pid] = asyncio.get_running_loop().create_future()  # pids are reused
-                waiter = self._spawns.pop(str(body["spawned"]), None)
-                if waiter is not None and not waiter.done():
-                    waiter.set_result(pid)
-            elif "exited" in body:
-                status = self.status_of(int(body["exited"]))
-                if not status.done():
-                    status.set_result(int(body["status"]))
+            self._children.record(message.body)
         self._gone()
 
     def _gone(self) -> None:
         if not self._closed:
             log.warning("template %s ended (%s); the next kernel starts a new one", self.key,
                         self.log_tail(300) or "no output")
-        for waiter in self._spawns.values():
-            if not waiter.done():
-                waiter.set_exception(ForkError("the template ended while forking a kernel"))
-        self._spawns.clear()
+        self._children.fail_waiting(ForkError("the template ended while forking a kernel"))
         if self._channel is not None:
             self._channel.close()
 
     def status_of(self, pid: int) -> asyncio.Future[int]:
         """The exit status of the template's child ``pid``, once the template reports it."""
-        found = self._statuses.get(pid)
-        if found is None:
-            if len(self._statuses) > _STATUSES_KEPT:
-                for old in [p for p, f in self._statuses.items() if f.done()][: _STATUSES_KEPT // 2]:
-                    del self._statuses[old]
-            found = self._statuses[pid] = asyncio.get_running_loop().create_future()
-        return found
+        return self._children.status_of(pid)
 
     async def fork(self, child_end: socket.socket, deadline: float) -> int:
         """Fork a child that becomes a kernel on the lifeline ``child_end``; its pid."""
         if not self.alive or self._channel is None:
             raise ForkError("the template is not running")
         token = str(next(_tokens))
-        waiter = self._spawns[token] = asyncio.get_running_loop().create_future()
+        waiter = self._children.expect(token)
         try:
             self._channel.send({"spawn": token}, [child_end.fileno()])
         except OSError as exc:
-            self._spawns.pop(token, None)
+            self._children.spawns.pop(token, None)
             raise ForkError(f"the template is not reachable: {exc}") from exc
         try:
             return await asyncio.wait_for(waiter, max(0.0, deadline - time.monotonic()))
         except asyncio.TimeoutError:
             raise KernelStartError("the template did not fork a kernel in time") from None
         finally:
-            self._spawns.pop(token, None)
+            self._children.spawns.pop(token, None)
 
     def lives_in(self, place: Any) -> bool:
         """A template lives in no place: every kernel enters its own."""

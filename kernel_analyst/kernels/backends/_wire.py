@@ -129,3 +129,53 @@ class Link:
             for fd in message.fds if message is not None else ():
                 with contextlib.suppress(OSError):
                     os.close(fd)
+
+
+_STATUSES_KEPT = 4096
+
+
+class ChildLedger:
+    """A fork point's children as its control socket reports them (a template and a
+    checkpoint speak the same messages): the pid each spawn request got, and each
+    child's exit status."""
+
+    def __init__(self) -> None:
+        self.spawns: dict[str, asyncio.Future[int]] = {}
+        """Spawn requests waiting for their child's pid, by token."""
+        self.statuses: dict[int, asyncio.Future[int]] = {}
+        """Each child's exit status (done once reported), by pid."""
+
+    def expect(self, token: str) -> asyncio.Future[int]:
+        """A waiter for the pid of the child that the request ``token`` makes."""
+        waiter = self.spawns[token] = asyncio.get_running_loop().create_future()
+        return waiter
+
+    def record(self, body: dict[str, Any]) -> None:
+        """Take one message from the fork point (``spawned`` or ``exited``)."""
+        if "spawned" in body:
+            pid = int(body["pid"])
+            self.statuses[pid] = asyncio.get_running_loop().create_future()  # pids are reused
+            waiter = self.spawns.pop(str(body["spawned"]), None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(pid)
+        elif "exited" in body:
+            status = self.status_of(int(body["exited"]))
+            if not status.done():
+                status.set_result(int(body["status"]))
+
+    def status_of(self, pid: int) -> asyncio.Future[int]:
+        """The exit status of child ``pid``, once reported."""
+        found = self.statuses.get(pid)
+        if found is None:
+            if len(self.statuses) > _STATUSES_KEPT:
+                for old in [p for p, f in self.statuses.items() if f.done()][: _STATUSES_KEPT // 2]:
+                    del self.statuses[old]
+            found = self.statuses[pid] = asyncio.get_running_loop().create_future()
+        return found
+
+    def fail_waiting(self, error: Exception) -> None:
+        """The fork point is gone: every spawn request still waiting fails with ``error``."""
+        for waiter in self.spawns.values():
+            if not waiter.done():
+                waiter.set_exception(error)
+        self.spawns.clear()
