@@ -176,7 +176,13 @@ async def test_a_session_deleted_through_another_replica_is_let_go_of(tmp_path: 
     config, _ = server_config(tmp_path / "sessions", pool_size=0)
     async with SessionService(config) as a, SessionService(config) as b:
         record = await a.create("alice")
+        assert record.session is not None
         await b.delete(await b.get("alice", record.id))
+        assert await wait_until(lambda: not record.directory.exists(), timeout=15), "b removed the files"
+        # The owner still writes into the directory until it lets go (here, as when its
+        # write raced b's removal and the directory survived it): a's own notebook write.
+        record.directory.mkdir()
+        record.session.audit.update_metadata(written_after_the_delete=True)
         await a.housekeep()
         assert await wait_until(lambda: a.manager.get(record.id) is None, timeout=15), "the owner let go"
         with pytest.raises(SessionNotFoundError):

@@ -202,7 +202,7 @@ class SessionService:
         row = await self.registry.get(sid) if isinstance(sid, str) and sid else None
         if row is None or row.tenant != tenant:
             if row is None and isinstance(sid, str) and sid in self._records:
-                self._forget(sid)  # deleted through another replica
+                self._forget(sid, deleted=True)  # deleted through another replica
             raise SessionNotFoundError(f"no session {sid!r}; list yours with GET /sessions")
         return self._record_for(row)
 
@@ -223,12 +223,27 @@ class SessionService:
             self._forget(row.id)  # closed through another replica
         return record
 
-    def _forget(self, sid: str) -> None:
-        """Drop a session that is closed or deleted elsewhere; let go of its kernel here."""
+    def _forget(self, sid: str, *, deleted: bool = False) -> None:
+        """Drop a session that is closed or deleted elsewhere; let go of its kernel here
+        (and, once ``deleted``, of its files: see :meth:`_let_go`)."""
         record = self._records.pop(sid, None)
         if record is not None and record.session is not None:
             session, record.session = record.session, None
-            self.spawn(self._release_kernel(sid, session, owned=True), f"let-go-{sid}")
+            self.spawn(self._let_go(record, session, deleted=deleted), f"let-go-{sid}")
+
+    async def _let_go(self, record: SessionRecord, session: KernelSession, *, deleted: bool) -> None:
+        """Close this replica's kernel of a session closed or deleted elsewhere. A deleted
+        session's files are removed here too, after the kernel is closed: until then this
+        replica may still have written into its directory (a cell's notebook append, the
+        package versions written after start, a snapshot), and a removal by the deleting
+        replica that ran meanwhile leaves whatever was written during or after it."""
+        await self._release_kernel(record.id, session, owned=True, now=deleted)
+        if deleted:
+            await self._remove_files(record)
+
+    async def _remove_files(self, record: SessionRecord) -> None:
+        """Remove a deleted session's directory (its files and notebook)."""
+        await asyncio.to_thread(shutil.rmtree, record.directory, True)
 
     def check_open(self, record: SessionRecord) -> None:
         """410 (SessionGoneError) once the session is closed."""
@@ -273,8 +288,10 @@ class SessionService:
             kernel_id = session.kernel_id
             if not await self.registry.claim(record.id, owner=self.replica_id, kernel_id=kernel_id):
                 # Closed or deleted (through another replica, or culled) while it resumed.
-                await self._release_kernel(record.id, session, owned=True)
                 row = await self.registry.get(record.id)
+                await self._release_kernel(record.id, session, owned=True, now=row is None)
+                if row is None:  # the kernel started here wrote into the deleted directory
+                    await self._remove_files(record)
                 record.mark_closed((row.closed_reason or "closed") if row is not None else "deleted")
                 self._records.pop(record.id, None)
                 self.check_open(record)
@@ -285,13 +302,13 @@ class SessionService:
             return session
 
     async def _release_kernel(self, sid: str, session: KernelSession, *, owned: bool,
-                              reason: str | None = None) -> None:
-        """Through the manager: close a kernel this replica owns (``reason`` as for
-        ``manager.close``); only detach from one another replica owns."""
+                              reason: str | None = None, now: bool = False) -> None:
+        """Through the manager: close a kernel this replica owns (``reason`` and ``now``
+        as for ``manager.close``); only detach from one another replica owns."""
         if self.manager.get(sid) is not session:
             return  # the manager has let go of it already
         if owned:
-            await self.manager.close(sid, reason=reason)
+            await self.manager.close(sid, reason=reason, now=now)
         else:
             await self.manager.detach(sid)
 
@@ -310,6 +327,10 @@ class SessionService:
         finally:
             if session is not None:
                 await self._release_kernel(record.id, session, owned=owned, reason=reason)
+                if await self.registry.get(record.id) is None:
+                    # Deleted through another replica while the kernel was closing here
+                    # (a snapshot is written on the way): the files are ours to remove.
+                    await self._remove_files(record)
         log.info("session %s closed (%s)", record.id, reason)
 
     async def delete(self, record: SessionRecord) -> None:
@@ -326,9 +347,11 @@ class SessionService:
     async def _dispose(self, record: SessionRecord, session: KernelSession | None, owned: bool) -> None:
         try:
             if session is not None:
-                await self._release_kernel(record.id, session, owned=owned)
+                await self._release_kernel(record.id, session, owned=owned, now=True)
         finally:
-            await asyncio.to_thread(shutil.rmtree, record.directory, True)
+            # When another replica still holds a kernel here, it removes the files again
+            # once it has closed that kernel (it may write into them until then).
+            await self._remove_files(record)
         log.info("session %s deleted", record.id)
 
     # -- runs and stopping ------------------------------------------------------------------
@@ -435,7 +458,7 @@ class SessionService:
         for sid, record in list(self._records.items()):
             row = rows.get(sid)
             if row is None:
-                self._forget(sid)
+                self._forget(sid, deleted=True)
                 continue
             if record.lock.locked() or record.resuming.locked():
                 continue
