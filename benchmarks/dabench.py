@@ -110,6 +110,11 @@ class Record:
     """The action protocol the conversation followed (tools or code)."""
     vias: list[str] = field(default_factory=list)
     """How each step's code arrived (tool_call, python_fence ...)."""
+    grounded: bool | None = None
+    """True when every number of the answer is grounded in a cell or derived from such
+    numbers (``Answer.claims``); None without an answer."""
+    claims: str = ""
+    """The grounding's summary line."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSONL line (upstream reads ``id`` and ``response``)."""
@@ -206,14 +211,16 @@ def _ratio(part: float, whole: int) -> float:
 
 
 async def run_questions(analyst: Analyst, questions: list[Question], data_dir: Path, *,
-                        concurrency: int = 1,
+                        concurrency: int = 1, run: str = "",
                         on_record: Callable[[Record], None] | None = None) -> list[Record]:
-    """Ask each question in a conversation of its own (its kernel closed afterwards)."""
+    """Ask each question in a conversation of its own (its kernel closed afterwards).
+    ``run`` names the model and protocol in the conversation ids, so the runs of one
+    workdir never resume each other's conversations."""
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(q: Question) -> Record:
         async with gate:
-            record = await _ask(analyst, q, data_dir)
+            record = await _ask(analyst, q, data_dir, run)
         if on_record:
             on_record(record)
         return record
@@ -221,8 +228,8 @@ async def run_questions(analyst: Analyst, questions: list[Question], data_dir: P
     return list(await asyncio.gather(*(one(q) for q in questions)))
 
 
-async def _ask(analyst: Analyst, q: Question, data_dir: Path) -> Record:
-    conversation = f"dabench-{q.id}"
+async def _ask(analyst: Analyst, q: Question, data_dir: Path, run: str) -> Record:
+    conversation = f"dabench-{run}-{q.id}" if run else f"dabench-{q.id}"
     started = time.monotonic()
     try:
         answer = await analyst.ask(conversation, q.prompt(), files=[data_dir / "da-dev-tables" / q.file_name])
@@ -232,9 +239,11 @@ async def _ask(analyst: Analyst, q: Question, data_dir: Path) -> Record:
     finally:
         await analyst.manager.close(conversation)
         analyst.forget(conversation)
+    claims = answer.claims
     return Record(q.id, answer.text, answer.stop_reason, len(answer.steps), answer.duration_s,
                   answer.usage.to_dict() if answer.usage else None, answer.error, answer.protocol,
-                  [s.via for s in answer.steps])
+                  [s.via for s in answer.steps], claims.all_grounded if claims else None,
+                  claims.summary() if claims else "")
 
 
 @dataclass(frozen=True)
@@ -255,20 +264,24 @@ class Summary:
     """Mean wall-clock seconds per question."""
     followed: dict[str, int] = field(default_factory=dict)
     """How many conversations ended in each protocol (auto picks per conversation)."""
+    grounded: float = 0.0
+    """Share of answers whose every number is grounded in a cell (or derived from them)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-able dict (the per-question detail left out)."""
         score = {k: v for k, v in self.score.to_dict().items() if k != "correct"}
         return {"model": self.model, "protocol": self.protocol, **score, "with_cell": self.with_cell,
-                "steps": self.steps, "seconds": self.seconds, "followed": self.followed}
+                "steps": self.steps, "seconds": self.seconds, "followed": self.followed,
+                "grounded": self.grounded}
 
     def row(self) -> str:
         """One line of the side-by-side table."""
         return (f"{self.model[-34:]:<34} {self.protocol:<6} {self.score.by_question:>8.1%} "
-                f"{self.with_cell:>9.1%} {self.steps:>6.1f} {self.seconds:>7.1f}")
+                f"{self.with_cell:>9.1%} {self.grounded:>8.1%} {self.steps:>6.1f} {self.seconds:>7.1f}")
 
 
-TABLE_HEADER = f"{'model':<34} {'proto':<6} {'accuracy':>8} {'with cell':>9} {'steps':>6} {'s/q':>7}"
+TABLE_HEADER = (f"{'model':<34} {'proto':<6} {'accuracy':>8} {'with cell':>9} {'grounded':>8} {'steps':>6} "
+                f"{'s/q':>7}")
 
 
 def summarize(model: str, protocol: str, score_: Score, records: list[Record]) -> Summary:
@@ -280,7 +293,8 @@ def summarize(model: str, protocol: str, score_: Score, records: list[Record]) -
     with_cell = round(sum(r.steps > 0 for r in records) / n, 4)
     steps = round(sum(r.steps for r in records) / n, 2)
     seconds = round(sum(r.duration_s for r in records) / n, 1)
-    return Summary(model, protocol, score_, with_cell, steps, seconds, followed)
+    grounded = round(sum(r.grounded is True for r in records) / n, 4)
+    return Summary(model, protocol, score_, with_cell, steps, seconds, followed, grounded)
 
 
 async def benchmark(args: argparse.Namespace, model: BaseChatModel, manager: SessionManager, *,
@@ -295,15 +309,23 @@ async def benchmark(args: argparse.Namespace, model: BaseChatModel, manager: Ses
 
 
 async def run_records(args: argparse.Namespace, model: BaseChatModel, manager: SessionManager, *,
-                      protocol: str) -> list[Record]:
-    """The agent's records on the selected questions."""
+                      protocol: str, run: str = "") -> list[Record]:
+    """The agent's records on the selected questions (``run``: see :func:`run_questions`)."""
     data_dir = Path(args.data)
     questions = select(load_questions(data_dir), ids=args.ids, level=args.level, limit=args.limit)
-    analyst = Analyst(model, manager, max_steps=args.max_steps, protocol=protocol)  # type: ignore[arg-type]
-    return await run_questions(analyst, questions, data_dir, concurrency=args.concurrency,
-                               on_record=lambda r: print(f"  {r.id:>4} {r.stop_reason:<9} {r.steps:>2} steps "
-                                                         f"{r.duration_s:6.1f} s {','.join(r.vias)}",
-                                                         file=sys.stderr))
+    analyst = Analyst(model, manager, max_steps=args.max_steps, protocol=protocol,  # type: ignore[arg-type]
+                      profile_files=bool(getattr(args, "profile", False)))
+
+    def report(r: Record) -> None:
+        print(f"  {r.id:>4} {r.stop_reason:<9} {r.steps:>2} steps {r.duration_s:6.1f} s {','.join(r.vias)}",
+              file=sys.stderr, flush=True)
+        if args.out:  # as they come, so a run stopped early keeps what it did
+            with open(f"{args.out}.partial", "a", encoding="utf-8") as f:
+                f.write(json.dumps({"model": getattr(model, "model_name", ""), "protocol": protocol,
+                                    **r.to_dict()}) + "\n")
+
+    return await run_questions(analyst, questions, data_dir, concurrency=args.concurrency, run=run,
+                               on_record=report)
 
 
 def write_records(path: Path, records: list[Record]) -> None:
@@ -321,6 +343,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--protocol", default=["auto"], type=lambda s: s.split(","),
                    help="action protocols to compare, comma-separated: tools, code, auto (default auto)")
     p.add_argument("--base-url", help="OpenAI-compatible server (default: $OPENAI_BASE_URL)")
+    p.add_argument("--max-tokens", type=int, default=1024,
+                   help="tokens per model reply at most (default 1024: a greedy small model can repeat "
+                        "itself until its context is full)")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="sampling temperature (default 0: greedy, so runs repeat; a server's own default "
+                        "is often 0.8)")
     p.add_argument("--data", default=str(DEFAULT_DATA), help="benchmark directory (default: %(default)s)")
     p.add_argument("--ids", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated ids")
     p.add_argument("--level", choices=["easy", "medium", "hard"])
@@ -332,6 +360,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", help="write one JSON line per question (upstream's response format); with "
                                  "several runs, one file each, named after the model and protocol")
     p.add_argument("--json", help="write the side-by-side summary here")
+    p.add_argument("--profile", action="store_true", help="show the model a profile of the table first")
     args = p.parse_args(argv)
     if any(x not in ("tools", "code", "auto") for x in args.protocol):
         p.error(f"--protocol takes tools, code, auto; got {','.join(args.protocol)}")
@@ -349,17 +378,29 @@ async def _main(args: argparse.Namespace) -> list[Summary]:
     async with SessionManager(root, limits=Limits(timeout_s=args.timeout), pool_size=args.concurrency) as m:
         for spec in args.model:
             base_url = None if spec.startswith("llamacpp:") else args.base_url
-            model = load_chat_model(spec, base_url=base_url)
+            model = load_chat_model(spec, base_url=base_url, temperature=args.temperature,
+                                    max_tokens=args.max_tokens)
             for protocol in args.protocol:
+                if protocol == "tools" and _cannot_bind_tools(model):
+                    print(f"== {spec} / tools: skipped (the model does not call tools)", file=sys.stderr)
+                    continue
                 print(f"== {spec} / {protocol}", file=sys.stderr)
-                records = await run_records(args, model, m, protocol=protocol)
+                tag = re.sub(r"[^A-Za-z0-9.-]+", "-", f"{Path(spec).name}-{protocol}")
+                records = await run_records(args, model, m, protocol=protocol, run=tag)
                 summaries.append(summarize(spec, protocol, score(labels, {r.id: r.response for r in records}),
                                            records))
                 if args.out:
                     out = Path(args.out)
-                    tag = re.sub(r"[^A-Za-z0-9.-]+", "-", f"{Path(spec).name}-{protocol}")
                     write_records(out.with_name(f"{out.stem}-{tag}{out.suffix}") if several else out, records)
     return summaries
+
+
+def _cannot_bind_tools(model: BaseChatModel) -> bool:
+    try:
+        model.bind_tools([])
+    except NotImplementedError:
+        return True
+    return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:

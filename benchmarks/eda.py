@@ -2,6 +2,7 @@
 
     python benchmarks/eda.py [--rounds N] [--only titanic,diamonds] [--timeout SECONDS]
     python benchmarks/eda.py --sweep          # the full playbook on every shared table
+    python benchmarks/eda.py --large          # out of core: 50M rows (~3 GB), and 5M rows vs pandas
 
 Each tool runs as a whole process, the way a user runs it (``kernel-analyst eda FILE -o
 ... --html ...`` against a Python process that reads the CSV with pandas and writes
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -199,13 +201,179 @@ async def sweep() -> int:
     return 1 if failed else 0
 
 
+# -- --large: files bigger than a kernel's memory ------------------------------------------------
+
+LARGE_CACHE = Path(os.environ.get("KA_BENCH_CACHE", Path.home() / ".cache" / "kernel-analyst-bench"))
+_U = "((hash(i * 16 + {k}) % 1000000007) / 1000000007.0)"
+_GENERATED = """
+COPY (SELECT i AS id,
+  TIMESTAMP '2020-01-01' + to_seconds(CAST(floor({u1} * 94608000) AS BIGINT)) AS "when",
+  round(exp(3 + sqrt(-2 * ln({u2} + 1e-12)) * cos(2 * pi() * {u3})), 2) AS amount,
+  CAST(floor(-ln(1 - {u4}) * 3) AS BIGINT) AS quantity,
+  CASE WHEN {u5} < 0.05 THEN NULL
+    ELSE round(50 + 10 * sqrt(-2 * ln({u6} + 1e-12)) * sin(2 * pi() * {u3}), 3) END AS score,
+  CASE WHEN {u7} < 0.9 THEN 0.0 ELSE round({u8}, 3) END AS discount,
+  chr(65 + CAST(floor({u9} * 8) AS INTEGER)) AS category,
+  CASE CAST(floor({u10} * 5) AS INTEGER) WHEN 0 THEN 'north' WHEN 1 THEN 'south' WHEN 2 THEN 'east'
+    WHEN 3 THEN 'west' ELSE NULL END AS region,
+  'c' || CAST(CAST(floor({u11} * 200000) AS BIGINT) AS VARCHAR) AS customer,
+  {u12} < 0.3 AS flag
+FROM range({n}) t(i)) TO '{path}' (HEADER, DELIMITER ',')
+"""
+
+
+def generated(rows: int) -> Path:
+    """A generated CSV of ``rows`` rows (numbers skewed, zeros, whole numbers, 5% missing; dates;
+    categories with 20% missing; a high-cardinality text column; a flag), made once with DuckDB:
+    deterministic (values are hashes of the row number, whatever the thread count), ~65 bytes a row."""
+    import duckdb
+
+    path = LARGE_CACHE / f"generated-{rows // 1_000_000}m.csv"
+    if path.exists():
+        return path
+    LARGE_CACHE.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    units = {f"u{k}": _U.format(k=k) for k in range(1, 13)}
+    duckdb.connect().execute(_GENERATED.format(n=rows, path=partial, **units))
+    partial.rename(path)
+    return path
+
+
+@dataclass
+class LargeRun:
+    """One in-process playbook run on a large file."""
+
+    engine: str
+    seconds: float
+    peak_mib: float
+    steps: dict[str, str]
+    tables: dict[str, pd.DataFrame]
+    findings: dict[str, object]
+
+
+async def _profile(path: Path, engine: str, out: Path | None) -> LargeRun:
+    """The playbook on ``path`` in a default kernel (4 GiB), peak memory of the kernel's process tree."""
+    from kernel_analyst.eda import PlaybookOptions, run_playbook, write_html, write_notebook
+    from kernel_analyst.kernels import Limits, SessionManager
+
+    peak = [0]
+    stop = asyncio.Event()
+
+    async def sample() -> None:
+        me = psutil.Process()
+        while not stop.is_set():
+            peak[0] = max(peak[0], sum(_tree_rss(p) for p in me.children()))
+            await asyncio.sleep(0.2)
+
+    size = path.stat().st_size // 2**20 + 1
+    limits = Limits(isolation="process", timeout_s=3600, max_upload_mb=size, max_disk_mb=3 * size,
+                    max_file_size_mb=2 * size)
+    with tempfile.TemporaryDirectory(prefix="eda-large-") as root:
+        async with SessionManager(root, limits=limits) as manager:
+            session = await manager.session(f"large-{engine}")
+            watcher = asyncio.create_task(sample())
+            began = time.perf_counter()
+            report = await run_playbook(session, path, options=PlaybookOptions(engine=engine),
+                                        on_progress=_progress)
+            seconds = time.perf_counter() - began
+            stop.set()
+            await watcher
+            tables = {}
+            for name in ("overview", "numeric_summary", "outlier_table"):
+                try:
+                    tables[name] = pd.DataFrame(await session.fetch(name, max_bytes=50_000_000))
+                except Exception as exc:  # a step that failed leaves no table: reported as missing
+                    print(f"  {engine}: no {name} ({exc})", file=sys.stderr)
+            if out is not None:
+                notebook = await write_notebook(session, out / f"{path.stem}-{engine}.ipynb")
+                write_html(notebook, out / f"{path.stem}-{engine}.html")
+    return LargeRun(report.engine, seconds, peak[0] / 2**20, {s.name: s.status for s in report.steps}, tables,
+                    report.findings)
+
+
+def _progress(progress: object) -> None:
+    result = getattr(progress, "result", None)
+    if result is not None:
+        print(f"  {result.title:<20} {result.status:<6} {result.duration_s:7.1f} s", file=sys.stderr,
+              flush=True)
+
+
+def _differences(ours: LargeRun, theirs: LargeRun) -> list[tuple[str, str, float, str]]:
+    """(table, statistic, largest relative difference, label) for every statistic both runs state."""
+    labels = {"numeric_summary": "exact", "overview": "exact", "outlier_table": "exact"}
+    rows: list[tuple[str, str, float, str]] = []
+    for table, label in labels.items():
+        a, b = ours.tables.get(table), theirs.tables.get(table)
+        if a is None or b is None:
+            continue
+        for column in [c for c in a.columns if c in b.columns]:
+            x = pd.to_numeric(a[column], errors="coerce").to_numpy(dtype=float)
+            y = pd.to_numeric(b[column], errors="coerce").to_numpy(dtype=float)
+            if len(x) != len(y) or np.isnan(x).all():
+                continue
+            scale = np.maximum(np.abs(y), 1e-12)
+            diff = np.nanmax(np.where(np.isnan(x) & np.isnan(y), 0.0, np.abs(x - y) / scale))
+            rows.append((table, str(column), float(diff), label))
+    for name in ("duplicates",):
+        x, y = ours.findings.get(name), theirs.findings.get(name)
+        if isinstance(x, int) and isinstance(y, int):
+            rows.append(("findings", name, float(abs(x - y) / max(abs(y), 1)), "exact (64-bit row hashes)"))
+    top_a, top_b = ours.findings.get("top_values", {}), theirs.findings.get("top_values", {})
+    if isinstance(top_a, dict) and isinstance(top_b, dict):
+        shares = [abs(top_a[c][1] - top_b[c][1]) for c in top_a if c in top_b]
+        rows.append(("findings", "top value share", float(max(shares, default=0.0)), "exact"))
+    return rows
+
+
+async def large(timeout: float, ydata: bool) -> int:
+    """``--large``: 50M rows out of core; 5M rows out of core vs the pandas path (and ydata-profiling)."""
+    LARGE_CACHE.mkdir(parents=True, exist_ok=True)
+    print(f"disk free: {psutil.disk_usage(str(LARGE_CACHE)).free / 2**30:,.0f} GiB", file=sys.stderr)
+    big, medium = generated(50_000_000), generated(5_000_000)
+    out = HERE / ".cache" / "large-reports"
+    out.mkdir(parents=True, exist_ok=True)
+    lines = ["| file | engine | time | peak memory (kernel tree) | sections ok |", "|---|---|---|---|---|"]
+    print(f"50M rows: {big} ({big.stat().st_size / 2**30:.2f} GiB)", file=sys.stderr)
+    run = await _profile(big, "auto", out)
+    ok = sum(v == "ok" for v in run.steps.values())
+    lines.append(f"| 50M rows ({big.stat().st_size / 2**30:.2f} GiB) | {run.engine} (auto) | "
+                 f"{run.seconds:.0f} s | {run.peak_mib:,.0f} MiB | {ok} of {len(run.steps)} |")
+    print(f"5M rows: {medium}", file=sys.stderr)
+    duck = await _profile(medium, "duckdb", out)
+    pandas_run = await _profile(medium, "pandas", None)
+    for r in (duck, pandas_run):
+        ok = sum(v == "ok" for v in r.steps.values())
+        lines.append(f"| 5M rows | {r.engine} | {r.seconds:.0f} s | {r.peak_mib:,.0f} MiB | "
+                     f"{ok} of {len(r.steps)} |")
+    if ydata:
+        seconds, peak, finished = measure([str(ensure_ydata()), "-c", YDATA_SCRIPT, str(medium),
+                                           str(out / "ydata-5m.html")], timeout)
+        state = "" if finished else f" (did not finish in {timeout:.0f} s)"
+        lines.append(f"| 5M rows | ydata-profiling | {seconds:.0f} s{state} | {peak:,.0f} MiB | |")
+    lines += ["", f"5M rows, time ratio out of core / pandas: {duck.seconds / pandas_run.seconds:.2f}x", "",
+              "| table | statistic | largest relative difference (duckdb vs pandas) | stated as |",
+              "|---|---|---|---|"]
+    worst = 0.0
+    for table, stat, diff, label in _differences(duck, pandas_run):
+        lines.append(f"| {table} | {stat} | {diff:.2e} | {label} |")
+        worst = max(worst, diff) if label.startswith("exact") else worst
+    lines.append(f"\nLargest difference in a statistic stated as exact: {worst:.2e} "
+                 f"({'within' if worst <= 1e-9 else 'OVER'} floating-point rounding, 1e-9)")
+    print("\n".join(lines))
+    return 0 if worst <= 1e-9 else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--only", help="comma-separated table names")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
     parser.add_argument("--sweep", action="store_true", help="the full playbook on every shared table")
+    parser.add_argument("--large", action="store_true", help="out of core: 50M rows, and 5M rows vs pandas")
+    parser.add_argument("--no-ydata", action="store_true", help="with --large: skip ydata-profiling")
     args = parser.parse_args()
+    if args.large:
+        return asyncio.run(large(args.timeout, not args.no_ydata))
     if args.sweep:
         return asyncio.run(sweep())
     runs = compare(args.rounds, args.only.split(",") if args.only else None, args.timeout)

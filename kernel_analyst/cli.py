@@ -30,9 +30,9 @@ from .frontend.errors import RunFailedError, UsageError, classify
 from .frontend.flags import add_debug_flag, add_kernel_flags, add_model_flags, kernel_settings, model_settings
 from .frontend.models import build_analyst, describe_model_failure, load_model
 from .frontend.outcomes import eda_outcome
-from .frontend.sessions import need_file, open_manager
+from .frontend.sessions import need_file, open_manager, upload_limit_mb
 from .frontend.settings import ModelSettings, package_version
-from .frontend.terminal import StepPrinter, progress_line
+from .frontend.terminal import StepPrinter, answer_text, progress_line
 from .kernels import ConversationInfo, KernelSession, Limits
 
 PROG = "kernel-analyst"
@@ -72,6 +72,9 @@ def _add_eda(commands: Any, shared: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", metavar="NAMES", help="comma-separated subset of the playbook's steps")
     p.add_argument("--target", metavar="COLUMN", help="a column to explain: every feature against it, ranked")
     p.add_argument("--sheet", metavar="NAME", help="the Excel sheet to profile (name or 0-based position)")
+    p.add_argument("--engine", choices=("auto", "pandas", "duckdb"), default="auto",
+                   help="pandas loads the table; duckdb profiles it out of core, in bounded memory; auto "
+                        "(default) uses duckdb for files over an eighth of the kernel's memory limit")
     p.set_defaults(func=_cmd_eda)
 
 
@@ -83,6 +86,9 @@ def _add_verify(commands: Any, shared: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", type=Path, metavar="RERUN.ipynb", help="write the re-executed notebook")
     p.add_argument("--data-dir", type=Path, action="append", default=[], metavar="DIR",
                    help="where to find the input files (repeatable; the notebook's folder is searched too)")
+    p.add_argument("--rerun-changed", action="store_true",
+                   help="re-run even when an input file changed, and report the cells and the answers' "
+                        "numbers that moved")
     p.set_defaults(func=_cmd_verify)
 
 
@@ -195,9 +201,9 @@ def _logging(debug: bool) -> Iterator[None]:
 def _cmd_eda(args: argparse.Namespace) -> int:
     from .eda import PlaybookOptions, selected_steps
 
-    data = need_file(args.data)
+    data = need_file(args.data, max_upload_mb=upload_limit_mb(kernel_settings(args)))
     steps = tuple(s.strip() for s in args.steps.split(",") if s.strip()) if args.steps else None
-    options = PlaybookOptions(steps=steps, target=args.target, sheet=args.sheet)
+    options = PlaybookOptions(steps=steps, target=args.target, sheet=args.sheet, engine=args.engine)
     selected_steps(options)  # unknown step names fail before a kernel starts
     output = args.output or Path(f"{data.name.split('.')[0] or data.stem}-eda.ipynb")
     return asyncio.run(_eda(args, data, output, options))
@@ -278,19 +284,24 @@ async def _verify(args: argparse.Namespace, notebook: Path, limits: Limits) -> i
 
     async with open_manager(kernel_settings(args), limits) as manager:
         report = await verify_notebook(notebook, manager, data_dirs=args.data_dir, rerun_path=args.output,
-                                       on_cell=_print_cell)
+                                       on_cell=_print_cell, rerun_changed_inputs=args.rerun_changed)
     for check in report.inputs:
         if check.status != "ok":
             print(check.describe())
     for cell in report.failures:
         print(cell.describe())
+    for answer in report.answers:
+        print(answer.describe())
     total = len(report.cells)
-    if not report.inputs_ok:
-        print("NOT verified: input files are missing or changed (see above).")
+    moved = report.moved_answers
+    answers = f"; {len(moved)} of {len(report.answers)} answers' numbers moved" if moved else ""
+    if not report.inputs_ok and not report.changed_inputs_rerun:
+        print("NOT verified: input files are missing or changed (see above; --rerun-changed re-runs "
+              "on the changed files and reports what moved).")
     elif report.reproduced:
         print(f"reproduced: all {total} code cells match.")
     else:
-        print(f"NOT reproduced: {len(report.failures)} of {total} code cells differ.")
+        print(f"NOT reproduced: {len(report.failures)} of {total} code cells differ{answers}.")
     if report.rerun_path:
         print(f"rerun notebook: {report.rerun_path}")
     return 0 if report.reproduced else 1
@@ -313,7 +324,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     if len(args.items) < 2:
         raise UsageError("ask needs at least one data file and a question")
     *paths, question = args.items
-    files = [need_file(Path(p)) for p in paths]
+    files = [need_file(Path(p), max_upload_mb=upload_limit_mb(kernel_settings(args))) for p in paths]
     settings = model_settings(args)
     model = _load_model(settings)
     return asyncio.run(_ask(args, settings, model, files, question))
@@ -331,7 +342,7 @@ async def _ask(args: argparse.Namespace, settings: ModelSettings, model: Any, fi
         if written is not None:
             print(f"\nnotebook: {written}")
         raise RunFailedError(_answer_error(answer.error or "", settings))
-    print(f"\n{answer.text.strip() or '(no answer)'}")
+    print(f"\n{answer_text(answer)}")
     if answer.stop_reason != "answered":
         print(f"\n[stopped: {answer.stop_reason}]")
     if written is not None:
@@ -347,7 +358,7 @@ def _answer_error(error: str, settings: ModelSettings) -> str:
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:
-    files = [need_file(p) for p in args.data]
+    files = [need_file(p, max_upload_mb=upload_limit_mb(kernel_settings(args))) for p in args.data]
     settings = model_settings(args)
     resume = _resumed_conversation(args.resume) if args.resume is not None else None
     model = _load_model(settings) if settings.spec else None

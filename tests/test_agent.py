@@ -81,7 +81,11 @@ async def test_titanic_multi_step_analysis(manager: SessionManager) -> None:
                      ("markdown", "answer")]
     assert cell_text(cells[0]) == "### Question\n\nWhich class survived most?\n\nFiles: `titanic.csv`"
     assert cell_text(cells[1]) == "Load the data first."
-    assert cell_text(cells[4]) == "### Answer\n\nFirst class survived most: 0.63"
+    # The answer cell cites the cell each number came from, and sums it up.
+    cell_id = cells[3]["id"]
+    assert cell_text(cells[4]) == (f'### Answer\n\nFirst class survived most: [0.63](#cell-id={cell_id} '
+                                   f'"cell [2] output 1: 0.63 (exact)")\n\n*1 number: 1 from cell 2.*')
+    assert answer.claims is not None and answer.claims.summary() == "1 number: 1 from cell 2"
     assert Answer.from_dict(json.loads(json.dumps(answer.to_dict()))).to_dict() == answer.to_dict()
 
 

@@ -87,6 +87,11 @@ async def test_harness_runs_and_scores_two_questions(manager: SessionManager, tm
     assert [(r["id"], r["stop_reason"], r["steps"]) for r in lines] == [(0, "answered", 1),
                                                                         (6, "answered", 0)]
     assert lines[0]["response"] == "The mean fare is @mean_fare[34.65]."
+    # the computed answer's number is grounded in its cell; the one from memory is not
+    assert (lines[0]["grounded"], lines[0]["claims"]) == (True, "1 number: 1 from cell 1")
+    assert lines[1]["grounded"] is False and "unsupported: 43.47" in lines[1]["claims"]
+    summary = dabench.summarize("scripted:x", "auto", result, [dabench.Record(**r) for r in lines])
+    assert summary.grounded == 0.5 and summary.to_dict()["grounded"] == 0.5
     assert "dabench-0" not in manager and "dabench-6" not in manager  # kernels closed after each
 
 

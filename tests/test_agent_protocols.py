@@ -78,7 +78,45 @@ def test_code_written_as_text_runs_and_its_output_reaches_the_model(
     agent = cells[0].metadata["kernel_analyst"]["agent"]
     assert agent == {"via": shape, "protocol": "code", "turn": 1, "step": 1}
     answer = nb.cells[-1]
-    assert answer.metadata["kernel_analyst"]["role"] == "answer" and ANSWER in answer.source
+    meta = answer.metadata["kernel_analyst"]
+    assert meta["role"] == "answer" and meta["claims"]["text"] == ANSWER  # cited in the cell:
+    assert answer.source.startswith("### Answer\n\nThe survival rate is [0.384](#cell-id=")
+
+
+def test_numbers_no_cell_produced_are_sent_back_once_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 20's example: after one cell that printed 0.3838, "41.2%" is wrong and "577" is
+    # true of the file but computed by no cell; both are named, the model computes what it
+    # keeps, and its corrected answer comes back grounded, with a derived difference named.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    sexes = "print(df['sex'].value_counts())"
+    replies = [ScriptedReply(text=f"```python\n{SURVIVAL}\n```"),
+               ScriptedReply(text="The survival rate is 41.2%, and 577 passengers were male."),
+               ScriptedReply(text=f"```python\n{sexes}\n```"),
+               ScriptedReply(text="The survival rate is 38.4%; 577 passengers were male and 314 female, "
+                                  "263 more men than women.")]
+    _, out, requests, nb = _ask_cli(tmp_path, replies, capsys)
+
+    feedback = requests[2]["messages"][-1]["content"]
+    assert "not accepted yet" in feedback and "these numbers: 41.2%, 577." in feedback
+    assert len(requests) == 4, "sent back once"
+    answer = nb.cells[-1]
+    claims = answer.metadata["kernel_analyst"]["claims"]["claims"]
+    assert [(c["text"], c["status"]) for c in claims] == [("38.4%", "grounded"), ("577", "grounded"),
+                                                          ("314", "grounded"), ("263", "derived")]
+    assert claims[1]["source"]["cell"] == 2 and claims[3]["derivation"]["op"] == "difference"
+    assert "[numbers: 4 numbers: 3 from cells 1, 2; 1 derived from them]" in out
+
+
+def test_an_answer_whose_numbers_are_all_in_outputs_passes_with_no_extra_call(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    replies = [ScriptedReply(text=f"```python\n{SURVIVAL}\n```"),
+               ScriptedReply(text="38.38% of the passengers survived.")]
+    _, out, requests, nb = _ask_cli(tmp_path, replies, capsys)
+    assert len(requests) == 2 and "not accepted" not in out
+    assert "[numbers: 1 number: 1 from cell 1]" in out
+    assert '[38.38%](#cell-id=' in nb.cells[-1].source
 
 
 def test_an_answer_before_any_cell_is_sent_back_once(
@@ -91,7 +129,14 @@ def test_an_answer_before_any_cell_is_sent_back_once(
 
     feedback = requests[1]["messages"][-1]
     assert feedback["role"] == "user" and "without running any code" in feedback["content"]
-    assert requests[1]["messages"][-2] == {"role": "assistant", "content": invented}
+    assert "```python block" in feedback["content"]
+    # the invented answer is not read back, and a model that answered instead of calling the
+    # tool it was offered is asked for a python block from then on
+    assert [m["role"] for m in requests[1]["messages"]] == ["system", "user", "user"]
+    assert all("0.6225" not in str(m["content"]) for m in requests[1]["messages"])
+    assert "tools" in requests[0] and "tools" not in requests[1]
+    assert "```python block" in requests[1]["messages"][0]["content"]
+    assert "Columns of titanic.csv (15): survived, pclass" in requests[0]["messages"][1]["content"]
     assert requests[2]["messages"][-1]["content"].startswith("Output of your code (step 1):\n0.38383")
     assert ANSWER in out and "not accepted yet" in out
     sources = [c.source for c in nb.cells]
@@ -197,7 +242,8 @@ async def test_code_that_already_failed_is_not_run_again(manager: SessionManager
 async def test_the_briefings_profile_cell_is_not_work(manager: SessionManager) -> None:
     from kernel_analyst.agent.testing import ScriptedChatModel
 
-    model = ScriptedChatModel(script=["891 rows.", "```python\nprint(len(titanic))\n```", "891 rows."])
+    # 900 is a guess (the profile says 891): sent back, since the profile cell is no work
+    model = ScriptedChatModel(script=["900 rows.", "```python\nprint(len(titanic))\n```", "891 rows."])
     answer = await Analyst(model, manager, profile_files=True).ask(
         "protocols-profile", "How many rows?", files=[SEABORN / "titanic.csv"])
     assert "Tables loaded for you" in str(model.calls[0].messages[-1].content)
@@ -206,6 +252,20 @@ async def test_the_briefings_profile_cell_is_not_work(manager: SessionManager) -
     nb = nbformat.read(answer.notebook_path, as_version=4)
     roles = [c.metadata["kernel_analyst"].get("role") for c in _code_cells(nb)]
     assert roles == ["profile", None]
+
+
+async def test_only_the_latest_output_restates_the_question(manager: SessionManager) -> None:
+    from kernel_analyst.agent.testing import ScriptedChatModel
+
+    question = "What is 6 times 7? Answer as @product[value]."
+    model = ScriptedChatModel(script=["```python\nx = 6\nprint(x)\n```", "```python\nprint(x * 7)\n```",
+                                      "@product[42]"])
+    answer = await Analyst(model, manager, protocol="code").ask("protocols-reminder", question)
+    assert answer.text == "@product[42]" and len(answer.steps) == 2
+    first_output, second_output = model.calls[2].messages[-3], model.calls[2].messages[-1]
+    assert "6\n" in first_output.text and "The question was" not in first_output.text, "taken out again"
+    assert "42" in second_output.text
+    assert second_output.text.rstrip().endswith(f"The question was: {question}")
 
 
 async def test_code_alone_repeating_the_last_step_asks_for_the_answer(manager: SessionManager) -> None:

@@ -259,6 +259,8 @@ async def test_profile_in_the_kernel_matches_the_host(session: KernelSession) ->
 
 
 async def test_the_agent_gets_profiles_before_its_first_step(manager: SessionManager) -> None:
+    # An answer whose numbers are all in the profiles it was shown came from the data;
+    # a number that is not (a guess) is sent back for code to compute it.
     model = ScriptedChatModel(script=["There are 891 passengers."])
     analyst = Analyst(model, manager, profile_files=True)
     cid = f"eda-agent-{uuid.uuid4().hex[:8]}"
@@ -269,4 +271,10 @@ async def test_the_agent_gets_profiles_before_its_first_step(manager: SessionMan
     assert "titanic: 891 rows x 15 columns" in question and "- sex: str, no missing, 2 distinct" in question
     session = await manager.session(cid)
     assert "titanic" in {v.name for v in await session.variables()}
+    guessing = ScriptedChatModel(script=["About 900 passengers.", "Still 900."])
     await manager.close(cid)
+    answer = await Analyst(guessing, manager, profile_files=True).ask(
+        f"{cid}-guess", "How many passengers?", files=[SEABORN / "titanic.csv"])
+    assert "not accepted yet" in guessing.calls[1].messages[-1].text
+    assert answer.stop_reason == "answered" and answer.text == "Still 900."  # sent back once
+    await manager.close(f"{cid}-guess")

@@ -22,15 +22,20 @@ SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 
            "mime": "text/html", "error": "KeyError: 'x'", "omitted": 3, "changes": "created df: DataFrame",
            "seconds": "30.0", "names": "df, x", "step": 2, "tool_name": "python", "detail": "",
            "name": "sql", "max_steps": 15, "via": "python_fence",
-           "frames": "df: survived, pclass, sex",
+           "frames": "df: survived, pclass, sex", "columns": "survived, pclass",
            "reasons": "\n- You answered without running any code.",
            "how": "earlier steps re-run; the kernel died during a cell",
-           "report": "Replayed 3 cell(s), 3 ran ok. Variables now: df, x."}
+           "report": "Replayed 3 cell(s), 3 ran ok. Variables now: df, x.",
+           "why": "the kernel was killed at its memory limit of 4,096 MB (an out-of-memory kill)",
+           "cpu": "3.2 s", "memory": "1,234 MB of a 4,096 MB limit", "run": "run-0a1b2c3d4e",
+           "limit": "4.0 GB", "numbers": "41.2%, 577",
+           "question": "What is the mean fare? Answer as @mean_fare[value].",
+           "state": "finished", "action": "wait"}
 
 
 def render_all() -> str:
     parts = []
-    for protocol, images in (("tools", False), ("tools", True), ("code", False)):
+    for protocol, images in (("tools", False), ("tools", True), ("code", False), ("auto", False)):
         parts.append(f"=== system prompt (protocol={protocol}, send_images={images})\n"
                      + prompting.system_prompt(tool_name="python", max_steps=15, budget=4000,
                                                send_images=images, protocol=protocol))
@@ -67,5 +72,6 @@ def test_every_placeholder_in_the_package_data_has_a_sample() -> None:
                                               "protocol_code.md")]
     used = {m.group("named") or m.group("braced") for t in texts
             for m in string.Template.pattern.finditer(t) if m.group("named") or m.group("braced")}
-    by_system_prompt = {"budget", "figures_note", "files", "variables", "how_to_run", "how_to_answer"}
+    by_system_prompt = {"budget", "figures_note", "files", "variables", "how_to_run", "how_to_answer",
+                        "no_replay_rule"}
     assert used - by_system_prompt <= set(SAMPLES)

@@ -6,6 +6,8 @@ when it did not make native tool calls, and the ones other local servers leave i
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kernel_analyst.agent.protocols import PROTOCOLS, ProtocolState, Via, find_code
@@ -188,3 +190,48 @@ def test_a_model_without_tool_calling() -> None:
 
 def test_the_flags_offer_the_same_protocols() -> None:
     assert PROTOCOL_NAMES == PROTOCOLS
+
+
+# -- what an undecided auto conversation is told, and the columns in the question's note ------
+
+
+def test_an_undecided_auto_conversation_is_offered_a_python_block() -> None:
+    from kernel_analyst.agent.prompting import system_prompt
+
+    state = ProtocolState("auto")
+    assert state.system_prompt == "auto" and state.prompt_protocol == "tools"
+    auto = system_prompt(tool_name="python", max_steps=5, budget=4000, send_images=False, protocol="auto")
+    tools = system_prompt(tool_name="python", max_steps=5, budget=4000, send_images=False, protocol="tools")
+    assert "the `python` tool. If you cannot call tools, write the code in one ```python block" in auto
+    assert "If you cannot call tools" not in tools
+    state.fall_back_to_code()
+    assert (state.system_prompt, state.binds_tools) == ("code", False)
+    assert ProtocolState("tools").system_prompt == "tools"
+
+
+def test_code_written_as_text_is_kept_as_its_code_only() -> None:
+    reply = ("The mean is @mean[100.00].\n```python\nimport pandas as pd\nprint(1)\n```\n"
+             "Output: 1\nSo the answer is 1.")
+    reading = ProtocolState("auto").read(reply, tool_name="python")
+    assert reading.kept_text == "```python\nimport pandas as pd\nprint(1)\n```"
+    assert reading.text == "The mean is @mean[100.00]."  # still shown to the user and kept in the notebook
+
+
+@pytest.mark.parametrize(("name", "content", "expected"), [
+    ("a.csv", "x,y,z\n1,2,3\n", "Columns of a.csv (3): x, y, z"),
+    ("b.csv", "\ufeffName;Age;City\nBo;3;Oslo\n", "Columns of b.csv (3): Name, Age, City"),
+    ("c.tsv", "one\ttwo\n1\t2\n", "Columns of c.tsv (2): one, two"),
+    ("q.csv", '"Close Price","Open, first"\n1,2\n', "Columns of q.csv (2): Close Price, Open, first"),
+    ("wide.csv", ",".join(f"c{i}" for i in range(45)) + "\n",
+     "Columns of wide.csv (45): " + ", ".join(f"c{i}" for i in range(40)) + ", ..."),
+    ("notes.txt", "just a sentence\n", None),
+    ("data.parquet", "PAR1", None),
+    ("empty.csv", "", None),
+])
+def test_the_columns_of_an_uploaded_table(tmp_path: Path, name: str, content: str,
+                                          expected: str | None) -> None:
+    from kernel_analyst.agent.briefing import table_columns
+
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    assert table_columns(path, name) == expected

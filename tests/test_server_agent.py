@@ -70,10 +70,22 @@ async def test_ask_streams_the_agent(agent_server: RunningServer) -> None:
         assert outputs[0]["output"]["text"] == "244\n" and outputs[0]["html"].startswith("<pre")
         answer = events[-2][1]
         assert answer["text"] == "The table has **244** rows." and answer["stop_reason"] == "answered"
-        assert answer["html"] == "<p>The table has <strong>244</strong> rows.</p>\n"
+        assert answer["claims"]["summary"] == "1 number: 1 from cell 1"  # where its numbers came from
+        assert answer["claims"]["claims"][0]["source"]["value"] == "244"
         nb = json.loads((await client.get(f"/sessions/{sid}/notebook")).text)
         text = "\n".join("".join(c["source"]) for c in nb["cells"])
-        assert "How many rows?" in text and COUNT_ROWS in text and "**244**" in text
+        assert "How many rows?" in text and COUNT_ROWS in text and "**[244](#cell-id=" in text
+        cell_id = next(c["id"] for c in nb["cells"] if c["cell_type"] == "code")
+        result = next(data for name, data in events if name == "result")
+        assert result["execution"]["cell_id"] == cell_id  # the page anchors the cell by it
+        link = (f'<a href="#cell-id={cell_id}" title="cell [1] stdout: 244 (exact)" '
+                'rel="noopener noreferrer nofollow">244</a>')
+        assert answer["html"].startswith(f"<p>The table has <strong>{link}</strong> rows.</p>")
+        # a reopened page and the notebook's HTML view show the same links and anchors
+        views = (await client.get(f"/sessions/{sid}/cells")).json()["cells"]
+        assert any(v.get("id") == cell_id for v in views) and any(link in v["html"] for v in views)
+        page = (await client.get(f"/sessions/{sid}/notebook.html")).text
+        assert f'id="cell-id={cell_id}"' in page and link in page
         await client.delete(f"/sessions/{sid}")
 
 
@@ -87,6 +99,7 @@ async def test_ask_over_mcp(agent_server: RunningServer) -> None:
         text = "".join(b.text for b in result.content if isinstance(b, TextContent))
         assert text == "The table has **244** rows."
         assert result.structured_content["stop_reason"] == "answered"
+        assert result.structured_content["claims"]["summary"] == "1 number: 1 from cell 1"
 
 
 async def test_ask_without_a_model_is_409(server: RunningServer, tmp_path: Path) -> None:  # noqa: F811

@@ -184,3 +184,32 @@ async def test_rerun_reproduces_except_where_tampered(manager: SessionManager, t
     statuses = [c.actual_status for c in report.cells]
     assert statuses[-2:] == ["error", "timeout"]
     assert not report.reproduced and report.rerun_path is not None and report.rerun_path.is_file()
+
+
+async def test_an_answers_numbers_are_rechecked_on_a_changed_file(
+        manager: SessionManager, tmp_path: Path) -> None:
+    from kernel_analyst import Analyst
+    from kernel_analyst.agent.testing import ScriptedChatModel
+
+    data = tmp_path / "data" / "sales.csv"
+    data.parent.mkdir()
+    data.write_text("region,amount\nnorth,120.5\nsouth,80.25\nnorth,99.0\n")
+    code = "import pandas as pd\nsales = pd.read_csv('sales.csv')\nprint(sales['amount'].sum())"
+    model = ScriptedChatModel(script=[f"```python\n{code}\n```", "Sales came to 299.75 in all, 3 orders."])
+    cid = f"verify-claims-{uuid.uuid4().hex[:8]}"
+    answer = await Analyst(model, manager, protocol="code").ask(cid, "What were the sales?", files=[data])
+    assert answer.claims is not None and answer.claims.summary() == "1 number: 1 from cell 1"
+    notebook = await (await manager.session(cid)).export(tmp_path / "audit.ipynb")
+    await manager.close(cid)
+
+    same = await verify_notebook(notebook, manager, data_dirs=[data.parent])
+    assert same.reproduced and [a.claims for a in same.answers] == [1]
+
+    data.write_text("region,amount\nnorth,120.5\nsouth,80.25\nnorth,150.0\n")  # the data changed
+    refused = await verify_notebook(notebook, manager, data_dirs=[data.parent])
+    assert not refused.inputs_ok and not refused.cells and not refused.answers  # nothing ran
+    moved = await verify_notebook(notebook, manager, data_dirs=[data.parent], rerun_changed_inputs=True)
+    assert moved.changed_inputs_rerun and not moved.reproduced
+    (check,) = moved.moved_answers
+    assert [(m.text, m.old, m.new) for m in check.moved] == [("299.75", "299.75", "350.75")]
+    assert "299.75 (cell [1] stdout): was 299.75, now 350.75" in check.describe()

@@ -234,14 +234,18 @@ async def test_an_eda_that_cannot_read_its_file_is_failed(browser: Any, server: 
         await context.close()
 
 
+TWELVE_ROWS = b"x\n" + b"".join(b"%d\n" % i for i in range(12))
+
+
 def _count_rows(call: Any) -> Any:
     """A scripted model: run one cell, then answer with what it printed."""
     from langchain_core.messages import ToolMessage
 
     from kernel_analyst.agent.testing import tool_call
 
-    if isinstance(call.last_message, ToolMessage):
-        return f"The table has **{call.last_tool_output.split()[0]}** rows."
+    if isinstance(call.last_message, ToolMessage) or call.tool_outputs:
+        # the row count came from the cell; "40 columns" from nowhere (sent back once, kept)
+        return f"The table has **{call.tool_outputs[0].split()[0]}** rows and 40 columns."
     return tool_call("import pandas as pd\nprint(len(pd.read_csv('one.csv')))", text="Counting rows.")
 
 
@@ -254,7 +258,7 @@ async def test_asking_in_the_page(browser: Any, tmp_path: Path) -> None:  # noqa
     try:
         context, page, watch = await open_page(browser, running)
         await page.set_input_files("#file-input", files=[
-            {"name": "one.csv", "mimeType": "text/csv", "buffer": b"x\n1\n2\n3\n"}])
+            {"name": "one.csv", "mimeType": "text/csv", "buffer": TWELVE_ROWS}])
         await page.wait_for_selector("#files a.download:text-is('one.csv')")
         await page.check("input[name=mode][value=ask]")
         assert await page.inner_text("#run") == "Ask"
@@ -266,8 +270,21 @@ async def test_asking_in_the_page(browser: Any, tmp_path: Path) -> None:  # noqa
         code = page.locator("#cells .cell.code")
         assert await code.count() == 1 and "status-ok" in (await code.get_attribute("class") or "")
         assert await code.locator(".prompt").inner_text() == "[1]"
-        assert "3" in await code.locator(".outputs").inner_text()
-        assert await page.inner_text("#cells .cell.answer") == "The table has 3 rows."
+        assert "12" in await code.locator(".outputs").inner_text()
+        answer = page.locator("#cells .cell.answer")
+        assert (await answer.inner_text()).startswith("The table has 12 rows and 40 columns.")
+        assert "2 numbers: 1 from cell 1; 1 unsupported: 40" in await answer.inner_text()
+        # the number links to the cell it came from; the unsupported one is marked
+        link = answer.locator('a[href^="#cell-id="]')
+        assert await link.inner_text() == "12"
+        assert "cell [1] stdout: 12" in (await link.get_attribute("title") or "")
+        assert await code.get_attribute("id") == (await link.get_attribute("href") or "")[1:]
+        mark = answer.locator("mark")
+        assert await mark.inner_text() == "40" and "unsupported" in (await mark.get_attribute("title") or "")
+        hash_before = await page.evaluate("location.hash")
+        await link.click()
+        await page.wait_for_selector("#cells .cell.code.cited")
+        assert await page.evaluate("location.hash") == hash_before, "the address keeps its session"
         await shoot(page, tmp_path, "ask")
         assert watch.errors == [] and watch.dialogs == []
         await context.close()

@@ -6,6 +6,7 @@ script run and no attribute injected (it is only ever rendered, never executed).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import AsyncIterator
 from html.parser import HTMLParser
@@ -117,6 +118,21 @@ async def test_live_html_output_is_sanitised(browser: Any, server: RunningServer
         await context.close()
 
 
+async def test_a_kernel_death_says_why(browser: Any, server: RunningServer, tmp_path: Path) -> None:  # noqa: F811
+    context, page, watch = await open_page(browser, server)
+    try:
+        cell = await run_cell(page, "import os\nos._exit(3)")
+        assert "status-died" in (await cell.get_attribute("class") or "")
+        await page.wait_for_selector("#status:has-text('kernel died')", timeout=30_000)
+        status = await page.inner_text("#status")
+        assert "the kernel process exited with code 3" in status, status
+        png = await shoot(page.locator("main"), tmp_path, "kernel-death-status")
+        assert busy_pixels(png) > 2
+        assert watch.errors == []
+    finally:
+        await context.close()
+
+
 class _Tags(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
@@ -153,6 +169,9 @@ async def test_injection_fixture_html_is_inert(server: RunningServer, injected_s
     names = {tag for tag, _ in parser.tags}
     assert "script" not in names and "iframe" not in names and "object" not in names
     for tag, attrs in parser.tags:
+        if "id" in attrs:  # a code cell's anchor, and nothing else
+            assert tag == "section" and re.fullmatch(r"cell-id=[A-Za-z0-9_-]{1,64}", attrs["id"] or ""), attrs
+            attrs = {k: v for k, v in attrs.items() if k != "id"}
         assert set(attrs) <= _ALLOWED_ATTRS, (tag, attrs)
         if tag == "img":
             assert (attrs["src"] or "").startswith(("data:image/png;base64,", "data:image/svg+xml;base64,"))

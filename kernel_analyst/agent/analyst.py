@@ -39,16 +39,19 @@ from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
+from ..claims import cite_markdown
 from ..kernels.exceptions import KernelAnalystError
 from ..kernels.execution import Execution, VariableInfo
 from ..kernels.manager import SessionManager
 from ..kernels.session import KernelSession
+from .background import BackgroundSteps, context_note
 from .briefing import (
     describe_files,
     describe_variables,
     profiles,
     question_markdown,
     refresh_variables,
+    table_columns,
     track_variables,
 )
 from .context_window import is_context_overflow, observation_id, trim_oldest_observation
@@ -106,6 +109,9 @@ class AnalystSettings:
     require_work: bool = True
     """Send an answer back once when it comes before any code ran in a conversation with
     data files (see :mod:`kernel_analyst.agent.review`)."""
+    check_numbers: bool = True
+    """Send an answer back once when it states numbers no cell produced, naming them (see
+    :mod:`kernel_analyst.agent.review`); the answer's grounding is in ``Answer.claims`` either way."""
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -146,6 +152,8 @@ class _Turn:
     review: AnswerReview
     has_files: bool = False
     cells_before: int = 0
+    evidence: str = ""
+    """What the model was shown from the data before its first step (the profiles)."""
     steps: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     attempts: int = 0
@@ -154,6 +162,8 @@ class _Turn:
     notes: list[str] = field(default_factory=list)
     trimmed: int = 0
     trim_note: str = ""
+    reminder: tuple[str, str] | None = None
+    """The message id and text of the question restated after the latest output (code)."""
     started: float = field(default_factory=time.monotonic)
 
 
@@ -167,7 +177,8 @@ class Analyst:
     ``False``/``"off"``), ``max_images`` (per step), ``step_timeout`` (seconds),
     ``profile_files`` (load and profile uploaded tables first), ``protocol`` (``auto``,
     ``tools`` or ``code``: how the model runs code), ``require_work`` (send back an answer
-    given before any code ran). Nothing starts before the first question.
+    given before any code ran), ``check_numbers`` (send back an answer with numbers no cell
+    produced). Nothing starts before the first question.
     """
 
     def __init__(
@@ -183,21 +194,24 @@ class Analyst:
         profile_files: bool = False,
         protocol: ProtocolName = "auto",
         require_work: bool = True,
+        check_numbers: bool = True,
     ) -> None:
         self.model = model
         self.manager = manager
         self.settings = AnalystSettings(max_steps=max_steps, observation_budget=observation_budget,
                                         send_images=send_images, max_images=max_images,
                                         step_timeout_s=step_timeout, profile_files=profile_files,
-                                        protocol=protocol, require_work=require_work)
+                                        protocol=protocol, require_work=require_work,
+                                        check_numbers=check_numbers)
         self.sends_images = images_enabled(send_images, model)
         """True when figures go to the model as images (see ``send_images``)."""
         self._bound = _bind_tool(model, KernelTool(manager), protocol)
         self._systems = {p: SystemMessage(system_prompt(tool_name=TOOL_NAME, max_steps=max_steps,
                                                         budget=observation_budget,
                                                         send_images=self.sends_images, protocol=p))
-                         for p in ("tools", "code")}
+                         for p in ("tools", "code", "auto")}
         self._conversations: dict[str, _Conversation] = {}
+        self._background = BackgroundSteps()
 
     # -- public API ----------------------------------------------------------------------
 
@@ -283,19 +297,24 @@ class Analyst:
         profile_text = await profiles(session, files, uploaded) if self.settings.profile_files else ""
         gone = await refresh_variables(session, conversation.variables)
         listing = await session.files()
-        note = kernel_context(files=describe_files(listing, new=uploaded),
+        note = kernel_context(files=describe_files(listing, new=uploaded, memory_mb=session.limits.memory_mb),
                               variables=describe_variables(list(conversation.variables.values())))
+        columns = [table_columns(path, name) for path, name in zip(files, uploaded, strict=True)]
+        note += "".join(f"\n- {line}" for line in columns if line)
         if gone:
             note += "\n" + message("variables_gone", names=", ".join(gone))
         note += profile_text
+        if running := context_note(session):
+            note += "\n" + running
         await session.add_markdown(question_markdown(question, uploaded), role="question",
                                    turn=conversation.turns + 1, at=_now())
-        system = self._systems[conversation.protocol.prompt_protocol]
+        system = self._systems[conversation.protocol.system_prompt]
         messages = [system, *conversation.history, HumanMessage(f"{question}\n{note}")]
-        review = AnswerReview(ReviewSettings(require_work=self.settings.require_work))
+        review = AnswerReview(ReviewSettings(require_work=self.settings.require_work,
+                                             check_numbers=self.settings.check_numbers))
         return _Turn(conversation_id, question, session, conversation, messages, emit, uploaded, review,
                      has_files=any(not f.name.startswith("outputs/") for f in listing),
-                     cells_before=_work_cells(session.audit.cells))
+                     cells_before=_work_cells(session.audit.cells), evidence=profile_text)
 
     async def _run(self, turn: _Turn) -> Answer:
         protocol = turn.conversation.protocol
@@ -315,7 +334,8 @@ class Analyst:
                     self._switched_to_code(turn, None)
                 feedback = turn.review.feedback(
                     protocol=protocol.prompt_protocol, tool_name=TOOL_NAME, has_files=turn.has_files,
-                    cells_run=cells_run)
+                    cells_run=cells_run, answer=answer_text, evidence=turn.evidence,
+                    cells=turn.session.audit.cells, question=turn.question, files=turn.files)
                 if feedback is None:
                     return self._finish(turn, "answered", answer_text)
                 await self._send_back(turn, answer_text, feedback)
@@ -380,6 +400,8 @@ class Analyst:
         self._note(turn, "answer_returned", feedback)
         if text.strip():
             await turn.session.add_markdown(text, role="model", returned=True, at=_now())
+        if isinstance(turn.messages[-1], AIMessage) and not turn.messages[-1].tool_calls:
+            turn.messages.pop()  # not read back: numbers it made up there anchor a small model's next try
         turn.messages.append(HumanMessage(feedback))
 
     # -- steps -------------------------------------------------------------------------------
@@ -430,13 +452,17 @@ class Analyst:
         """Run code the model wrote as text; its output is the next user message."""
         content, observation = await self._act(turn, action)
         header = f"{message('code_output', step=len(turn.steps))}\n" if observation is not None else ""
-        parts: list[str | dict[str, Any]] = [header + content]
+        text, reminder = header + content, ""
         if turn.attempts < self.settings.max_steps and turn.error is None:
-            parts[0] = f"{parts[0]}\n\n{message('code_continue')}"
+            reminder = _question_reminder(turn.question)
+            text = f"{text}\n\n{message('code_continue')}{reminder}"
+        parts: list[str | dict[str, Any]] = [text]
         if observation is not None and observation.images:
             parts.extend(observation.image_blocks())
         body: str | list[str | dict[str, Any]] = parts if len(parts) > 1 else str(parts[0])
+        _drop_reminder(turn)
         turn.messages.append(HumanMessage(content=body, id=observation_id()))
+        turn.reminder = (str(turn.messages[-1].id), reminder) if reminder else None
 
     async def _act(self, turn: _Turn, action: Action) -> tuple[str, Observation | None]:
         """Run one action within the step limit; return the model's text and the observation."""
@@ -463,12 +489,14 @@ class Analyst:
         turn.emit(StepCode(index, action.code))
         agent_meta = {"via": action.via.value, "protocol": turn.conversation.protocol.prompt_protocol,
                       "turn": turn.conversation.turns + 1, "step": index}
-        ex = await turn.session.execute(action.code, timeout=self.settings.step_timeout_s,
-                                        on_output=lambda out: turn.emit(StepOutput(index, out)),
-                                        annotations={"agent": agent_meta})
+        run = await self._background.run_step(turn.session, action.code, timeout=self.settings.step_timeout_s,
+                                              on_output=lambda out: turn.emit(StepOutput(index, out)),
+                                              annotations={"agent": agent_meta})
+        ex = run.execution
         lost = track_variables(turn.conversation.variables, ex)
-        observation = await self._observe(turn, ex, lost, index)
-        text = observation.text + _key_error_hint(ex, turn.conversation.variables)
+        observation = await self._observe(turn, ex, lost, index) if run.observe else Observation(text="")
+        text = "\n".join(part for part in (run.note, observation.text) if part)
+        text += _key_error_hint(ex, turn.conversation.variables)
         if turn.attempts >= self.settings.max_steps:
             text += "\n\n" + message("last_step", max_steps=self.settings.max_steps)
         turn.steps.append(Step(index, action.code, ex, text, action.call_id, action.via.value))
@@ -497,21 +525,24 @@ class Analyst:
             files=list(turn.files),
             protocol=turn.conversation.protocol.prompt_protocol,
             notes=list(turn.notes),
+            claims=turn.review.grounding if reason == "answered" else None,
         )
 
     async def _record_answer(self, turn: _Turn, answer: Answer) -> None:
         if answer.stop_reason == "answered":
-            text = f"### Answer\n\n{answer.text}"
+            text = f"### Answer\n\n{cite_markdown(answer.claims) if answer.claims else answer.text}"
         elif answer.stop_reason == "max_steps":
             text = (f"### Stopped\n\nThe limit of {self.settings.max_steps} steps was reached "
                     "before an answer.")
         else:
             text = f"### Stopped\n\nThe answer failed: {answer.error}"
         if answer.notes:
-            text += "\n\n" + "\n".join(f"> {note}" for note in answer.notes)
+            text += "\n\n" + "\n>\n".join("\n".join(f"> {line}" for line in note.splitlines())
+                                            for note in answer.notes)
         with contextlib.suppress(KernelAnalystError):  # a session closed meanwhile keeps its notebook
+            claims = {"claims": answer.claims.to_dict()} if answer.claims else {}
             await turn.session.add_markdown(text, role="answer", stop_reason=answer.stop_reason,
-                                            protocol=answer.protocol, at=_now())
+                                            protocol=answer.protocol, at=_now(), **claims)
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -561,6 +592,35 @@ def _key_error_hint(ex: Execution, variables: dict[str, VariableInfo]) -> str:
     return "\n" + message("key_error_columns", frames=listed)
 
 
+_REMINDER_MAX = 1200
+"""A question up to this long is restated after each output under ``code``."""
+
+
+def _question_reminder(question: str) -> str:
+    """The question restated after an output, so that a small model reads what it asks
+    (and the form it asks for) right before it answers, not only at the start of a long
+    context; empty for a question too long to repeat."""
+    question = question.strip()
+    return "\n" + message("code_question", question=question) if 0 < len(question) <= _REMINDER_MAX else ""
+
+
+def _drop_reminder(turn: _Turn) -> None:
+    """Take the restated question out of the previous output's message: only the latest
+    output carries it, so it costs the context once."""
+    if turn.reminder is None:
+        return
+    mid, text = turn.reminder
+    turn.reminder = None
+    for i, m in enumerate(turn.messages):
+        if m.id == mid:
+            if isinstance(m.content, str):
+                turn.messages[i] = m.model_copy(update={"content": m.content.replace(text, "", 1)})
+            else:
+                content = [p.replace(text, "", 1) if isinstance(p, str) else p for p in m.content]
+                turn.messages[i] = m.model_copy(update={"content": content})
+            return
+
+
 def _work_cells(cells: list[dict[str, Any]]) -> int:
     """Code cells that computed something (not the briefing's own loading of the files)."""
     roles = [(c.get("metadata") or {}).get("kernel_analyst", {}).get("role") for c in cells
@@ -574,8 +634,7 @@ def _repeats_work(turn: _Turn, reading: Reading, text: str) -> bool:
     (Code alone is answered with "already ran" instead, see ``_act``.)"""
     if not reading.actions or reading.calls or reading.invalid:
         return False
-    after = text[len(reading.kept_text):] if reading.kept_text is not None else ""
-    if not (reading.text + after).strip():
+    if not (reading.text + reading.trailing).strip():
         return False
     done = {step.code.strip() for step in turn.steps if step.execution.status == "ok"}
     return all(action.code.strip() in done for action in reading.actions)

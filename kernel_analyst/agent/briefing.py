@@ -6,6 +6,7 @@ namespace current); the loop in :mod:`.analyst` attaches their result to each qu
 
 from __future__ import annotations
 
+import csv
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,12 +19,18 @@ from .prompting import message
 _MAX_LISTED_FILES = 30
 _MAX_LISTED_COLUMNS = 25
 _MAX_CONTEXT_VARIABLES = 40
+_MAX_NOTE_COLUMNS = 40
+_HEADER_BYTES = 64 * 1024
+_DELIMITED = {".csv": ",", ".tsv": "\t", ".tab": "\t", ".txt": ","}
 _KERNEL_LISTING_CAP = 200  # the kernel lists at most this many variables (kernels/_kernel_startup.py)
 
 
 async def refresh_variables(session: KernelSession, variables: dict[str, VariableInfo]) -> list[str]:
     """Re-read the kernel's variables into ``variables`` (in place); return the known ones
-    that vanished since the last answer (a restart, a culled session, code run by someone else)."""
+    that vanished since the last answer (a restart, a culled session, code run by someone else).
+    While a background run holds the kernel, the known variables stay as they are."""
+    if session.runs.active is not None:
+        return []
     current = {v.name: v for v in await session.variables()}
     listing_complete = len(current) < _KERNEL_LISTING_CAP
     gone = sorted(set(variables) - set(current)) if listing_complete else []
@@ -55,14 +62,55 @@ async def profiles(session: KernelSession, files: Sequence[str | os.PathLike[str
     return "\n" + message("profiles") + "\n" + "\n\n".join(texts) if texts else ""
 
 
-def describe_files(files: list[FileInfo], *, new: Sequence[str] = ()) -> str:
-    """A one-line listing of the working directory for the model."""
+def table_columns(path: str | os.PathLike[str], name: str) -> str | None:
+    """A line naming the columns of an uploaded delimited table (its header row, read on the
+    host from the file's first 64 kB), so the model need not spend a step to find them; None
+    for other files."""
+    file = Path(path)
+    default = _DELIMITED.get(file.suffix.lower())
+    if default is None:
+        return None
+    try:
+        with file.open("rb") as f:
+            head = f.read(_HEADER_BYTES).decode("utf-8", errors="replace").lstrip("\ufeff")
+    except OSError:
+        return None
+    lines = head.splitlines()[:5]
+    if not lines:
+        return None
+    try:
+        delimiter = csv.Sniffer().sniff("\n".join(lines), delimiters=",;\t|").delimiter
+    except csv.Error:
+        delimiter = default
+    names = [c.strip() for c in next(csv.reader([lines[0]], delimiter=delimiter))]
+    if len(names) < 2:
+        return None
+    shown = ", ".join(names[:_MAX_NOTE_COLUMNS]) + (", ..." if len(names) > _MAX_NOTE_COLUMNS else "")
+    return message("table_columns", file=name, count=len(names), columns=shown)
+
+
+def describe_files(files: list[FileInfo], *, new: Sequence[str] = (), memory_mb: int | None = None) -> str:
+    """A one-line listing of the working directory for the model; with the kernel's
+    ``memory_mb``, a hint to query with DuckDB for each file too large for pandas."""
     if not files:
         return message("no_files")
     shown = [f"{f.name} ({_size(f.size)}{', ' + message('new_file') if f.name in new else ''})"
              for f in files[:_MAX_LISTED_FILES]]
     more = len(files) - len(shown)
-    return ", ".join(shown) + (f", ... and {more} more" if more > 0 else "")
+    listing = ", ".join(shown) + (f", ... and {more} more" if more > 0 else "")
+    return listing + "".join("\n" + message("large_file", name=f.name, size=_size(f.size),
+                                             limit=_size((memory_mb or 0) * 2**20))
+                             for f in _too_large(files[:_MAX_LISTED_FILES], memory_mb))
+
+
+def _too_large(files: Sequence[FileInfo], memory_mb: int | None) -> list[FileInfo]:
+    """Data files over the share of the kernel's memory the EDA playbook profiles out of core."""
+    from ..eda._outofcore import LARGE_SHARE
+
+    if not memory_mb:
+        return []
+    limit = LARGE_SHARE * memory_mb * 2**20
+    return [f for f in files if f.size > limit and not f.name.startswith("outputs/")]
 
 
 def describe_variables(variables: list[VariableInfo]) -> str:

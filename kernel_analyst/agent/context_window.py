@@ -22,7 +22,7 @@ _OBSERVATION_PREFIX = "ka-observation-"
 _TRIMMED_SUFFIX = "-trimmed"
 
 # What providers and servers say when a request does not fit (lower case): OpenAI's error
-# code, vLLM's and OpenAI's wording, llama.cpp's server (b4000 and later: "the request
+# code, vLLM's and OpenAI's wording, llama.cpp's server ("the request
 # exceeds the available context size", type exceed_context_size_error), Ollama, Anthropic.
 _OVERFLOW_PHRASES = (
     "context_length_exceeded",

@@ -3,12 +3,15 @@
 An :class:`Observation` is the text of one step within a character budget, plus the
 figures to attach when the model takes images. The text is assembled in this order:
 
-1. notices: a timeout, a kernel death or restart and which variables were lost;
+1. notices: a timeout, a kernel death (with its cause and what to do about it) or restart
+   and which variables were lost;
 2. the output in display order: streams, and of each rich output its ``text/plain`` form
    (DataFrames as text, never HTML), figures as a short line naming them;
 3. the error: ``ename: evalue`` and a traceback trimmed to the user's frames and the frame
    that raised, kept whole up to the budget;
-4. a one-line note of the variables the step created, changed or deleted.
+4. a one-line note of the variables the step created, changed or deleted;
+5. the step's CPU time and peak memory, for a step that used 10 s of CPU or more, held half
+   its memory limit or more, or died.
 
 When the output is longer than the room left for it, its head and tail are kept and the
 middle is replaced by a count of the characters elided. If the caller names a file
@@ -35,10 +38,15 @@ from typing import Any
 from ..kernels.exceptions import KernelAnalystError
 from ..kernels.execution import Execution, ExecutionError, strip_ansi
 from ..kernels.session import KernelSession
-from .prompting import message
+from .prompting import message, message_names
 
-DEFAULT_BUDGET = 4000
-"""Characters of observation per step, unless configured otherwise."""
+DEFAULT_BUDGET = 2500
+"""Characters of observation per step, unless configured otherwise: sized so that a small
+local model's 8k-token context holds the first request and six full steps (measured with
+Qwen2.5-Coder's tokenizer, where digits are a token each: ``benchmarks/context_tokens.py``);
+longer output is saved to a file the model can read in pieces."""
+RESOURCES_CPU_S = 10.0
+"""A step that used this much CPU time is told its CPU time and peak memory."""
 
 _MIN_OUTPUT_ROOM = 200
 _VARIABLES_NOTE_MAX = 400
@@ -123,6 +131,7 @@ def observe(
     save_as: str | None = None,
     workdir: str | None = None,
     recovering: bool = False,
+    memory_limit: int | None = None,
 ) -> Observation:
     """Turn ``ex`` into the observation the model reads.
 
@@ -131,11 +140,13 @@ def observe(
     under which the caller will store the full output when it does not fit. ``workdir``
     (the kernel's working directory) lets traceback paths inside it show as relative.
     ``recovering``: the session rebuilds lost variables before the next step.
+    ``memory_limit`` (bytes) lets a step that came near it show its peak memory.
     """
     figures = _Figures(attach=send_images, max_images=max_images)
     output = _output_text(ex.outputs, figures)
     head = _notices(ex, lost_variables, recovering=recovering)
-    tail = [note for note in (_variables_note(ex), _dropped_note(ex)) if note]
+    notes = (_variables_note(ex), _dropped_note(ex), resources_note(ex, memory_limit))
+    tail = [note for note in notes if note]
     room = max(budget - sum(len(part) + 1 for part in head + tail), _MIN_OUTPUT_ROOM)
     error = ""
     if ex.error is not None:
@@ -345,12 +356,15 @@ def _notices(ex: Execution, lost_variables: Iterable[str] | None, *, recovering:
     if ex.state != "lost":
         timeout = [message("timeout_kept", seconds=seconds)] if ex.status == "timeout" else []
         return restored + timeout
+    why = ex.ending.detail if ex.ending is not None else "the cause is not known"
+    advice = [message(f"died_advice_{ex.ending.cause.value}")] if ex.ending is not None and \
+        f"died_advice_{ex.ending.cause.value}" in message_names() else []
     if ex.status == "died":
-        what = message("died")
+        what = " ".join([message("died", why=why), *advice])
     elif ex.status == "timeout":
         what = message("timeout_restarted", seconds=seconds)
     else:
-        what = message("died_before")
+        what = " ".join([message("died_before", why=why), *advice])
     if recovering:
         return [*restored, what, message("lost_recovering")]
     names = sorted(lost_variables) if lost_variables is not None else []
@@ -376,6 +390,24 @@ def _variables_note(ex: Execution) -> str:
     elif ex.variables.truncated:
         changes += " ..."
     return message("variables", changes=changes)
+
+
+def resources_note(ex: Execution, memory_limit: int | None = None) -> str:
+    """The step's CPU time and peak memory, when they are worth the model's attention: a
+    step that used :data:`RESOURCES_CPU_S` of CPU or more, one that held half its memory
+    limit or more, one that died. (CPU time, not wall time, so that a busy machine does not
+    change what the model reads.)"""
+    peak, cpu = ex.peak_memory_bytes, ex.cpu_time_s
+    if peak is None and cpu is None:
+        return ""
+    limit = memory_limit or (ex.ending.memory_limit_bytes if ex.ending is not None else None)
+    near = peak is not None and limit is not None and peak >= limit / 2
+    if not ((cpu or 0.0) >= RESOURCES_CPU_S or near or ex.status == "died"):
+        return ""
+    mb = 1024 * 1024
+    memory = "unknown" if peak is None else f"{peak / mb:,.0f} MB" + (f" of a {limit / mb:,.0f} MB limit"
+                                                                          if limit else "")
+    return message("resources", cpu="unknown" if cpu is None else f"{cpu:.1f} s", memory=memory)
 
 
 def _dropped_note(ex: Execution) -> str:
@@ -405,10 +437,11 @@ async def observe_step(
     lost = list(lost_variables) if lost_variables is not None else None
 
     recovering = session.recovery.enabled
+    limit = session.limits.memory_mb * 1024 * 1024 if session.limits.memory_mb else None
 
     def render(name: str | None) -> Observation:
         return observe(ex, budget=chosen.budget, send_images=chosen.send_images, max_images=chosen.max_images,
-                       lost_variables=lost, save_as=name, recovering=recovering)
+                       lost_variables=lost, save_as=name, recovering=recovering, memory_limit=limit)
 
     return await store_saved_output(session, render(save_as), lambda: render(None))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import string
+import textwrap
 from importlib import resources
 from typing import Any
 
@@ -56,16 +57,29 @@ def message(key: str, /, **values: Any) -> str:
 def system_prompt(*, tool_name: str, max_steps: int, budget: int, send_images: bool,
                   protocol: str = "tools") -> str:
     """The analyst's system prompt, for the action protocol ``protocol`` (``tools``: the
-    model calls the tool; ``code``: it writes ```python blocks, see agent/protocols.py)."""
+    model calls the tool; ``code``: it writes ```python blocks, see agent/protocols.py;
+    ``auto``: an undecided conversation, told to call the tool or, failing that, write a block)."""
     figures = message("figures_shown" if send_images else "figures_hidden")
     if protocol == "code":
         how_to_run, how_to_answer = template("protocol_code.md").strip(), message("answer_code")
     elif protocol == "tools":
         how_to_run, how_to_answer = message("run_tools", tool_name=tool_name), message("answer_tools")
+    elif protocol == "auto":  # undecided: the tool, or a python block for a model that cannot call it
+        how_to_run = message("run_tools", tool_name=tool_name) + " " + message("run_auto")
+        how_to_answer = message("answer_tools")
     else:
-        raise ValueError(f"no system prompt for the protocol {protocol!r}; expected tools or code")
+        raise ValueError(f"no system prompt for the protocol {protocol!r}; expected tools, code or auto")
+    # A small model under ``code`` copies a comment line shown in its prompt as a step of its
+    # own; models that call the tool are told the background and no-replay markers.
+    rules = [] if protocol == "code" else [message("background_rule"), message("no_replay_rule")]
+    no_replay = "".join("\n- " + _wrapped(rule) for rule in rules)
     return render("system.md", max_steps=max_steps, budget=f"{budget:,}", figures_note=figures,
-                  how_to_run=how_to_run, how_to_answer=how_to_answer).strip()
+                  how_to_run=how_to_run, how_to_answer=how_to_answer, no_replay_rule=no_replay).strip()
+
+
+def _wrapped(text: str) -> str:
+    """A bullet's text wrapped as the prompt files wrap theirs (continuation lines indented)."""
+    return textwrap.fill(text, width=96, subsequent_indent="  ")
 
 
 def tool_description() -> str:

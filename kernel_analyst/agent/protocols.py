@@ -97,9 +97,12 @@ class Reading:
     switched_to: ActiveProtocol | None = None
     """Set when this reply decided an ``auto`` conversation's protocol."""
     kept_text: str | None = None
-    """For code written as text: the reply up to the end of its code, which is what the
-    conversation keeps (a model that goes on to invent the output after its code
-    should not read that invention back); None keeps the reply whole."""
+    """For code written as text: what the conversation keeps of the reply, its code as one
+    python block (:func:`code_block`; a model that invents numbers around its code, before
+    or after it, should not read them back); None keeps the reply whole."""
+    trailing: str = ""
+    """For code written as text: the prose after the code (often an answer the model made
+    up before seeing any output)."""
     unreadable: bool = False
     """The text tried to call the tool (a JSON call in a fence or tags) but could not be
     read: the model is told so instead of the reply becoming the answer."""
@@ -145,8 +148,15 @@ class ProtocolState:
         self.active = "code"
         return True
 
+    @property
+    def system_prompt(self) -> ProtocolName:
+        """Which system prompt the model is shown now: the protocol followed, or ``auto``
+        while an ``auto`` conversation is undecided (the tool, or a python block)."""
+        return self.active or self.requested
+
     def fall_back_to_code(self) -> None:
-        """The model cannot bind tools: an ``auto`` conversation writes code as text."""
+        """The model cannot bind tools, or answered instead of calling the tool it was offered:
+        an ``auto`` conversation writes code as text from now on."""
         if self.requested == "tools":
             raise ValueError("the tools protocol needs a model that supports tool calling")
         self.active = "code"
@@ -167,7 +177,8 @@ class ProtocolState:
             self.active = switched = "code"
         if found is None:
             return Reading(text=text, unreadable=True, switched_to=switched)
-        return Reading(actions=[found.action], text=found.before, switched_to=switched, kept_text=found.kept)
+        return Reading(actions=[found.action], text=found.before, switched_to=switched,
+                       kept_text=code_block(found.action.code), trailing=text[len(found.kept):].strip())
 
     def _read_native(self, text: str, tool_calls: Sequence[Mapping[str, Any]],
                      invalid_calls: Sequence[Mapping[str, Any]], tool_name: str) -> Reading:
@@ -207,6 +218,13 @@ class FoundCode:
     """The prose before the code."""
     kept: str
     """The reply up to the end of the code."""
+
+
+def code_block(code: str) -> str:
+    """A step written as text, as the conversation keeps it: its code in one python block and
+    nothing else. The prose around it may hold numbers the model made up before it saw any
+    output, and a small model copies those into its answer when it reads them back."""
+    return f"```python\n{code.strip()}\n```"
 
 
 def find_code(text: str, *, tool_name: str) -> FoundCode | None:

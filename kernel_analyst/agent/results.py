@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..claims import Grounding
 from ..kernels.execution import Execution
 
 StopReason = Literal["answered", "max_steps", "error"]
@@ -108,6 +109,10 @@ class Answer:
     notes: list[str] = field(default_factory=list)
     """What the loop did that the user should know (the protocol switched, an answer sent
     back, earlier outputs trimmed to fit the model's context)."""
+    claims: Grounding | None = None
+    """Every number of the answer, grounded in the cell that produced it, derived from two
+    such numbers, or unsupported (:mod:`kernel_analyst.claims`); ``claims.summary()`` is
+    the one line to show beside the answer. None when there was no answer."""
 
     @property
     def ok(self) -> bool:
@@ -129,6 +134,7 @@ class Answer:
             "files": list(self.files),
             "protocol": self.protocol,
             "notes": list(self.notes),
+            "claims": self.claims.to_dict() if self.claims else None,
         }
 
     @classmethod
@@ -148,4 +154,5 @@ class Answer:
             files=list(data.get("files", [])),
             protocol=str(data.get("protocol", "tools")),
             notes=list(data.get("notes", [])),
+            claims=Grounding.from_dict(data["claims"]) if data.get("claims") else None,
         )

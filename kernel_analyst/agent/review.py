@@ -6,17 +6,31 @@ reason at most once per question, so a model that insists still gets its answer 
 
 - ``no_work``: the conversation has data files and no code has run in it yet, so the
   answer cannot come from the data (the failure a small local model showed: code written
-  but never run, then invented numbers).
+  but never run, then invented numbers). An answer whose every number is in what the
+  model was shown before its first step (the profiles of the uploaded tables) is not sent
+  back: it came from the data.
 
-Checks of the answer's numbers against the cells (grounding) add their reasons here, so
-the model still gets a single message.
+- ``unsupported``: once code has run in the conversation, every number of the answer is
+  grounded in its cells (:mod:`kernel_analyst.claims`: outputs, results, recorded
+  variables, code), derived from two of them, or unsupported; unsupported ones are named,
+  and the model gets one more turn to compute them in a cell or leave them out.
+
+The grounding of the last answer reviewed is kept (:attr:`AnswerReview.grounding`): it
+goes with the answer that is finally returned, sent back or not.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from ..claims import Grounding, SourceIndex, ground
 from .prompting import message
+
+_MAX_NAMED = 8
+"""Unsupported numbers named in the feedback, at most."""
 
 
 @dataclass(frozen=True)
@@ -25,6 +39,8 @@ class ReviewSettings:
 
     require_work: bool = True
     """Send back an answer given before any code ran in a conversation with data files."""
+    check_numbers: bool = True
+    """Send back an answer with numbers no cell produced, naming them (once code ran)."""
 
 
 @dataclass
@@ -35,18 +51,46 @@ class AnswerReview:
     """What to check."""
     sent: set[str] = field(default_factory=set)
     """Reasons already sent back for this question."""
+    grounding: Grounding | None = None
+    """The numbers of the last answer reviewed, each grounded, derived or unsupported."""
 
-    def feedback(self, *, protocol: str, tool_name: str, has_files: bool, cells_run: int) -> str | None:
-        """The message that sends the answer back, or None to accept it."""
+    def feedback(self, *, protocol: str, tool_name: str, has_files: bool, cells_run: int,
+                 answer: str = "", evidence: str = "", cells: Sequence[dict[str, Any]] = (),
+                 question: str = "", files: Sequence[str] = ()) -> str | None:
+        """The message that sends the answer back, or None to accept it. ``evidence`` is
+        the data-derived text the model was shown without running code (the profiles);
+        ``cells`` the conversation's notebook cells, ``question`` and ``files`` what the
+        answer may restate without it being a claim."""
         reasons: list[tuple[str, str]] = []
-        if self.settings.require_work and has_files and cells_run == 0:
+        if (self.settings.require_work and has_files and cells_run == 0
+                and not _numbers_shown(answer, evidence)):
             key = "feedback_no_work_code" if protocol == "code" else "feedback_no_work_tools"
             reasons.append(("no_work", message(key, tool_name=tool_name)))
+        self.grounding = ground(answer, SourceIndex.from_cells(cells), question=question, files=files)
+        unsupported = self.grounding.unsupported
+        if self.settings.check_numbers and cells_run > 0 and unsupported:
+            more = ", ..." if len(unsupported) > _MAX_NAMED else ""
+            named = ", ".join(c.text for c in unsupported[:_MAX_NAMED]) + more
+            key = "feedback_unsupported_code" if protocol == "code" else "feedback_unsupported_tools"
+            reasons.append(("unsupported", message(key, numbers=named, tool_name=tool_name)))
         fresh = [(key, text) for key, text in reasons if key not in self.sent]
         if not fresh:
             return None
         self.sent.update(key for key, _ in fresh)
         return message("feedback", reasons="".join(f"\n{text}" for _, text in fresh))
+
+
+_NUMBER_RE = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
+
+
+def _numbers(text: str) -> set[str]:
+    return {m.group().replace(",", "").lstrip("-") for m in _NUMBER_RE.finditer(text)}
+
+
+def _numbers_shown(answer: str, evidence: str) -> bool:
+    """True when the answer states numbers and every one of them is in the evidence."""
+    stated = _numbers(answer)
+    return bool(stated) and bool(evidence) and stated <= _numbers(evidence)
 
 
 __all__ = ["AnswerReview", "ReviewSettings"]

@@ -162,16 +162,40 @@ if cols > 60:
 overview.head(60)''', sample_rows=o.sample_rows)
 
 
-def alerts(o: PlaybookOptions) -> str:
-    """The checks profiling tools make, each with its threshold, ranked by severity."""
-    return '''\
-# Severity: 3 = fix or drop before analysis, 2 = check, 1 = keep in mind.
+ALERT_HELPER = '''\
 found = []
 
 
 def alert(severity, column, name, detail):
     found.append({"severity": severity, "column": str(column), "alert": name, "detail": detail})
+'''
+"""The alerts cell's opening: the list of alerts and the helper that adds one (the pandas
+and the out-of-core playbooks share it)."""
 
+ALERTS_RANKED = '''\
+if duplicate_rows:
+    share = duplicate_rows / rows
+    alert(2 if share >= 0.01 else 1, "(all columns)", "duplicate rows",
+          f"{duplicate_rows:,} rows ({share:.1%}) repeat an earlier row exactly")
+
+alerts = pd.DataFrame(found, columns=["severity", "column", "alert", "detail"])
+alerts = alerts.sort_values("severity", ascending=False, kind="stable").reset_index(drop=True)
+findings["alerts"] = alerts.values.tolist()
+findings["duplicates"] = duplicate_rows
+if alerts.empty:
+    print("No alerts: no constant, ID-like, mostly missing, mostly zero, skewed or mixed-type column, "
+          "and no duplicate rows.")
+else:
+    print(f"{len(alerts)} alert(s), most severe first.")
+    display(alerts.set_index(pd.RangeIndex(1, len(alerts) + 1, name="rank")))'''
+"""The alerts cell's end: duplicate rows, then every alert ranked by severity."""
+
+
+def alerts(o: PlaybookOptions) -> str:
+    """The checks profiling tools make, each with its threshold, ranked by severity."""
+    return '''\
+# Severity: 3 = fix or drop before analysis, 2 = check, 1 = keep in mind.
+''' + ALERT_HELPER + '''
 
 def looks_mixed(col):
     """Values of several Python types, or text where most (not all) values are numbers."""
@@ -221,21 +245,7 @@ for col in df.columns:
         alert(2, col, "mixed types", mixed)
 
 duplicate_rows = int(duplicated.sum())
-if duplicate_rows:
-    share = duplicate_rows / rows
-    alert(2 if share >= 0.01 else 1, "(all columns)", "duplicate rows",
-          f"{duplicate_rows:,} rows ({share:.1%}) repeat an earlier row exactly")
-
-alerts = pd.DataFrame(found, columns=["severity", "column", "alert", "detail"])
-alerts = alerts.sort_values("severity", ascending=False, kind="stable").reset_index(drop=True)
-findings["alerts"] = alerts.values.tolist()
-findings["duplicates"] = duplicate_rows
-if alerts.empty:
-    print("No alerts: no constant, ID-like, mostly missing, mostly zero, skewed or mixed-type column, "
-          "and no duplicate rows.")
-else:
-    print(f"{len(alerts)} alert(s), most severe first.")
-    display(alerts.set_index(pd.RangeIndex(1, len(alerts) + 1, name="rank")))'''
+''' + ALERTS_RANKED
 
 
 def missing(o: PlaybookOptions) -> str:

@@ -41,6 +41,13 @@ class PlaybookOptions:
     overview always run, and the steps a chosen one builds on."""
     cell_timeout_s: float | None = None
     """Per-cell timeout; None uses the session's ``Limits.timeout_s``."""
+    engine: str = "auto"
+    """``pandas`` loads the table; ``duckdb`` profiles it out of core (DuckDB queries over
+    the file, in bounded memory); ``auto`` chooses DuckDB for files over
+    ``out_of_core_bytes``."""
+    out_of_core_bytes: int | None = None
+    """Files with more bytes of table than this are profiled out of core (``engine="auto"``);
+    None: an eighth of the kernel's memory limit (``_outofcore.LARGE_SHARE``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""

@@ -22,8 +22,12 @@ from typing import Any
 
 from ..kernels import Execution, KernelSession, VariableFetchError
 from . import _cells as cells
+from . import _cells_large as large
 from . import _cells_plots as plots
 from . import _cells_relations as relations
+from ._delimited import LoadPlan
+from ._outofcore import EngineChoice, choose_engine, load_code, pandas_names
+from ._source import sniff
 from .exceptions import UnreadableFileError
 from .loader import Plan, detect
 from .options import PlaybookOptions
@@ -40,36 +44,44 @@ class _Step:
     intro: str
     code: Callable[[PlaybookOptions, Plan], str]
     needs: tuple[str, ...] = ()
+    large: Callable[[PlaybookOptions, Plan], str] | None = None
+    """The out-of-core cell (DuckDB queries over the file); None: the pandas cell works as it is."""
 
 
 _STEPS: tuple[_Step, ...] = (
     _Step("overview", "Overview", "Size, and one row per column: type, kind, present, missing and distinct "
-          "values.", lambda o, p: cells.overview(o)),
+          "values.", lambda o, p: cells.overview(o), large=lambda o, p: large.overview(o.sample_rows)),
     _Step("alerts", "Alerts", "The checks profiling tools make, each with the rule it applies, most severe "
-          "first.", lambda o, p: cells.alerts(o)),
+          "first.", lambda o, p: cells.alerts(o), large=lambda o, p: large.alerts()),
     _Step("missing", "Missing values", "Missing cells per column, where they fall, and which columns go "
-          "missing together.", lambda o, p: cells.missing(o)),
+          "missing together.", lambda o, p: cells.missing(o),
+          large=lambda o, p: large.missing(o.max_table_rows)),
     _Step("duplicates", "Duplicate rows", "Rows identical in every column.",
-          lambda o, p: cells.duplicates(o)),
+          lambda o, p: cells.duplicates(o), large=lambda o, p: large.duplicates()),
     _Step("numeric", "Numeric summary", "Counts, quantiles, share of zeros and skewness.",
-          lambda o, p: cells.numeric(o)),
+          lambda o, p: cells.numeric(o), large=lambda o, p: large.numeric(o.max_table_rows)),
     _Step("distributions", "Distributions", "Histograms of the numeric columns; skewed columns on a log "
-          "axis (all values positive) or their 1-99% range.", lambda o, p: plots.distributions(o)),
+          "axis (all values positive) or their 1-99% range.", lambda o, p: plots.distributions(o),
+          large=lambda o, p: large.distributions(o.max_hist_columns)),
     _Step("categories", "Top values", "The most frequent values of the categorical columns; missing values "
-          "are a bar of their own.", lambda o, p: plots.categories(o)),
+          "are a bar of their own.", lambda o, p: plots.categories(o),
+          large=lambda o, p: large.categories(o.max_bar_columns)),
     _Step("dates", "Dates", "Date ranges, rows over time, and numeric columns over time.",
-          lambda o, p: plots.dates(o, (*p.dates, *p.utc_dates))),
+          lambda o, p: plots.dates(o, (*p.dates, *p.utc_dates)), large=lambda o, p: large.dates()),
     _Step("associations", "Associations", "Pearson r and Spearman ρ (numeric pairs), Cramér's V "
           "(categorical pairs), correlation ratio η (categorical-numeric), each with its row count n.",
-          lambda o, p: relations.associations(o)),
+          lambda o, p: relations.associations(o),
+          large=lambda o, p: large.associations(relations.associations(o))),
     _Step("scatter", "Strongest pairs", "Scatter plots of the most strongly associated numeric pairs.",
           lambda o, p: relations.scatter(o), needs=("associations",)),
     _Step("outliers", "Outliers", "Values outside the interquartile-range fences, per numeric column.",
-          lambda o, p: plots.outliers(o)),
+          lambda o, p: plots.outliers(o), large=lambda o, p: large.outliers(o.max_table_rows)),
     _Step("profiles", "Column profiles", "The columns with alerts or strong associations, in full.",
-          lambda o, p: plots.profiles(o), needs=("alerts", "associations")),
+          lambda o, p: plots.profiles(o), needs=("alerts", "associations"),
+          large=lambda o, p: large.profiles(o.max_profiles, o.target)),
     _Step("target", "Target", "The target's distribution and every feature against it, ranked by "
-          "strength of association.", lambda o, p: relations.target(o)),
+          "strength of association.", lambda o, p: relations.target(o),
+          large=lambda o, p: large.target(relations.target(o))),
 )
 STEPS: tuple[str, ...] = tuple(s.name for s in _STEPS)
 """Names of the analysis steps, in order (setup, loading and the overview always run;
@@ -132,6 +144,8 @@ class EdaReport:
     """The summary of findings, as written to the notebook."""
     error: str | None = None
     """Why the file could not be read, or which step failed."""
+    engine: str = "pandas"
+    """``pandas`` (the table was loaded) or ``duckdb`` (profiled out of core)."""
 
     @property
     def ok(self) -> bool:
@@ -183,7 +197,7 @@ async def run_playbook(
         await session.add_markdown(f"**Could not read `{info.name}` as a table.** {exc}", playbook="eda")
         return report
     report.plan = chosen
-    await _run_steps(session, report, chosen, opts, on_progress)
+    await _run_steps(session, report, chosen, opts, on_progress, path)
     await _summarise(session, report)
     return report
 
@@ -219,20 +233,45 @@ class PlannedCell:
     """The code cell's source."""
 
 
-def plan_cells(plan: Plan, options: PlaybookOptions | None = None) -> list[PlannedCell]:
-    """The cells a run with ``options`` executes for a file read by ``plan``, in order."""
+def plan_cells(plan: Plan, options: PlaybookOptions | None = None, *, engine: EngineChoice | None = None,
+               names: list[str] | None = None) -> list[PlannedCell]:
+    """The cells a run with ``options`` executes for a file read by ``plan``, in order.
+
+    ``engine`` (from :func:`~kernel_analyst.eda._outofcore.choose_engine`) says whether
+    pandas loads the table (the default) or DuckDB profiles it out of core; ``names`` are
+    the columns as pandas names them, for the out-of-core reader."""
     opts = options or PlaybookOptions()
-    return [
-        PlannedCell("setup", "Setup", _SETUP_INTRO,
-                    cells.fill(cells.SETUP, max_categories=opts.max_categories)),
-        PlannedCell("load", "Loading", _loading_markdown(plan), plan.code()),
-        *(PlannedCell(s.name, s.title, s.intro, s.code(opts, plan)) for s in _selected(opts)),
-    ]
+    setup = cells.fill(cells.SETUP, max_categories=opts.max_categories)
+    notes = _loading_markdown(plan, engine.reason if engine is not None else "")
+    if engine is None or engine.engine == "pandas":
+        return [PlannedCell("setup", "Setup", _SETUP_INTRO, setup),
+                PlannedCell("load", "Loading", notes, plan.code()),
+                *(PlannedCell(s.name, s.title, s.intro, s.code(opts, plan)) for s in _selected(opts))]
+    duck = cells.fill(large.DUCK_SETUP, sample_rows=opts.sample_rows, max_num=opts.max_corr_columns,
+                      exact_distinct=f"{large.EXACT_DISTINCT:_}")
+    setup = "import os\n" + setup + duck + large.DUCK_EXACT_PASS + large.DUCK_MISSING_PASS
+    return [PlannedCell("setup", "Setup", _SETUP_INTRO + _LARGE_INTRO, setup),
+            PlannedCell("load", "Loading", notes, load_code(plan, engine, names)),
+            *(PlannedCell(s.name, s.title, s.intro, (s.large or s.code)(opts, plan))
+              for s in _selected(opts))]
 
 
-async def _run_steps(session: KernelSession, report: EdaReport, plan: Plan,
-                     opts: PlaybookOptions, on_progress: ProgressCallback | None) -> None:
-    planned = plan_cells(plan, opts)
+def _engine(path: Path, plan: Plan, opts: PlaybookOptions,
+            memory_mb: int | None) -> tuple[EngineChoice, list[str] | None]:
+    """Which engine profiles the file, and (out of core) the columns as pandas names them."""
+    choice = choose_engine(plan, path=path, memory_mb=memory_mb, engine=opts.engine,
+                           threshold_bytes=opts.out_of_core_bytes)
+    names = None
+    if choice.engine == "duckdb" and isinstance(plan, LoadPlan):
+        names = pandas_names(plan, sniff(path)[0])
+    return choice, names
+
+
+async def _run_steps(session: KernelSession, report: EdaReport, plan: Plan, opts: PlaybookOptions,
+                     on_progress: ProgressCallback | None, path: Path) -> None:
+    engine, names = await asyncio.to_thread(_engine, path, plan, opts, session.limits.memory_mb)
+    report.engine = engine.engine
+    planned = plan_cells(plan, opts, engine=engine, names=names)
     for index, cell in enumerate(planned, start=1):
         if cell.step == "target" and not await _target_exists(session, report, opts):
             return
@@ -279,8 +318,13 @@ _SETUP_INTRO = ("Imports, the thresholds every alert below applies, and small he
                 "Cramér's V, the correlation ratio).")
 
 
-def _loading_markdown(plan: Plan) -> str:
-    notes = "\n".join(f"- {note}" for note in plan.notes if note)
+_LARGE_INTRO = (" Out of core: DuckDB, inside this kernel, computes the report's numbers in four passes over "
+                "the file, in bounded memory; each cell says which numbers are exact, approximate or from "
+                "the sample.")
+
+
+def _loading_markdown(plan: Plan, engine_note: str = "") -> str:
+    notes = "\n".join(f"- {note}" for note in (*plan.notes, engine_note) if note)
     return ("How to read the file was decided from its bytes; the cell states each choice, so "
             f"rerunning it loads the file the same way.\n\n{notes}")
 

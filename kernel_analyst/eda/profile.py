@@ -19,6 +19,7 @@ from typing import Any
 
 from ..kernels import Execution, KernelSession
 from . import _profile_impl
+from ._outofcore import LARGE_SHARE, text_bytes
 from .loader import detect
 
 __all__ = ["DEFAULT_PROFILE_BUDGET", "ProfiledFile", "profile", "profile_file", "variable_name"]
@@ -83,6 +84,12 @@ async def profile_file(session: KernelSession, source: str | Path, *, name: str 
         plan = await asyncio.to_thread(detect, source, name=file)
     except UnreadableFileError as exc:
         return ProfiledFile(file, var, f"{file}: not loaded ({exc})", None)
+    memory_mb = session.limits.memory_mb
+    size = text_bytes(Path(source), plan)
+    if memory_mb and size > LARGE_SHARE * memory_mb * 2**20:
+        return ProfiledFile(file, var, f"{file}: not loaded into pandas: {size / 2**20:,.0f} MiB of table is "
+                                       f"too much for the kernel's {memory_mb:,} MiB; query it with DuckDB "
+                                       f"(duckdb.sql(\"SELECT ... FROM '{file}'\"))", None)
     code = "\n".join(["from typing import Any", "", "import numpy as np", "import pandas as pd", "",
                       plan.code(var=var), "",
                       _function_source(), "", f"print(profile_frame({var}, {var!r}, {int(budget)}))"])

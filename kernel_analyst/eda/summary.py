@@ -39,8 +39,9 @@ def summary_markdown(file: str, findings: dict[str, Any], *, plan: _Plan | None 
         lines += [f"**The playbook stopped:** {error}", ""]
     lines += [f"- {item}" for item in (_size(findings), _missing(findings), _duplicates(findings)) if item]
     lines += _alerts(findings)
-    key = [item for item in (_associations(findings), _target(findings), _dates(findings),
-                             _outliers(findings), _kinds(findings), _loading(plan), _failed(steps)) if item]
+    key = [item for item in (_out_of_core(findings), _associations(findings), _target(findings),
+                             _dates(findings), _outliers(findings), _kinds(findings), _loading(plan),
+                             _failed(steps)) if item]
     if key:
         lines += ["", "**Key numbers**", "", *[f"- {item}" for item in key]]
     return "\n".join(lines).rstrip()
@@ -52,7 +53,22 @@ def _size(f: dict[str, Any]) -> str:
     rows, cols = f["shape"]
     mib = f.get("memory_mib", 0)
     size = f"{mib:,.1f} MiB" if mib >= 1 else f"{max(mib * 1024, 1):,.0f} KiB"
-    return f"**Size:** {rows:,} rows x {cols:,} columns ({size} in memory)."
+    where = "on disk, profiled out of core" if "out_of_core" in f else "in memory"
+    return f"**Size:** {rows:,} rows x {cols:,} columns ({size} {where})."
+
+
+def _out_of_core(f: dict[str, Any]) -> str:
+    """Which numbers are exact, approximate or from the sample, when DuckDB profiled the file."""
+    info = f.get("out_of_core")
+    if not info:
+        return ""
+    approximate = info.get("approximate") or []
+    approx = (f" Approximate (HyperLogLog, marked ≈): {', '.join(approximate)}." if approximate else "")
+    return (f"**Out of core:** {info.get('engine', 'DuckDB')} read the file in bounded memory (limit "
+            f"{info.get('memory_limit', '?')}); counts, missing values, distinct values, means, quantiles, "
+            "skewness, value counts, histograms, duplicates, outliers and Pearson r are exact over all rows. "
+            f"From a fixed sample of {info.get('sample_rows', 0):,} rows: Spearman ρ, Cramér's V, η, scatter "
+            f"plots, the target's measures, means per period and the mixed-types check.{approx}")
 
 
 def _missing(f: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..kernels import Execution, KernelSession
 from .errors import classify
 from .sessions import need_file
-from .terminal import StepPrinter, error_block, output_text, progress_line, status_line
+from .terminal import StepPrinter, answer_text, error_block, output_text, progress_line, status_line
 from .tracebacks import ErrorView
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ class Console:
         assert self.analyst is not None
         printer = StepPrinter(self.out)
         answer = await self.analyst.ask(self.conversation_id, question, on_event=printer.dispatch)
-        self._say(f"\n{answer.text.strip() or '(no answer)'}")
+        self._say(f"\n{answer_text(answer)}")
         if answer.stop_reason != "answered":
             self._say(f"[stopped: {answer.stop_reason}{': ' + answer.error if answer.error else ''}]")
 

@@ -10,6 +10,8 @@ searched in order, so subclasses come before their bases::
     UnsafeFileNameError       1 / 400
     FileTooLargeError         1 / 413
     SessionClosedError        1 / 410
+    SessionBusyError          1 / 409  a background run holds the session
+    RunNotFoundError          1 / 404
     VariableFetchError        1 / 404
     DiskQuotaError            1 / 507
     KernelStartError          1 / 503  (SandboxUnavailableError, GatewayError likewise)
@@ -66,6 +68,8 @@ _TABLE: tuple[tuple[type[BaseException], int, int], ...] = (
     (_k.UnsafeFileNameError, EXIT_FAILURE, 400),
     (_k.FileTooLargeError, EXIT_FAILURE, 413),
     (_k.SessionClosedError, EXIT_FAILURE, 410),
+    (_k.SessionBusyError, EXIT_FAILURE, 409),
+    (_k.RunNotFoundError, EXIT_FAILURE, 404),
     (_k.VariableFetchError, EXIT_FAILURE, 404),
     (_k.DiskQuotaError, EXIT_FAILURE, 507),
     (_k.KernelStartError, EXIT_FAILURE, 503),

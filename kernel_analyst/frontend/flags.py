@@ -14,6 +14,7 @@ from ..kernels.egress import normalise_allowlist
 from ..kernels.limits import ISOLATION_LEVELS
 from .settings import (
     DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_UPLOAD_MB,
     DEFAULT_TIMEOUT_S,
     ENV_NAME,
     IMAGES_MODES,
@@ -30,13 +31,18 @@ _MODEL_EXAMPLES = "e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, ollama:
 def add_kernel_flags(parser: argparse.ArgumentParser, *, session_dir: Path | None = None,
                      session_dir_help: str = "keep session files here (default: a temporary directory, "
                                              "removed at exit)") -> None:
-    """``--isolation --timeout --memory --network --session-dir --gateway --gateway-env``."""
+    """``--isolation --timeout --memory --max-upload-mb --network --session-dir --gateway
+    --gateway-env``."""
     group = parser.add_argument_group("kernel options")
     group.add_argument("--isolation", choices=ISOLATION_LEVELS,
                        help="kernel isolation: none, process, sandbox, auto (default: auto)")
     group.add_argument("--timeout", type=float, metavar="SECONDS",
                        help=f"time limit per cell (default {DEFAULT_TIMEOUT_S:g})")
     group.add_argument("--memory", type=int, metavar="MB", help="kernel memory limit in MiB (default 4096)")
+    group.add_argument("--max-upload-mb", type=_upload_mb, metavar="MB",
+                       help="the largest data file accepted, in MiB: files given to eda, ask and chat, "
+                            f"uploads to the service (default {DEFAULT_MAX_UPLOAD_MB}); the session's "
+                            "disk quota grows with it")
     group.add_argument("--network", type=_network, metavar="on|off|HOST,...",
                        help="the kernels' network: on, off, or only these host names (an allowlist, "
                             "reached through a proxy; sandbox isolation only), e.g. "
@@ -66,6 +72,16 @@ def _network(text: str) -> bool | tuple[str, ...]:
         return normalise_allowlist(part for part in text.split(",") if part.strip())
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _upload_mb(text: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size in MiB; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"the upload limit must be at least 1 MiB; got {text}")
+    return int(value + 0.999)  # a fraction of a MiB rounds up: never below what was asked
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -129,7 +145,8 @@ def add_debug_flag(parser: argparse.ArgumentParser, *, top_level: bool = False) 
 def kernel_settings(args: argparse.Namespace) -> KernelSettings:
     """The kernel settings given on the command line."""
     return KernelSettings(isolation=args.isolation, timeout_s=args.timeout, memory_mb=args.memory,
-                          network=args.network, session_dir=args.session_dir, gateway_url=args.gateway,
+                          max_upload_mb=args.max_upload_mb, network=args.network,
+                          session_dir=args.session_dir, gateway_url=args.gateway,
                           gateway_env=dict(args.gateway_env),
                           gateway_users=dict(getattr(args, "gateway_user", None) or []))
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..kernels import KernelBackend, Limits, SessionManager
+from ..kernels.exceptions import FileTooLargeError
 from .errors import UsageError
 from .settings import KernelSettings
 
@@ -34,9 +35,11 @@ def kernel_backend(settings: KernelSettings) -> KernelBackend | None:
     return backend
 
 
-def need_file(path: Path) -> Path:
+def need_file(path: Path, *, max_upload_mb: int | None = None) -> Path:
     """``path`` if it is a readable file; otherwise the OSError that says what is wrong (the
-    error mapping turns it into "no such file", "is a directory", "cannot read")."""
+    error mapping turns it into "no such file", "is a directory", "cannot read"). With
+    ``max_upload_mb``, a larger file is refused before any kernel starts, saying which flag
+    raises the limit."""
     if not path.exists():
         raise FileNotFoundError(2, "No such file or directory", str(path))
     if path.is_dir():
@@ -45,7 +48,17 @@ def need_file(path: Path) -> Path:
         raise PermissionError(13, "Permission denied", str(path))
     with open(path, "rb") as f:  # os.access says yes to root; the open is what counts
         f.read(1)
+    size = path.stat().st_size
+    if max_upload_mb is not None and size > max_upload_mb * 2**20:
+        needed = -(-size // 2**20)
+        raise FileTooLargeError(f"{path.name} is {size:,} bytes ({size / 2**20:,.0f} MiB); the upload limit "
+                                f"is {max_upload_mb:,} MiB: raise it with --max-upload-mb {needed}")
     return path
+
+
+def upload_limit_mb(settings: KernelSettings) -> int:
+    """The upload limit in MiB the front end's sessions will have."""
+    return settings.limits().max_upload_mb
 
 
 @contextlib.contextmanager
@@ -69,4 +82,4 @@ async def open_manager(settings: KernelSettings, limits: Limits | None = None,
             yield manager
 
 
-__all__ = ["kernel_backend", "need_file", "open_manager", "session_root"]
+__all__ = ["kernel_backend", "need_file", "open_manager", "session_root", "upload_limit_mb"]

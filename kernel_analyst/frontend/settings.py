@@ -40,6 +40,10 @@ DEFAULT_MAX_STEPS = 15
 DEFAULT_TIMEOUT_S: float | None = Limits.timeout_s
 """Seconds a cell may run, for every front end (the library's ``Limits.timeout_s``)."""
 
+DEFAULT_MAX_UPLOAD_MB: int = Limits.max_upload_mb
+"""The largest file an upload (``eda``, ``ask``, ``chat`` and the service alike) accepts, in
+MiB (the library's ``Limits.max_upload_mb``; ``--max-upload-mb`` changes it)."""
+
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """What an environment variable's name may be (``--gateway-env``)."""
 
@@ -62,6 +66,10 @@ class KernelSettings:
     """Seconds per cell; None keeps the base (:data:`DEFAULT_TIMEOUT_S` by default)."""
     memory_mb: int | None = None
     """Kernel memory limit in MiB; None keeps the base."""
+    max_upload_mb: int | None = None
+    """The largest file an upload accepts, in MiB (``--max-upload-mb``); None keeps the base
+    (:data:`DEFAULT_MAX_UPLOAD_MB` by default). Raising it raises the session's disk
+    quota and file-size limit with it, so a file that may be uploaded also fits."""
     network: bool | tuple[str, ...] | None = None
     """``Limits.network``: True (all), False (none), host names (an allowlist, sandbox
     only); None keeps the base."""
@@ -85,6 +93,8 @@ class KernelSettings:
             raise ValueError(f"the timeout must be positive; got {self.timeout_s:g}")
         if self.memory_mb is not None and self.memory_mb < 64:
             raise ValueError(f"the memory limit must be at least 64 MiB; got {self.memory_mb}")
+        if self.max_upload_mb is not None and self.max_upload_mb < 1:
+            raise ValueError(f"the upload limit must be at least 1 MiB; got {self.max_upload_mb}")
         for key in self.gateway_env:
             if not ENV_NAME.fullmatch(key):
                 raise ValueError(f"--gateway-env wants KEY=VALUE with a variable name as KEY; got {key!r}")
@@ -104,8 +114,10 @@ class KernelSettings:
             changes["memory_mb"] = self.memory_mb
         if self.network is not None:
             changes["network"] = self.network
-        changes.update(extra)
         limits = base or Limits()
+        if self.max_upload_mb is not None:
+            changes.update(upload_limits(limits, self.max_upload_mb))
+        changes.update(extra)
         return limits.with_(**changes) if changes else limits
 
     def to_dict(self) -> dict[str, Any]:
@@ -125,6 +137,19 @@ class KernelSettings:
         if isinstance(known.get("network"), list):
             known["network"] = tuple(known["network"])
         return cls(**known)
+
+
+def upload_limits(base: Limits, max_upload_mb: int) -> dict[str, Any]:
+    """The ``Limits`` fields that let a file of ``max_upload_mb`` MiB be uploaded and used:
+    the upload limit itself, a disk quota with room for the file and as much again (what
+    is derived from it: an out-of-core engine's spill, a converted copy), and a file-size
+    limit at least as large (a kernel may write what it may be given)."""
+    changes: dict[str, Any] = {"max_upload_mb": max_upload_mb}
+    if base.max_disk_mb is not None and base.max_disk_mb < 2 * max_upload_mb:
+        changes["max_disk_mb"] = 2 * max_upload_mb
+    if base.max_file_size_mb is not None and base.max_file_size_mb < max_upload_mb:
+        changes["max_file_size_mb"] = max_upload_mb
+    return changes
 
 
 @dataclass(frozen=True)
@@ -166,5 +191,7 @@ class ModelSettings:
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
-__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_TIMEOUT_S", "ENV_NAME", "IMAGES_MODES", "PROTOCOL_NAMES",
-           "RECOVERY_MODES", "KernelSettings", "ModelSettings", "RecoveryMode", "package_version"]
+__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_MAX_UPLOAD_MB", "DEFAULT_TIMEOUT_S", "ENV_NAME", "IMAGES_MODES",
+           "PROTOCOL_NAMES", "RECOVERY_MODES", "KernelSettings", "ModelSettings", "RecoveryMode",
+           "package_version",
+           "upload_limits"]

@@ -18,6 +18,7 @@ from .tracebacks import ErrorView
 
 if TYPE_CHECKING:
     from ..agent.events import AgentNote, ModelText, StepCode, StepFinished
+    from ..agent.results import Answer
     from ..eda import Progress
 
 
@@ -63,7 +64,9 @@ def status_line(ex: Execution) -> str:
         return f"{prompt} timed out after {took}" + ("; the kernel was restarted and variables lost"
                                                      if ex.state == "lost" else "")
     if ex.status == "died":
-        return f"{prompt} the kernel died ({took}); variables were lost and the next cell gets a fresh kernel"
+        why = f": {ex.ending.detail}" if ex.ending is not None else ""
+        return (f"{prompt} the kernel died ({took}){why}; variables were lost and the next cell gets a "
+                "fresh kernel")
     if ex.error is not None:
         view = ErrorView.from_error(ex.error)
         return f"{prompt} {'stopped' if view.interrupted else 'failed'}: {view.summary} ({took})"
@@ -121,6 +124,15 @@ class StepPrinter(AgentEventHandler):
         print(f"\n[{event.text.strip()}]", file=self.out, flush=True)
 
 
+def answer_text(answer: Answer) -> str:
+    """The answer as the terminal shows it: its text, then the line that says where its
+    numbers came from (``[numbers: 3 numbers: 2 from cell 1; 1 unsupported: 891]``)."""
+    text = answer.text.strip() or "(no answer)"
+    if answer.claims is not None and answer.claims.claims:
+        text += f"\n[numbers: {answer.claims.summary()}]"
+    return text
+
+
 def progress_line(progress: Progress) -> str | None:
     """One line per finished EDA step ("[ 3/12] Missing values ok 0.05 s"); None at a start."""
     result = progress.result
@@ -130,4 +142,12 @@ def progress_line(progress: Progress) -> str | None:
     return f"[{progress.index:>2}/{progress.total}] {progress.title:<20} {status} {result.duration_s:6.2f} s"
 
 
-__all__ = ["StepPrinter", "error_block", "format_execution", "output_text", "progress_line", "status_line"]
+__all__ = [
+    "StepPrinter",
+    "answer_text",
+    "error_block",
+    "format_execution",
+    "output_text",
+    "progress_line",
+    "status_line",
+]

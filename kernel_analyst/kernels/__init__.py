@@ -1,6 +1,7 @@
 """Live kernels: sessions, executions, the audit trail. Knows nothing about LLMs."""
 
 from .backends import KernelBackend, KernelEnvironment, LocalBackend, RunningKernel
+from .endings import EndCause, KernelEnding
 from .exceptions import (
     DiskQuotaError,
     FileTooLargeError,
@@ -10,7 +11,9 @@ from .exceptions import (
     KernelCrashLoopError,
     KernelStartError,
     NotebookFormatError,
+    RunNotFoundError,
     SandboxUnavailableError,
+    SessionBusyError,
     SessionClosedError,
     UnsafeFileNameError,
     VariableFetchError,
@@ -20,11 +23,13 @@ from .files import FileInfo
 from .limits import Limits
 from .manager import ConversationInfo, SessionManager
 from .recovery import RecoveryPolicy, RecoveryReport
+from .runs import Run, RunStatus
 from .session import KernelSession
 
 __all__ = [
     "ConversationInfo",
     "DiskQuotaError",
+    "EndCause",
     "Execution",
     "ExecutionError",
     "FileInfo",
@@ -34,6 +39,7 @@ __all__ = [
     "KernelAnalystError",
     "KernelBackend",
     "KernelCrashLoopError",
+    "KernelEnding",
     "KernelEnvironment",
     "KernelSession",
     "KernelStartError",
@@ -42,8 +48,12 @@ __all__ = [
     "NotebookFormatError",
     "RecoveryPolicy",
     "RecoveryReport",
+    "Run",
+    "RunNotFoundError",
+    "RunStatus",
     "RunningKernel",
     "SandboxUnavailableError",
+    "SessionBusyError",
     "SessionClosedError",
     "SessionManager",
     "UnsafeFileNameError",

@@ -100,6 +100,10 @@ class KernelCgroup:
         """True if the memory controller limits this cgroup."""
         self.owner = os.getpid()
         """The process that made it (a forked copy of the host must not remove it)."""
+        self.memory_dir: Path | None = None
+        """The directory in the memory hierarchy, when the memory controller limits it."""
+        self.memory_limit: int | None = None
+        """The memory limit in bytes, when the memory controller limits it."""
 
     @classmethod
     def create(cls, *, max_processes: int | None, memory_bytes: int | None) -> KernelCgroup | None:
@@ -117,6 +121,8 @@ class KernelCgroup:
         name = f"{_CGROUP_PREFIX}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         dirs = sorted({p / name for p in parents.values()})
         group = cls(dirs, version, limits_memory=bool(memory_bytes))
+        if memory_bytes:
+            group.memory_dir, group.memory_limit = parents["memory"] / name, memory_bytes
         try:
             for d in dirs:
                 d.mkdir()

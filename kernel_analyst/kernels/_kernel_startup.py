@@ -174,12 +174,58 @@ def _kernel_analyst_setup(max_output_chars, max_rich_chars):
             shell.events.register("pre_run_cell", self.reset)
             shell.events.register("post_run_cell", self.error)
 
+    class _Usage:
+        """CPU time and peak resident memory of each cell, measured here (where it is
+        exact) and reported with the step: getrusage for the CPU of this process and the
+        children it waited for; VmHWM for memory, reset before each cell
+        (/proc/self/clear_refs), so it is this cell's peak, not the kernel's lifetime's."""
+
+        def __init__(self):
+            self.cpu_at_start = None
+            self.peak_reset = False
+
+        @staticmethod
+        def _cpu():
+            try:
+                import resource
+
+                own = resource.getrusage(resource.RUSAGE_SELF)
+                children = resource.getrusage(resource.RUSAGE_CHILDREN)
+            except Exception:
+                return None
+            return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+        def start(self, *args):
+            self.cpu_at_start = self._cpu()
+            try:
+                with open("/proc/self/clear_refs", "w") as f:
+                    f.write("5")
+                self.peak_reset = True
+            except OSError:
+                self.peak_reset = False
+
+        def read(self):
+            found = {}
+            cpu = self._cpu()
+            if cpu is not None and self.cpu_at_start is not None:
+                found["cpu_s"] = round(cpu - self.cpu_at_start, 4)
+            if self.peak_reset:
+                try:
+                    with open("/proc/self/status") as f:
+                        for line in f:
+                            if line.startswith("VmHWM:"):
+                                found["peak_rss"] = int(line.split()[1]) * 1024
+                except (OSError, ValueError, IndexError):
+                    pass
+            return found
+
     class _Helper:
         max_columns = 60
         max_variables = 200
 
         def __init__(self):
             self.cap = _OutputCap(max_output_chars)
+            self.usage = _Usage()
             self.bundles = _BundleCap(self.cap, max_output_chars, max_rich_chars)
             self.previous = {}
             self.pandas_configured = False
@@ -272,6 +318,7 @@ def _kernel_analyst_setup(max_output_chars, max_rich_chars):
                     "truncated": max(len(created), len(changed), len(deleted)) > cap,
                     "dropped_output": self.cap.dropped,
                     "sent_output": self.cap.sent(),
+                    "usage": self.usage.read(),
                 }
             except Exception as exc:  # never let bookkeeping break a user's cell
                 result = {"created": [], "changed": [], "deleted": [], "error": repr(exc),
@@ -462,6 +509,7 @@ def _kernel_analyst_setup(max_output_chars, max_rich_chars):
     helper.cap.install(sys.stderr)
     helper.bundles.install(shell)
     shell.events.register("pre_run_cell", helper.cap.reset)
+    shell.events.register("pre_run_cell", helper.usage.start)
     shell.events.register("pre_run_cell", helper.configure_pandas)
     shell.events.register("post_run_cell", helper.cap.note)
     return helper

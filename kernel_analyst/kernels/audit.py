@@ -61,6 +61,12 @@ def code_cell(ex: Execution) -> dict[str, Any]:
         meta["events"] = list(ex.events)
     if ex.variables:
         meta["variables"] = ex.variables.to_dict()
+    if ex.peak_memory_bytes is not None:
+        meta["peak_memory_bytes"] = ex.peak_memory_bytes
+    if ex.cpu_time_s is not None:
+        meta["cpu_time_s"] = round(ex.cpu_time_s, 4)
+    if ex.ending is not None:
+        meta["ending"] = ex.ending.to_dict()
     for key, value in ex.annotations.items():
         meta.setdefault(key, value)  # the outcome's own fields win over a caller's
     return {
@@ -173,6 +179,7 @@ class AuditTrail:
         """Append the code cell for ``ex``; return its index. ``display_ids`` maps each
         display id to the positions of ``ex.outputs`` that carry it."""
         index = self.append(code_cell(ex))
+        ex.cell_id = self.cells[index]["id"]
         for display_id, positions in (display_ids or {}).items():
             self._displays.setdefault(display_id, []).extend((index, p) for p in positions)
         return index

@@ -8,6 +8,8 @@ These are infrastructure failures, each with a message that says what to do::
     │   └── KernelCrashLoopError  it keeps dying; restarts stopped
     ├── KernelConnectionError     the connection to a running kernel broke
     ├── SessionClosedError        the session or manager was closed
+    ├── SessionBusyError          a background run holds the session (reads would wait for it)
+    ├── RunNotFoundError          no background run by that id in the session
     ├── UnsafeFileNameError       a file name tries to leave the session directory
     ├── FileTooLargeError         an upload or download is over its limit
     ├── SandboxUnavailableError   the requested isolation level cannot be provided here
@@ -40,6 +42,21 @@ class KernelConnectionError(KernelAnalystError):
 
 class SessionClosedError(KernelAnalystError):
     """The session (or its manager) is closed; create a new one with ``manager.session(id)``."""
+
+
+class SessionBusyError(KernelAnalystError):
+    """A background run is queued or running in the session, so a call that would only
+    read the kernel (variables, fetch) would wait for it: wait for the run or cancel it."""
+
+    def __init__(self, message: str, *, run_id: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        """The run that holds the session."""
+
+
+class RunNotFoundError(KernelAnalystError, LookupError):
+    """The session has no background run by that id (runs live in the process that
+    started them; the notebook holds every cell that ran)."""
 
 
 class UnsafeFileNameError(KernelAnalystError, ValueError):

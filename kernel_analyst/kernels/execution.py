@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from .endings import KernelEnding
+
 if TYPE_CHECKING:
     from .recovery import RecoveryReport
 
@@ -180,6 +182,19 @@ class Execution:
     annotations: dict[str, Any] = field(default_factory=dict)
     """What the caller said about this cell (JSON-able), kept in the notebook cell's
     metadata beside the outcome: e.g. the agent records how the model sent the code."""
+    ending: KernelEnding | None = None
+    """Why the kernel ended during this step (``status == "died"``), or just before it
+    (it died while idle): the cause as data and one line to read
+    (:mod:`~kernel_analyst.kernels.endings`). None when no kernel ended."""
+    peak_memory_bytes: int | None = None
+    """The most resident memory the kernel's processes held during the cell (the
+    kernel's own peak, and the host's samples of its whole process tree); None if unknown."""
+    cpu_time_s: float | None = None
+    """CPU seconds the kernel (and the child processes it waited for) used in the cell;
+    None if unknown (the kernel died before it could say)."""
+    cell_id: str = ""
+    """The audit notebook cell's id once the cell is recorded: the anchor (``#cell-id=<id>``)
+    an answer's citations link to; "" before it is recorded."""
 
     @property
     def text(self) -> str:
@@ -229,6 +244,10 @@ class Execution:
             "events": list(self.events),
             "recovery": self.recovery.to_dict() if self.recovery is not None else None,
             "annotations": dict(self.annotations),
+            "ending": self.ending.to_dict() if self.ending is not None else None,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "cpu_time_s": self.cpu_time_s,
+            "cell_id": self.cell_id,
             "text": self.text,
         }
 
@@ -253,6 +272,10 @@ class Execution:
             events=list(data.get("events", [])),
             recovery=RecoveryReport.from_dict(recovery) if recovery else None,
             annotations=dict(data.get("annotations") or {}),
+            ending=KernelEnding.from_dict(data["ending"]) if data.get("ending") else None,
+            peak_memory_bytes=data.get("peak_memory_bytes"),
+            cpu_time_s=data.get("cpu_time_s"),
+            cell_id=str(data.get("cell_id") or ""),
         )
 
 

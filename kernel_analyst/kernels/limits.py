@@ -23,18 +23,24 @@ class Limits:
     limits), ``sandbox`` (``process`` plus bubblewrap), ``auto`` (the strongest available)."""
     timeout_s: float | None = 120.0
     """Default wall-clock limit per execution; ``execute(timeout=...)`` overrides it."""
+    background_timeout_s: float | None = 86_400.0
+    """Default wall-clock limit of a background run (``session.submit``): 24 hours."""
     interrupt_grace_s: float = 1.0
     """After a timeout's interrupt, how long the cell may take to stop before a restart."""
     startup_timeout_s: float = 60.0
     """How long a kernel may take to start and answer ``kernel_info``."""
     memory_mb: int | None = 4096
-    """Address-space limit of the kernel process (``process``/``sandbox``)."""
+    """Memory of the kernel's whole process tree (a cgroup, where this machine lets one be
+    made, at every level, ``none`` included); under ``process``/``sandbox`` also a guard on
+    the address space (the only limit where there is no memory cgroup). A cell that passes
+    80% of it gets a warning; one killed at it says so (``Execution.ending``)."""
     max_processes: int | None = 256
     """Processes/threads the kernel may run at once (cgroup pids or a non-root uid)."""
-    max_file_size_mb: int | None = 1024
-    """Largest file the kernel may write (RLIMIT_FSIZE)."""
-    max_disk_mb: int | None = 2048
-    """Disk the session directory may use; checked after each execution and upload."""
+    max_file_size_mb: int | None = 2048
+    """Largest file the kernel may write (RLIMIT_FSIZE); as large as the largest upload."""
+    max_disk_mb: int | None = 4096
+    """Disk the session directory may use; checked after each execution and upload. Room
+    for the largest upload and as much again (an out-of-core engine's spill, a copy)."""
     tmp_size_mb: int = 256
     """Size of the private /tmp under ``sandbox``."""
     max_output_bytes: int = 1_000_000
@@ -42,8 +48,8 @@ class Limits:
     dropped with a marker saying how much."""
     max_rich_output_bytes: int = 20_000_000
     """Rich output (images, HTML) kept per execution."""
-    max_upload_mb: int = 512
-    """Largest file ``upload``/``download`` accept."""
+    max_upload_mb: int = 2048
+    """Largest file ``upload``/``download`` accept (the front ends' ``--max-upload-mb``)."""
     network: bool | Sequence[str] | None = None
     """Allow network access: ``True`` all of it, ``False`` none, ``None`` off under
     ``sandbox`` and on otherwise; or a list of host names (an allowlist, ``sandbox`` only):
@@ -64,6 +70,9 @@ class Limits:
             )
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive or None; got {self.timeout_s!r}")
+        if self.background_timeout_s is not None and self.background_timeout_s <= 0:
+            raise ValueError("background_timeout_s must be positive or None; "
+                             f"got {self.background_timeout_s!r}")
         if self.max_output_bytes < 1000:
             raise ValueError("max_output_bytes must be at least 1000")
         if self.network is not None and not isinstance(self.network, bool):

@@ -1,7 +1,9 @@
 """How a local kernel process is launched under a given isolation level.
 
-``none``: the host's environment, no limits (trusted code). Leftover child processes are
-still tracked with a cgroup where one can be made, so close and restart reap them.
+``none``: the host's environment, no limits (trusted code) but memory: leftover child
+processes are tracked with a cgroup where one can be made, so close and restart reap
+them, and that cgroup also holds ``Limits.memory_mb``, so a runaway cell is stopped at a
+known limit with its cause (``endings.py``) instead of the machine's OOM killer choosing.
 ``process``: a clean environment (no host variables, so no API keys), cwd = session dir,
 resource limits: a cgroup (memory of the whole process tree, process count) where this
 machine offers one, and rlimits (address space, file size, no core dumps).
@@ -503,16 +505,18 @@ def _check_network(network: bool, isolation: str) -> bool:
 
 
 def _make_cgroup(limits: Limits, isolation: str) -> KernelCgroup | None:
-    if isolation == "none":  # no limits, but tracked, so leftovers can be reaped
-        return KernelCgroup.create(max_processes=None, memory_bytes=None)
     memory = limits.memory_mb * _MB if limits.memory_mb else None
+    if isolation == "none":  # tracked, so leftovers can be reaped; memory alone limited
+        return KernelCgroup.create(max_processes=None, memory_bytes=memory)
     return KernelCgroup.create(max_processes=limits.max_processes, memory_bytes=memory)
 
 
 def _describe_enforcement(limits: Limits, isolation: str, cgroup: KernelCgroup | None,
                           network: bool) -> dict[str, str]:
     if isolation == "none":
-        return {"cleanup": f"cgroup v{cgroup.version}" if cgroup else "process group"}
+        memory_cg = cgroup is not None and cgroup.limits_memory and limits.memory_mb
+        return {"memory": f"cgroup v{cgroup.version}" if memory_cg and cgroup else "unlimited",
+                "cleanup": f"cgroup v{cgroup.version}" if cgroup else "process group"}
     cg = f"cgroup v{cgroup.version}" if cgroup else ""
     memory = f"{cg} + RLIMIT_AS guard" if cgroup and cgroup.limits_memory else "RLIMIT_AS"
     processes = cg or ("RLIMIT_NPROC" if os.geteuid() != 0 else "NOT LIMITED (root, no cgroup)")

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +31,7 @@ from ._session_support import (
 from .audit import AuditTrail
 from .backends.base import KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
 from .cell import CellResult, CellRun, Ending, account_output, apply_result
+from .endings import CellWatch, EndCause, KernelEnding, diagnose, note_ending, record_usage
 from .exceptions import (
     DiskQuotaError,
     KernelConnectionError,
@@ -42,6 +44,7 @@ from .files import FileInfo
 from .limits import Limits
 from .recovery import Recoverer, RecoveryPolicy, RecoveryReport, cells_to_restore
 from .request import Outcome, deadline_after
+from .runs import Run, Runs
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +95,8 @@ class KernelSession:
         self._versions_task: asyncio.Task[None] | None = None
         self._closed = False
         self.last_used = time.monotonic()
+        self.runs = Runs(self)
+        """The session's background runs (:meth:`submit`; ``kernels/runs.py``)."""
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -195,6 +200,7 @@ class KernelSession:
         self._closed = True
         if self._versions_task is not None:
             self._versions_task.cancel()
+        await self.runs.close()  # a background run would hold the lock for hours
         async with self._lock:
             if save is not None:
                 await self._snapshot(save)
@@ -272,7 +278,7 @@ class KernelSession:
 
     async def execute(
         self, code: str, *, timeout: float | None = None, on_output: OutputCallback | None = None,
-        annotations: dict[str, Any] | None = None,
+        annotations: dict[str, Any] | None = None, on_start: Callable[[Execution], None] | None = None,
     ) -> Execution:
         """Run ``code`` in the kernel and record it in the audit trail.
 
@@ -283,7 +289,9 @@ class KernelSession:
         (``status="error"``); timeouts and kernel deaths are reported in ``status`` and
         ``state``. Raises only for infrastructure failures (closed session, a kernel
         that cannot be restarted). ``annotations`` (JSON-able) go into
-        ``Execution.annotations`` and the notebook cell's metadata.
+        ``Execution.annotations`` and the notebook cell's metadata. ``on_start`` is called
+        with the Execution (the object this call returns, filled in as the cell runs) once
+        the call has the session's turn, before the cell is sent.
         """
         self._check_open()
         timeout = timeout if timeout is not None else self.limits.timeout_s
@@ -294,11 +302,21 @@ class KernelSession:
         try:
             self._check_open()
             ex = await self._execute_locked(code, deadline, timeout, on_output,
-                                            waited=time.monotonic() - called, annotations=annotations)
+                                            waited=time.monotonic() - called, annotations=annotations,
+                                            on_start=on_start)
             self.last_used = time.monotonic()
             return ex
         finally:
             self._lock.release()
+
+    async def submit(self, code: str, *, timeout: float | None = None,
+                     annotations: dict[str, Any] | None = None) -> Run:
+        """Start ``code`` as a background run and return it at once (``kernels/runs.py``):
+        ``run.status()``, ``run.outputs(since=k)``, ``await run.wait(timeout)``,
+        ``await run.cancel()``. It takes its turn like :meth:`execute` and is recorded in
+        the notebook when it ends; ``timeout`` defaults to ``Limits.background_timeout_s``."""
+        self._check_open()
+        return self.runs.submit(code, timeout=timeout, annotations=annotations)
 
     async def _take_turn(self, deadline: float | None) -> bool:
         """Acquire the FIFO lock before ``deadline``; False if the deadline came first.
@@ -327,8 +345,11 @@ class KernelSession:
 
     async def _execute_locked(self, code: str, deadline: float | None, timeout: float | None,
                               on_output: OutputCallback | None, *, waited: float,
-                              annotations: dict[str, Any] | None = None) -> Execution:
+                              annotations: dict[str, Any] | None = None,
+                              on_start: Callable[[Execution], None] | None = None) -> Execution:
         ex = Execution(code=code, started_at=utcnow(), annotations=dict(annotations or {}))
+        if on_start is not None:
+            on_start(ex)
         t0 = time.monotonic()
         report = await self._ready(ex)
         if report is not None:
@@ -360,14 +381,17 @@ class KernelSession:
         quota = self._local_quota()
         watch = QuotaWatch()
         self._run = run
-        done = _Concluding(ex, collector, updates, late, t0, record)
+        usage = CellWatch(kernel, warn=lambda text: collector.handle("stream", {"name": "stderr",
+                                                                                   "text": text}))
+        done = _Concluding(ex, collector, updates, late, t0, record, usage)
         try:
-            if quota is None:
-                result = await run.run(self._execute_content(ex.code), deadline=deadline, timeout=timeout)
-            else:
-                async with quota.watching(kernel) as watch:
-                    result = await run.run(self._execute_content(ex.code), deadline=deadline,
-                                           timeout=timeout)
+            async with usage:
+                if quota is None:
+                    result = await run.run(self._execute_content(ex.code), deadline=deadline, timeout=timeout)
+                else:
+                    async with quota.watching(kernel) as watch:
+                        result = await run.run(self._execute_content(ex.code), deadline=deadline,
+                                               timeout=timeout)
         except asyncio.CancelledError:
             # The caller gave up: the cell was stopped; record what it did, then re-raise.
             await asyncio.shield(self._conclude(done, run.result, watch))
@@ -400,6 +424,9 @@ class KernelSession:
         if result.reply is not None and ex.status != "ok" and ex.state == "kept":
             expressions["step"] = await self._diff_after_error(ex)
         account_output(ex, collector, expressions.get("step"), limit=self.limits.max_output_bytes)
+        record_usage(ex, expressions.get("step"), done.usage)
+        if result.ending in (Ending.DIED, Ending.BROKEN) and self._kernel is not None:
+            note_ending(ex, diagnose(self._kernel, watch=done.usage, failure=self._kernel.router.failure))
         versions = expressions.get("versions")
         if isinstance(versions, dict) and self._audit is not None:
             self._versions_recorded = True
@@ -425,7 +452,8 @@ class KernelSession:
         if result.ending is not Ending.COMPLETED:
             self._loss_reported = True
             what = "died" if result.ending is Ending.DIED else "restarted"
-            self._mark(f"Kernel {what} during the cell above; a fresh kernel was started. "
+            why = f" ({done.ex.ending.detail})" if done.ex.ending is not None else ""
+            self._mark(f"Kernel {what} during the cell above{why}; a fresh kernel was started. "
                        "All variables were lost.", what)
         if quota_note:
             self._mark(quota_note, "disk_quota")
@@ -449,9 +477,10 @@ class KernelSession:
     async def _ready(self, ex: Execution | None) -> RecoveryReport | None:
         """Under the lock, before a request: a live kernel (a dead one replaced, its loss
         marked) with the namespace brought back if it was lost and the policy says so."""
-        if await self._ensure_kernel(ex):
-            self._mark("Kernel had died while idle; started a fresh kernel. All variables were lost.",
-                       "died")
+        ending = await self._ensure_kernel(ex)
+        if ending is not None:
+            self._mark(f"Kernel had died while idle ({ending.detail}); started a fresh kernel. All "
+                       "variables were lost.", "died")
         return await self._recover_if_needed()
 
     def _recoverer(self) -> Recoverer:
@@ -506,20 +535,26 @@ class KernelSession:
             ex.outputs.append({"output_type": "error", "ename": "DiskQuotaError", "evalue": text,
                                "traceback": [f"DiskQuotaError: {text}"]})
 
-    async def _ensure_kernel(self, ex: Execution | None) -> bool:
-        """Start a kernel if there is none alive; return True if state was lost unseen."""
+    async def _ensure_kernel(self, ex: Execution | None) -> KernelEnding | None:
+        """Start a kernel if there is none alive; return why the old one ended if the
+        state was lost unseen (None otherwise)."""
         kernel = self._kernel
         if kernel is not None and kernel.is_alive() and kernel.router.failure is None:
-            return False
+            return None
         unseen = not self._loss_reported
+        ending = None
+        if unseen:
+            ending = (diagnose(kernel, failure=kernel.router.failure) if kernel is not None
+                      else KernelEnding(EndCause.UNKNOWN, "the kernel was gone"))
         reason = "kernel died while idle" if unseen else "kernel restarted after death"
         await self._replace_kernel(reason)
-        if unseen:
+        if ending is not None:
             if ex is not None:
                 ex.state = "lost"
                 ex.events.append("kernel died while idle; restarted")
+                note_ending(ex, ending)
             self._state_lost("the kernel died while idle")
-        return unseen
+        return ending
 
     async def _diff_after_error(self, ex: Execution) -> Any:
         """user_expressions are skipped when a cell fails; fetch the diff separately."""
@@ -575,11 +610,12 @@ class KernelSession:
         result: dict[str, Any] = request.content.get("user_expressions", {})
         return result
 
-    async def interrupt(self) -> None:
+    async def interrupt(self, *, background: bool = False) -> None:
         """Interrupt the running cell, if any (its execution then reports ``error``,
         ``KeyboardInterrupt``). A cell the kernel has not begun yet is interrupted as
-        soon as it begins; with no cell running this does nothing."""
-        if self._run is not None:
+        soon as it begins; with no cell running this does nothing. A background run's
+        cell is left alone unless ``background`` is true (``run.cancel()`` stops it)."""
+        if self._run is not None and (background or self.runs.running is None):
             await self._run.interrupt()
 
     async def restart(self) -> None:
@@ -592,8 +628,10 @@ class KernelSession:
             self._mark("Kernel restarted on request. All variables were lost.", "restart_requested")
 
     async def variables(self) -> list[VariableInfo]:
-        """Summaries of the user's variables, without adding a cell to the audit trail."""
+        """Summaries of the user's variables, without adding a cell to the audit trail.
+        Raises SessionBusyError while a background run is queued or running."""
         self._check_open()
+        self.runs.check_idle("list the variables")
         async with self._lock:
             await self._ready(None)
             result = await self._silent({"v": "_kernel_analyst.variables()"}, timeout=10.0)
@@ -608,6 +646,7 @@ class KernelSession:
         self._check_open()
         if not name.isidentifier():
             raise VariableFetchError(f"{name!r} is not a variable name")
+        self.runs.check_idle(f"fetch {name!r}")
         expr = f"_kernel_analyst.fetch({name!r}, {format!r}, {int(max_bytes)})"
         async with self._lock:
             await self._ready(None)
@@ -631,15 +670,11 @@ class KernelSession:
         self._check_open()
         self.last_used = time.monotonic()
         max_bytes = self.limits.max_upload_mb * 1024 * 1024
-        async with self._lock:  # between cells; and a pending recovery goes first
-            if self.recovery.enabled:
-                # The recorded cells ran with the file as it was: restore their effects
-                # before a new upload can replace it.
-                await self._ready(None)
-            if self._kernel is not None and self._kernel.files is not None:
-                info = await self._kernel.files.upload(source, name, max_bytes)
-            else:
-                info = await asyncio.to_thread(_files.store, self.workdir, source, name, max_bytes)
+        local = self._kernel is None or self._kernel.files is None
+        if local and self.runs.active is not None:  # no waiting hours for a background run
+            info = await asyncio.to_thread(_files.store, self.workdir, source, name, max_bytes)
+        else:
+            info = await self._upload_locked(source, name, max_bytes)
         audit = self.audit
         recorded = [f for f in audit.metadata["kernel_analyst"].get("files", []) if f["name"] != info.name]
         audit.update_metadata(files=[*recorded, {**info.to_dict(), "uploaded_at": utcnow()}])
@@ -648,6 +683,16 @@ class KernelSession:
             self._mark(over_quota, "disk_quota")
             raise DiskQuotaError(f"session {self.id!r}: {over_quota}")
         return info
+
+    async def _upload_locked(self, source: str | Path | bytes, name: str | None, max_bytes: int) -> FileInfo:
+        async with self._lock:  # between cells; and a pending recovery goes first
+            if self.recovery.enabled:
+                # The recorded cells ran with the file as it was: restore their effects
+                # before a new upload can replace it.
+                await self._ready(None)
+            if self._kernel is not None and self._kernel.files is not None:
+                return await self._kernel.files.upload(source, name, max_bytes)
+            return await asyncio.to_thread(_files.store, self.workdir, source, name, max_bytes)
 
     async def download(self, name: str) -> bytes:
         """The bytes of a file in the working directory (names checked as for upload)."""
@@ -668,7 +713,11 @@ class KernelSession:
     # -- audit trail -------------------------------------------------------------------
 
     async def add_markdown(self, text: str, **meta: Any) -> None:
-        """Append a markdown cell (question, reasoning, answer) to the audit trail."""
+        """Append a markdown cell (question, reasoning, answer) to the audit trail (at
+        once while a background run holds the session: its cell lands when it ends)."""
+        if self.runs.active is not None:
+            self.audit.append_markdown(text, **meta)
+            return
         async with self._lock:
             self.audit.append_markdown(text, **meta)
 
@@ -676,6 +725,8 @@ class KernelSession:
         """Write a validated copy of the audit notebook to ``path``."""
         if self._versions_task is not None and not self._versions_task.done():
             await asyncio.wait([self._versions_task])  # complete metadata in every export
+        if self.runs.active is not None:  # the cells so far; the background cell lands when it ends
+            return await asyncio.to_thread(self.audit.export, path)
         async with self._lock:
             return await asyncio.to_thread(self.audit.export, path)
 
@@ -690,6 +741,7 @@ class _Concluding:
     late: _LateOutput
     t0: float
     record: bool
+    usage: CellWatch | None = None
 
 
 class _LateOutput:

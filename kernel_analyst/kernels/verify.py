@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..claims import AnswerCheck, Grounding, recheck
 from .exceptions import NotebookFormatError
 from .manager import SessionManager, directory_name
 from .recovery import RecoveryPolicy
@@ -81,6 +82,10 @@ class VerifyReport:
     """Every re-executed code cell, in order (empty when inputs failed)."""
     rerun_path: Path | None = None
     """Where the re-executed notebook was written, if asked."""
+    answers: list[AnswerCheck] = field(default_factory=list)
+    """Every recorded answer with claims, its numbers re-checked against the re-run cells."""
+    changed_inputs_rerun: bool = False
+    """True when the cells were re-run although an input file changed (asked for)."""
 
     @property
     def inputs_ok(self) -> bool:
@@ -93,15 +98,22 @@ class VerifyReport:
         return [c for c in self.cells if not c.reproduced]
 
     @property
+    def moved_answers(self) -> list[AnswerCheck]:
+        """The answers whose numbers the re-run no longer gives."""
+        return [a for a in self.answers if not a.reproduced]
+
+    @property
     def reproduced(self) -> bool:
-        """True when the inputs matched and every code cell reproduced."""
-        return self.inputs_ok and not self.failures
+        """True when the inputs matched, every code cell reproduced and every answer's
+        numbers still hold."""
+        return self.inputs_ok and not self.failures and not self.moved_answers
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
         data = asdict(self)
         data.update(notebook=str(self.notebook), reproduced=self.reproduced,
-                    rerun_path=str(self.rerun_path) if self.rerun_path else None)
+                    rerun_path=str(self.rerun_path) if self.rerun_path else None,
+                    answers=[a.to_dict() for a in self.answers])
         return data
 
 
@@ -137,18 +149,24 @@ async def verify_notebook(
     rerun_path: str | Path | None = None,
     conversation_id: str | None = None,
     on_cell: CellCallback | None = None,
+    rerun_changed_inputs: bool = False,
 ) -> VerifyReport:
     """Re-execute ``notebook``'s code cells in a fresh session of ``manager`` and compare.
 
-    Input files are looked up in ``data_dirs``, then beside the notebook. The rerun's
-    audit notebook is exported to ``rerun_path`` if given. The session is closed at the
-    end. Raises NotebookFormatError for a file that is not a notebook.
+    Input files are looked up in ``data_dirs``, then beside the notebook; a changed one
+    stops the check unless ``rerun_changed_inputs`` (the cells then run on the new file,
+    and what moved is reported). Each recorded answer's grounded numbers are re-checked
+    against the re-run cells (:func:`kernel_analyst.claims.recheck`). The rerun's audit
+    notebook is exported to ``rerun_path`` if given. The session is closed at the end.
+    Raises NotebookFormatError for a file that is not a notebook.
     """
     path = Path(notebook)
     nb = read_notebook(path)
     report = VerifyReport(path, inputs=check_inputs(nb, path, data_dirs))
     if not report.inputs_ok:
-        return report
+        if not rerun_changed_inputs or any(i.status == "missing" for i in report.inputs):
+            return report
+        report.changed_inputs_rerun = True
     sid = conversation_id or f"verify-{uuid.uuid4().hex[:12]}"
     session = await manager.session(sid)
     try:
@@ -169,6 +187,7 @@ async def _rerun(session: KernelSession, nb: dict[str, Any], report: VerifyRepor
     workdirs = (recorded_dirs, [str(session.workdir)])
     default = session.limits.timeout_s
     previous_lost = False
+    rerun_cells: dict[int, dict[str, Any]] = {}
     if any(_marker(c) == "resumed" for c in nb["cells"]):
         # The recorded run brought its variables back after a loss: so does the rerun,
         # from its own (identical) cells, when the same cell loses the kernel again.
@@ -187,10 +206,22 @@ async def _rerun(session: KernelSession, nb: dict[str, Any], report: VerifyRepor
         check = CellCheck(index, cell.get("execution_count"), cell["source"], recorded_status(cell),
                           ex.status, tuple(diffs))
         report.cells.append(check)
+        rerun_cells[index] = session.audit.cells[-1]
         previous_lost = ex.state == "lost"
         if on_cell is not None:
             with contextlib.suppress(Exception):
                 on_cell(check)
+    report.answers = _recheck_answers(nb, rerun_cells)
+
+
+def _recheck_answers(nb: dict[str, Any], rerun_cells: dict[int, dict[str, Any]]) -> list[AnswerCheck]:
+    """Re-check every answer cell that recorded its claims against the re-run cells."""
+    checks = []
+    for index, cell in enumerate(nb["cells"]):
+        claims = cell.get("metadata", {}).get("kernel_analyst", {}).get("claims")
+        if cell.get("cell_type") == "markdown" and isinstance(claims, dict):
+            checks.append(recheck(Grounding.from_dict(claims), rerun_cells, cell_index=index))
+    return checks
 
 
 def _recorded_workdirs(meta: dict[str, Any]) -> list[str | re.Pattern[str]]:

@@ -34,7 +34,7 @@ from .auth import Tenant
 from .config import ServerConfig
 from .exceptions import NoModelError
 from .records import SessionRecord
-from .render import render_markdown
+from .render import render_cited, render_markdown
 from .routes import output_event, resumed_event, service_of, sse_response
 from .schemas import AskRequest, EdaRequest, Problem
 from .service import SessionService
@@ -67,8 +67,10 @@ class AuditFollower:
         text = "".join(source) if isinstance(source, list) else str(source)
         if cell.get("cell_type") != "code":
             meta = cell.get("metadata", {}).get("kernel_analyst", {})
-            if isinstance(meta, dict) and meta.get("marker") == "resumed" and isinstance(meta.get("recovery"), dict):
-                self._emit("resumed", resumed_event(RecoveryReport.from_dict(meta["recovery"]), self._html))
+            resumed = isinstance(meta, dict) and meta.get("marker") == "resumed"
+            recovery = meta.get("recovery") if resumed else None
+            if isinstance(recovery, dict):
+                self._emit("resumed", resumed_event(RecoveryReport.from_dict(recovery), self._html))
                 return
             self._emit("markdown", markdown_event(text, self._html))
             return
@@ -124,10 +126,14 @@ class _AgentEvents(AgentEventHandler):
     def final_answer(self, event: FinalAnswer) -> None:
         self.answer = event
         answer = event.answer
-        self.emit("answer", {**markdown_event(answer.text, self.html), "stop_reason": answer.stop_reason,
+        shown = markdown_event(answer.text, self.html)
+        if self.html and answer.claims is not None and answer.claims.claims:
+            shown["html"] = render_cited(answer.claims)  # each number a link to its cell
+        self.emit("answer", {**shown, "stop_reason": answer.stop_reason,
                              "error": answer.error, "steps": len(answer.steps),
                              "protocol": answer.protocol, "notes": list(answer.notes),
-                             "usage": answer.usage.to_dict() if answer.usage else None})
+                             "usage": answer.usage.to_dict() if answer.usage else None,
+                             "claims": answer.claims.to_dict() if answer.claims else None})
 
 
 class AgentBridge:

@@ -23,6 +23,7 @@ from .agent_bridge import AgentBridge, agent_router
 from .config import ServerConfig
 from .exceptions import ServiceError, TooManySessionsError
 from .routes import UPLOAD_OVERHEAD_BYTES, router, upload_router
+from .runs_api import runs_router
 from .schemas import ServerInfo
 from .service import SessionService
 
@@ -113,6 +114,7 @@ def create_app(config: ServerConfig, *, model: Any = None, mcp: bool = True) -> 
     app.include_router(router, max_body_size=config.max_body_bytes)
     app.include_router(upload_router, max_body_size=config.max_upload_bytes + UPLOAD_OVERHEAD_BYTES)
     app.include_router(agent_router, max_body_size=config.max_body_bytes)
+    app.include_router(runs_router, max_body_size=config.max_body_bytes)
     _add_page(app, config)
     if mcp_mount is not None:
         # A plain route, not a mount: "/mcp" itself is the endpoint (no redirect to "/mcp/").
@@ -157,6 +159,7 @@ def _add_page(app: FastAPI, config: ServerConfig) -> None:
         bridge: AgentBridge = request.app.state.bridge
         return {"version": _VERSION, "ask_available": bridge.ask_available,
                 "max_upload_bytes": config.max_upload_bytes, "max_timeout_s": config.max_timeout_s,
-                "default_timeout_s": config.default_timeout_s, "auth": config.auth}
+                "default_timeout_s": config.default_timeout_s, "auth": config.auth,
+                "max_background_timeout_s": config.max_background_timeout_s}
 
     app.mount("/static", StaticFiles(directory=str(static)), name="static")

@@ -60,10 +60,11 @@ def _common(parser: argparse.ArgumentParser, *, default_port: int) -> None:
                        help=f"port (default {default_port}; 0 = any)")
     group.add_argument("--token-file", type=Path, help="tokens file: one 'TENANT TOKEN' per line")
     group.add_argument("--max-timeout", type=float, default=300.0, help="timeout ceiling, s (300)")
+    group.add_argument("--max-background-timeout", type=float, default=86_400.0, metavar="SECONDS",
+                       help="how long a background run may last, s (86400: 24 h)")
     group.add_argument("--idle-timeout", type=float, default=1800.0,
                        help="sessions idle this long go dormant (kernel stopped, conversation kept; "
                             "the next use wakes it), s (1800; 0 = never)")
-    group.add_argument("--max-upload-mb", type=float, default=100.0, help="largest upload, MiB (100)")
     group.add_argument("--pool-size", type=int, default=1, help="kernels started in advance (1)")
     flags.add_database_flag(parser)
     flags.add_recovery_flag(parser, default="replay")
@@ -87,7 +88,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     kernel = flags.kernel_settings(args)
     model = flags.model_settings(args)
     timeout = min(kernel.timeout_s or ServerConfig.default_timeout_s, args.max_timeout)
-    limits = kernel.limits(timeout_s=timeout, max_upload_mb=max(1, int(args.max_upload_mb + 0.999)))
+    limits = kernel.limits(timeout_s=timeout)  # --max-upload-mb: kernel flags, one limit everywhere
     return ServerConfig(
         root_dir=kernel.session_dir or DEFAULT_SESSION_DIR, host=args.host, port=args.port, tokens=tokens,
         auth=not no_auth, limits=limits, max_sessions=getattr(args, "max_sessions", 20),
@@ -95,8 +96,9 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_stored_per_tenant=getattr(args, "max_stored_per_tenant", 100),
         max_stored_mb_per_tenant=getattr(args, "max_stored_mb_per_tenant", 5120.0) or None,
         max_body_bytes=int(getattr(args, "max_body_mb", 2.0) * 1024 * 1024),
-        max_upload_bytes=int(args.max_upload_mb * 1024 * 1024), default_timeout_s=timeout,
+        max_upload_bytes=limits.max_upload_mb * 1024 * 1024, default_timeout_s=timeout,
         max_timeout_s=args.max_timeout, idle_timeout_s=args.idle_timeout or None,
+        max_background_timeout_s=args.max_background_timeout,
         pool_size=args.pool_size, model=model.spec, base_url=model.base_url, max_steps=model.max_steps,
         images=model.images, protocol=model.protocol, gateway_url=kernel.gateway_url,
         gateway_env=dict(kernel.gateway_env),

@@ -118,12 +118,15 @@ class ServerConfig:
     dormant); a new session beyond it gets 429. None: no limit."""
     max_body_bytes: int = 2 * 1024 * 1024
     """Largest request body, uploads excepted."""
-    max_upload_bytes: int = 100 * 1024 * 1024
-    """Largest uploaded file."""
+    max_upload_bytes: int = Limits.max_upload_mb * 1024 * 1024
+    """Largest uploaded file (``--max-upload-mb``; the kernels' ``Limits.max_upload_mb``)."""
     default_timeout_s: float = DEFAULT_TIMEOUT_S or 120.0
     """Execution timeout when a request gives none (the front ends' one default)."""
     max_timeout_s: float = 300.0
     """The ceiling a request's timeout may not exceed."""
+    max_background_timeout_s: float = 86_400.0
+    """How long a background run (``POST /sessions/{id}/runs``, MCP ``execute`` with
+    ``background``) may last, and its default: 24 hours."""
     idle_timeout_s: float | None = 1800.0
     """Sessions idle this long go dormant: the kernel stops (its namespace snapshotted),
     the conversation stays, and its next use wakes it. None: never."""
@@ -165,6 +168,10 @@ class ServerConfig:
     replica_lease_s: float = 60.0
     """A replica unheard of this long is taken for dead: its idle sessions may be closed
     by the others. Heartbeats come at least four times per lease."""
+    housekeeping_interval_s: float | None = None
+    """Seconds between housekeeping passes (heartbeats, last-use times, owners, culling);
+    None: a quarter of the lease or of the idle timeout, at most 30 s. Tests that drive
+    :meth:`SessionService.housekeep` themselves set it long."""
 
     @property
     def kernel_settings(self) -> KernelSettings:
@@ -184,7 +191,7 @@ class ServerConfig:
 
     def __post_init__(self) -> None:
         self.root_dir = Path(self.root_dir)
-        if self.max_timeout_s <= 0 or self.default_timeout_s <= 0:
+        if self.max_timeout_s <= 0 or self.default_timeout_s <= 0 or self.max_background_timeout_s <= 0:
             raise ValueError("timeouts must be positive")
         if self.default_timeout_s > self.max_timeout_s:
             self.default_timeout_s = self.max_timeout_s
@@ -197,6 +204,8 @@ class ServerConfig:
             raise ValueError(f"recovery must be one of {', '.join(RECOVERY_MODES)}; got {self.recovery!r}")
         if self.replica_lease_s <= 0:
             raise ValueError("the replica lease must be positive")
+        if self.housekeeping_interval_s is not None and self.housekeeping_interval_s <= 0:
+            raise ValueError("the housekeeping interval must be positive")
 
 
 def environment_overrides(environ: Mapping[str, str] | None = None) -> TokenTable:

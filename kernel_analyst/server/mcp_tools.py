@@ -33,6 +33,7 @@ from ..agent.observation import Observation, ObservationSettings, observe_step
 from ..frontend.errors import classify
 from ..kernels import Execution, KernelAnalystError
 from ..kernels import files as _files
+from . import mcp_runs
 from .config import DEFAULT_TENANT, ServerConfig
 from .records import SessionRecord
 from .service import SessionService
@@ -43,7 +44,8 @@ _INSTRUCTIONS = (
     "Stateful Python kernels for data analysis. Each session keeps its variables between calls; "
     "pandas and matplotlib are available; figures come back as images. Upload data with upload_file, "
     "profile it with eda (a full exploratory report, no code needed), run code with execute, inspect "
-    "with list_variables, and get the audit notebook with export_notebook."
+    "with list_variables, and get the audit notebook with export_notebook. Code that may run longer "
+    "than your client waits: execute with background=true, then run_status (wait_s to wait) or cancel_run."
 )
 
 
@@ -71,19 +73,38 @@ class ServiceTools:
         record = await self._get_service().create(tenant, label=label)
         return record.to_dict()
 
-    async def execute(self, tenant: str, code: str, session_id: str | None,
-                      timeout: float | None) -> CallToolResult:
-        """Run code; text, images and a structured summary."""
+    async def execute(self, tenant: str, code: str, session_id: str | None, timeout: float | None,
+                      *, background: bool = False, ctx: Context[Any, Any] | None = None) -> CallToolResult:
+        """Run code; text, images and a structured summary (``background``: start a run
+        and answer at once). Progress notifications go out while the cell runs."""
         service = self._get_service()
         record = await self.record(tenant, session_id)
+        if background:
+            return await mcp_runs.start_run(service, record, code, timeout)
         limit = service.timeout_for(timeout)
         # The host's model is unknown here: "auto" sends figures and lets the host decide.
         settings = ObservationSettings(send_images=service.config.images != "off")
-        async with service.use(record) as session:
-            ex = await session.execute(code, timeout=limit)
+        last = mcp_runs.LastLine()
+        async with service.use(record) as session, mcp_runs.progress(ctx, "the cell", last):
+            ex = await session.execute(code, timeout=limit, on_output=last)
             name = f"outputs/mcp-cell-{ex.execution_count or 0}-{uuid.uuid4().hex[:6]}.txt"
             observation = await observe_step(session, ex, settings=settings, save_as=name)
         return execution_result(ex, observation, record.id)
+
+    async def run_status(self, tenant: str, run_id: str, session_id: str | None, since: int, wait_s: float,
+                         ctx: Context[Any, Any] | None = None) -> CallToolResult:
+        """A background run's state and outputs from ``since`` (waiting up to ``wait_s``)."""
+        service = self._get_service()
+        record = await self.record(tenant, session_id)
+        run = (await service.live(record)).runs.get(run_id)
+        return await mcp_runs.read_run(service, record, run, since=max(0, since), wait_s=wait_s, ctx=ctx)
+
+    async def cancel_run(self, tenant: str, run_id: str, session_id: str | None) -> CallToolResult:
+        """Stop a background run."""
+        service = self._get_service()
+        record = await self.record(tenant, session_id)
+        run = (await service.live(record)).runs.get(run_id)
+        return await mcp_runs.cancel(service, record, run)
 
     async def upload_file(self, tenant: str, name: str, content_base64: str | None, text: str | None,
                           session_id: str | None) -> dict[str, Any]:
@@ -207,11 +228,29 @@ def build_mcp_server(tools: ServiceTools, *, with_ask: bool) -> MCPServer[Any]:
             return await tools.create_session(tenant_of(ctx), label)
 
     async def execute(code: str, ctx: Context[Any, Any], session_id: str | None = None,
-                      timeout: float | None = None) -> CallToolResult:
+                      timeout: float | None = None, background: bool = False) -> CallToolResult:
         """Run Python code in the session's kernel (state persists between calls). Returns the
-        printed text, results and errors, and figures as images."""
+        printed text, results and errors, and figures as images; progress is reported while it
+        runs. With background=true it returns at once with a run id (for code that runs longer
+        than you can wait: training, large loads): read it with run_status, stop it with
+        cancel_run; the session runs nothing else until it ends."""
         with _as_tool_error():
-            return await tools.execute(tenant_of(ctx), code, session_id, timeout)
+            return await tools.execute(tenant_of(ctx), code, session_id, timeout, background=background,
+                                       ctx=ctx)
+
+    async def run_status(run_id: str, ctx: Context[Any, Any], session_id: str | None = None, since: int = 0,
+                         wait_s: float = 0) -> CallToolResult:
+        """A background run's state (queued, running, finished, cancelled, failed) and its output
+        from offset `since` (the answer says the next offset). wait_s (at most 300) waits for the
+        run to end, with progress; once it ended, the result as execute reports it."""
+        with _as_tool_error():
+            return await tools.run_status(tenant_of(ctx), run_id, session_id, since, wait_s, ctx)
+
+    async def cancel_run(run_id: str, ctx: Context[Any, Any],
+                         session_id: str | None = None) -> CallToolResult:
+        """Stop a background run: its cell is interrupted (the variables stay)."""
+        with _as_tool_error():
+            return await tools.cancel_run(tenant_of(ctx), run_id, session_id)
 
     async def upload_file(name: str, ctx: Context[Any, Any], content_base64: str | None = None,
                           text: str | None = None, session_id: str | None = None) -> dict[str, Any]:
@@ -241,16 +280,19 @@ def build_mcp_server(tools: ServiceTools, *, with_ask: bool) -> MCPServer[Any]:
         too), no code needed: alerts, missing values, distributions, associations, and with `target`
         every column against it. Returns the summary of findings; the cells are in the notebook."""
         with _as_tool_error():
-            return await tools.eda(tenant_of(ctx), file, session_id, target, sheet)
+            async with mcp_runs.progress(ctx, "the EDA"):
+                return await tools.eda(tenant_of(ctx), file, session_id, target, sheet)
 
-    for fn in (create_session, execute, upload_file, list_variables, list_files, export_notebook, eda):
+    for fn in (create_session, execute, run_status, cancel_run, upload_file, list_variables, list_files,
+               export_notebook, eda):
         server.add_tool(fn)
     if with_ask:
         async def ask(question: str, ctx: Context[Any, Any], session_id: str | None = None) -> CallToolResult:
             """Ask the analysis agent a question about the session's data; it writes and runs
             code in the session and answers in prose."""
             with _as_tool_error():
-                return await tools.ask(tenant_of(ctx), question, session_id)
+                async with mcp_runs.progress(ctx, "the agent"):
+                    return await tools.ask(tenant_of(ctx), question, session_id)
 
         server.add_tool(ask)
     return server

@@ -18,11 +18,13 @@ from __future__ import annotations
 import base64
 import binascii
 import html
+import re
 from typing import Any
 
 import nh3
 from markdown_it import MarkdownIt
 
+from ..claims import Grounding, cite_markdown
 from ..frontend.tracebacks import ErrorView
 from ..kernels.execution import strip_ansi
 
@@ -34,7 +36,7 @@ _TAGS = {
     "a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgroup", "dd", "del", "div",
     "dl", "dt", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "kbd", "li", "ol", "p", "pre",
     "s", "small", "span", "strong", "sub", "sup", "table", "tbody", "td", "tfoot", "th", "thead",
-    "tr", "u", "ul",
+    "tr", "u", "ul", "mark",
 }
 _ATTRIBUTES = {
     "*": {"class", "title"},
@@ -67,6 +69,43 @@ def sanitize_html(fragment: str) -> str:
 def render_markdown(text: str) -> str:
     """Markdown to safe HTML (raw HTML in the source is shown as text)."""
     return sanitize_html(_markdown.render(text))
+
+
+_CELL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""nbformat 4.5's cell id pattern."""
+
+UNSUPPORTED_HREF = "#ka-unsupported"
+"""Where an unsupported number of a cited answer links to before it becomes a ``<mark>``."""
+_UNSUPPORTED_LINK = re.compile(r'<a href="' + re.escape(UNSUPPORTED_HREF) + r'" title="([^"]*)">(.*?)</a>')
+
+
+def render_cited(grounding: Grounding) -> str:
+    """An answer to safe HTML with its numbers cited: links to their cells
+    (``#cell-id=<id>``, titled with the source value), unsupported ones marked."""
+    return _with_marks(cite_markdown(grounding, unsupported_href=UNSUPPORTED_HREF))
+
+
+def _with_marks(markdown: str) -> str:
+    rendered = _markdown.render(markdown)
+    return sanitize_html(_UNSUPPORTED_LINK.sub(r'<mark title="\1">\2</mark>', rendered))
+
+
+def render_markdown_cell(cell: dict[str, Any]) -> str:
+    """A markdown cell to safe HTML; an answer cell that recorded its claims shows its
+    cited numbers as links and marks (its source holds ``<mark>`` HTML, which
+    :func:`render_markdown` shows as text)."""
+    source = _join(cell.get("source", ""))
+    claims = _ka_meta(cell).get("claims")
+    if isinstance(claims, dict):
+        try:
+            grounding = Grounding.from_dict(claims)
+        except (KeyError, TypeError, ValueError):
+            return render_markdown(source)
+        cited = cite_markdown(grounding)
+        if cited in source:
+            linked = cite_markdown(grounding, unsupported_href=UNSUPPORTED_HREF)
+            return _with_marks(source.replace(cited, linked, 1))
+    return render_markdown(source)
 
 
 def _join(value: Any) -> str:
@@ -162,14 +201,17 @@ def render_cell(cell: dict[str, Any], *, workdir: str | None = None) -> str:
     kind = cell.get("cell_type")
     source = _join(cell.get("source", ""))
     if kind == "markdown":
-        return f'<section class="cell markdown">{render_markdown(source)}</section>'
+        return f'<section class="cell markdown">{render_markdown_cell(cell)}</section>'
     if kind != "code":
         return f'<section class="cell raw">{_pre(source, "raw")}</section>'
     count = cell.get("execution_count")
     prompt = f"[{count}]" if isinstance(count, int) else "[ ]"
     status = cell_status(cell) or "unknown"
     rendered = render_outputs(cell, workdir=workdir)
-    return (f'<section class="cell code status-{status}"><div class="prompt">{html.escape(prompt)}</div>'
+    cell_id = cell.get("id")  # nbformat's pattern only: an anchor, nothing a notebook can smuggle in
+    anchor = f' id="cell-id={cell_id}"' if isinstance(cell_id, str) and _CELL_ID.fullmatch(cell_id) else ""
+    return (f'<section class="cell code status-{status}"{anchor}>'
+            f'<div class="prompt">{html.escape(prompt)}</div>'
             f'{_pre(source, "source")}<div class="outputs">{rendered}</div></section>')
 
 
@@ -193,7 +235,7 @@ def cell_view(cell: dict[str, Any], index: int, *, workdir: str | None = None) -
     source = _join(cell.get("source", ""))
     ka = _ka_meta(cell)
     if kind != "code":
-        shown = render_markdown(source) if kind == "markdown" else _pre(source, "raw")
+        shown = render_markdown_cell(cell) if kind == "markdown" else _pre(source, "raw")
         role = ka.get("role")
         return {"index": index, "cell_type": "markdown" if kind == "markdown" else "raw", "source": source,
                 "html": shown, "role": role if isinstance(role, str) else None}
@@ -201,8 +243,10 @@ def cell_view(cell: dict[str, Any], index: int, *, workdir: str | None = None) -
     duration = ka.get("duration_s")
     error = next((o for o in cell.get("outputs") or [] if isinstance(o, dict)
                   and o.get("output_type") == "error"), None)
+    cell_id = cell.get("id")
     return {
         "index": index, "cell_type": "code", "source": source,
+        "id": cell_id if isinstance(cell_id, str) and _CELL_ID.fullmatch(cell_id) else "",
         "execution_count": count if isinstance(count, int) and not isinstance(count, bool) else None,
         "status": cell_status(cell),
         "duration_s": float(duration) if isinstance(duration, (int, float)) else None,

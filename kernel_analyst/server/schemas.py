@@ -87,6 +87,14 @@ class ExecutionOut(BaseModel):
     truncated_bytes: int
     events: list[str]
     text: str
+    ending: dict[str, Any] | None = Field(
+        None, description="Why the kernel ended during this cell (status `died`) or just before it: "
+                          "`cause` (memory_limit, system_oom, signal, exit, killed, connection_lost, "
+                          "unknown), `detail` (one line), `signal`, `exit_code`, `memory_bytes` (the last "
+                          "measurement), `memory_limit_bytes`.")
+    peak_memory_bytes: int | None = Field(None, description="The most resident memory the kernel held "
+                                                            "during the cell.")
+    cpu_time_s: float | None = Field(None, description="CPU seconds the cell used.")
     recovery: dict[str, Any] | None = Field(
         None, description="Set when this cell's session first had its variables brought back (a "
                           "dormant session woken, a restart, a crash or a kernel death): reason, method "
@@ -148,6 +156,8 @@ class CellOut(BaseModel):
     duration_s: float | None = None
     error: dict[str, str] | None = None
     role: str | None = None
+    id: str = Field("", description="A code cell's nbformat id: the page anchors it as `cell-id=<id>`, "
+                                    "which an answer's cited numbers link to.")
 
 
 class CellList(BaseModel):
@@ -182,6 +192,7 @@ class ServerInfo(BaseModel):
     max_timeout_s: float
     default_timeout_s: float
     auth: bool = True
+    max_background_timeout_s: float = Field(86_400.0, description="How long a background run may last.")
 
 
 class Problem(BaseModel):

@@ -499,14 +499,18 @@ class SessionService:
         return True
 
     async def stop(self, record: SessionRecord) -> StopResult:
-        """Stop what runs in the session: a multi-step run (EDA, agent) is cancelled, which
-        interrupts its cell; a single cell is interrupted (again while it goes on, for a cell
-        that catches KeyboardInterrupt). The session stays usable."""
+        """Stop what runs in the session: a multi-step run (EDA, agent) or a background run
+        is cancelled, which interrupts its cell; a single cell is interrupted (again while it
+        goes on, for a cell that catches KeyboardInterrupt). The session stays usable."""
         grace = self.config.limits.interrupt_grace_s + 5.0
         run = record.run
         if run is not None and not run.done():
             run.cancel()
             await asyncio.wait({run}, timeout=grace)
+            return "run"
+        background = record.session.runs.active if record.session is not None else None
+        if background is not None:  # a background run: cancelled like any run
+            await background.cancel()
             return "run"
         use, session = record.current, record.session
         if use is None or session is None:
@@ -544,6 +548,8 @@ class SessionService:
     # -- housekeeping: heartbeats, last-use times, owners, idle culling ----------------------
 
     def _housekeeping_interval(self) -> float:
+        if self.config.housekeeping_interval_s is not None:
+            return self.config.housekeeping_interval_s
         candidates = [30.0, self.config.replica_lease_s / 4]
         if self.config.idle_timeout_s:
             candidates.append(self.config.idle_timeout_s / 4)

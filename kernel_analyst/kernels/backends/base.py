@@ -15,11 +15,14 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..files import FileInfo
 from ..limits import Limits
 from ..request import RequestRouter
+
+if TYPE_CHECKING:
+    from .._memory import MemoryProbe
 
 Channel = Literal["shell", "control", "iopub", "stdin"]
 MessageHandler = Callable[[str, dict[str, Any]], None]
@@ -149,6 +152,18 @@ class RunningKernel(abc.ABC):
     def describe(self) -> dict[str, Any]:
         """Where and how the kernel runs, for logs and the audit trail."""
         return {"isolation": self.isolation}
+
+    def exit_status(self) -> int | None:
+        """How the kernel process ended, once it has: its exit code, or minus the number of
+        the signal that ended it (as ``subprocess`` reports it). None while it runs, and
+        where it is not known (a remote kernel). ``kernels/endings.py`` reads it."""
+        return None
+
+    def memory_probe(self) -> MemoryProbe | None:
+        """Reads the memory the kernel's processes hold, and their OOM kills, from this
+        host (``kernels/endings.py``); None where it cannot (a remote kernel). The same
+        object on every call."""
+        return None
 
 
 class KernelBackend(abc.ABC):

@@ -24,6 +24,7 @@ from jupyter_client.connect import write_connection_file
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
 from .. import sandbox
+from .._memory import MemoryProbe, memory_probe_for
 from ..egress import EgressProxy, start_egress
 from ..exceptions import KernelConnectionError, KernelStartError
 from ..limits import Limits
@@ -104,6 +105,7 @@ class LocalKernel(RunningKernel):
         """The network allowlist's proxy serving this kernel, if it has one."""
         _LIVE.add(self)
         self._closed = False
+        self._probe: MemoryProbe | None = None
         conn.start(self.router.deliver, on_failure=self.router.fail,
                    on_send_failed=self.router.fail_request)
 
@@ -177,6 +179,17 @@ class LocalKernel(RunningKernel):
 
     def describe(self) -> dict[str, Any]:
         return {"isolation": self.isolation, "backend": "local", "pid": self.proc.pid}
+
+    def exit_status(self) -> int | None:
+        code = self.proc.returncode
+        if code is not None and code > 128 and self.plan.isolation == "sandbox":
+            return 128 - code  # bubblewrap exits with 128 + n when its child died of signal n
+        return code
+
+    def memory_probe(self) -> MemoryProbe | None:
+        if self._probe is None:
+            self._probe = memory_probe_for(self.plan.cgroup, self.proc.pid)
+        return self._probe
 
 
 class LocalBackend(KernelBackend):

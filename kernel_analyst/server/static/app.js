@@ -430,6 +430,21 @@ function wire() {
   $("download-html").addEventListener("click", () => download("/sessions/" + sid() + "/notebook.html",
     "kernel-analyst-" + sid() + ".html").catch((err) => setStatus("Download failed: " + err.message, "error")));
   $("view-notebook").addEventListener("click", viewNotebook);
+  $("cells").addEventListener("click", followCitation);
+}
+
+// A number of an answer links to the cell it came from ("#cell-id=ID"): scroll there and
+// flash it, without touching the address (its "#session=" reopens the session on reload).
+function followCitation(event) {
+  const link = event.target.closest('a[href^="#cell-id="]');
+  if (!link) return;
+  event.preventDefault();
+  const target = document.getElementById(link.getAttribute("href").slice(1));
+  if (!target) return;
+  target.scrollIntoView({ block: "center" });
+  target.classList.remove("cited");
+  void target.offsetWidth; // restart the flash when the same cell is cited twice
+  target.classList.add("cited");
 }
 
 async function start() {

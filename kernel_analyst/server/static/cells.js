@@ -38,7 +38,10 @@ export function summaryOf(execution) {
     case "ok": return "Cell " + prompt + " ran in " + took + ".";
     case "interrupted": return "Cell " + prompt + " was stopped (interrupted) after " + took + ".";
     case "timeout": return "Cell " + prompt + " timed out after " + took + ".";
-    case "died": return "Cell " + prompt + ": the kernel died; its variables were lost.";
+    case "died": {
+      const why = execution.ending && execution.ending.detail ? ": " + execution.ending.detail + "." : ";";
+      return "Cell " + prompt + ": the kernel died" + why + " Its variables were lost.";
+    }
     default: {
       const what = error ? error.ename + (error.evalue ? ": " + error.evalue : "") : "error";
       return "Cell " + prompt + " failed: " + what;
@@ -68,6 +71,7 @@ export function finishCell(cell, execution) {
   const outcome = outcomeOf(execution);
   cell.classList.remove("status-running");
   cell.classList.add("status-" + outcome);
+  if (execution.cell_id) cell.id = "cell-id=" + execution.cell_id; // what an answer's numbers link to
   const count = execution.execution_count;
   cell.querySelector(".prompt").textContent = typeof count === "number" ? "[" + count + "]" : "[ ]";
   const took = seconds(execution.duration_s);
@@ -92,7 +96,7 @@ export function cellFromView(view) {
   const cell = createCodeCell(view.source);
   cell.querySelector(".outputs").innerHTML = view.html; // sanitised by the server
   finishCell(cell, {
-    status: view.status, execution_count: view.execution_count,
+    status: view.status, execution_count: view.execution_count, cell_id: view.id,
     duration_s: view.duration_s, error: view.error,
   });
   return cell;

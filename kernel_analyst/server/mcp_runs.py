@@ -1,0 +1,143 @@
+"""MCP for long cells: progress notifications while a cell runs, and background runs.
+
+MCP clients give up on a tool call after their own request timeout (often 60 s) unless
+the server shows signs of life. While any tool runs a cell (``execute``, ``eda``, ``ask``,
+``run_status`` waiting), :func:`progress` sends a progress notification every
+:data:`PROGRESS_INTERVAL_S` seconds against the request's ``progressToken`` (the official
+SDK's ``Context.report_progress``; a no-op when the client sent no token): ``progress``
+is the seconds elapsed, ``message`` says what runs and the last line it printed.
+
+``execute`` with ``background`` starts a background run (``kernels/runs.py``) and answers
+at once with its id; ``run_status`` reads it (the outputs since an offset, optionally
+waiting for the end) and ``cancel_run`` stops it. A run's result is the same observation
+an ``execute`` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from mcp.server.mcpserver import Context
+from mcp_types import CallToolResult, TextContent
+
+from ..agent.observation import ObservationSettings, elide, observe_step
+from ..kernels import Run, RunStatus
+from .records import SessionRecord
+from .runs_api import background_timeout
+from .service import SessionService
+
+PROGRESS_INTERVAL_S = 5.0
+"""Seconds between progress notifications while a cell runs (MCP clients' timeouts reset
+on progress; at most 10 s apart is the promise)."""
+MAX_WAIT_S = 300.0
+"""The longest ``run_status`` waits in one call."""
+_OUTPUT_BUDGET = 4000
+
+
+class LastLine:
+    """The last line of text a cell printed, for progress messages."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def __call__(self, output: dict[str, Any]) -> None:
+        text = str(output.get("text", "")).strip()
+        if text:
+            self.text = text.splitlines()[-1][:200]
+
+
+@contextlib.asynccontextmanager
+async def progress(ctx: Context[Any, Any] | None, what: str, last: LastLine | None = None,
+                   *, interval: float = PROGRESS_INTERVAL_S) -> AsyncIterator[None]:
+    """Send progress notifications every ``interval`` s while the block runs."""
+    if ctx is None:
+        yield
+        return
+    started = time.monotonic()
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(interval)
+            elapsed = time.monotonic() - started
+            line = f": {last.text}" if last is not None and last.text else ""
+            await ctx.report_progress(round(elapsed, 1), None, f"{what} running for {elapsed:.0f} s{line}")
+
+    task = asyncio.create_task(tick(), name="mcp-progress")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):  # a gone client is not our failure
+            await task
+
+
+async def start_run(service: SessionService, record: SessionRecord, code: str,
+                    timeout: float | None) -> CallToolResult:
+    """``execute`` with ``background``: start the run, answer at once."""
+    limit = background_timeout(service, timeout)
+    run = await (await service.live(record)).submit(code, timeout=limit)  # queued at once
+    status = run.status()
+    text = (f"[background run {run.id} started ({status.state}); session {record.id}]\n"
+            f"Read its output and result with run_status(run_id={run.id!r}) (wait_s waits for the end), "
+            "stop it with cancel_run. Other calls on this session wait until it ends.")
+    data = {"session_id": record.id, **status.to_dict(with_execution=False)}
+    return CallToolResult(content=[TextContent(text=text)], structured_content=data)
+
+
+async def read_run(service: SessionService, record: SessionRecord, run: Run, *, since: int,
+                   wait_s: float, ctx: Context[Any, Any] | None) -> CallToolResult:
+    """``run_status``: the run's state, its outputs from ``since``, and once it ended the
+    observation of its cell (waiting up to ``wait_s`` for the end)."""
+    if wait_s > 0 and not run.done:
+        last = LastLine()
+        for output in run.outputs(max(0, run.status().outputs - 1)):
+            last(output)
+        async with progress(ctx, f"background run {run.id}", last):
+            deadline = time.monotonic() + min(wait_s, MAX_WAIT_S)
+            seen = run.status().outputs
+            while not run.done and time.monotonic() < deadline:
+                await run.changed(seen, deadline - time.monotonic())
+                for output in run.outputs(seen):
+                    last(output)
+                seen = run.status().outputs
+    return await _run_result(service, record, run.status(), run.outputs(since), since)
+
+
+async def _run_result(service: SessionService, record: SessionRecord, status: RunStatus,
+                      outputs: list[dict[str, Any]], since: int) -> CallToolResult:
+    header = (f"[run {status.id}: {status.state}; {status.duration_s:.1f} s; outputs {since}-{status.outputs}"
+              f" (next since={status.outputs})]")
+    data: dict[str, Any] = {"session_id": record.id, **status.to_dict(with_execution=False)}
+    ex = status.execution
+    if ex is None or not status.done:
+        text = "".join(str(o.get("text", "")) for o in outputs if o.get("output_type") == "stream")
+        shown, _ = elide(text, _OUTPUT_BUDGET)
+        body = shown or "(no new output)"
+        if status.error:
+            body += f"\nThe run failed: {status.error}"
+        return CallToolResult(content=[TextContent(text=f"{header}\n{body}")], structured_content=data,
+                              is_error=status.state == "failed")
+    settings = ObservationSettings(send_images=service.config.images != "off")
+    name = f"outputs/mcp-{status.id}-{uuid.uuid4().hex[:6]}.txt"
+    session = await service.live(record)
+    observation = await observe_step(session, ex, settings=settings, save_as=name)
+    data["execution"] = {"status": ex.status, "state": ex.state, "execution_count": ex.execution_count,
+                         "error": ex.error.to_dict() if ex.error else None,
+                         "ending": ex.ending.to_dict() if ex.ending else None, "events": list(ex.events)}
+    return CallToolResult(content=[TextContent(text=f"{header}\n[status: {ex.status}; state: {ex.state}]\n"
+                                                    f"{observation.text}".rstrip() + "\n")],
+                          structured_content=data, is_error=ex.status != "ok")
+
+
+async def cancel(service: SessionService, record: SessionRecord, run: Run) -> CallToolResult:
+    """``cancel_run``: stop the run; answers once it has ended."""
+    status = await run.cancel()
+    return await _run_result(service, record, status, [], status.outputs)
+
+
+__all__ = ["MAX_WAIT_S", "PROGRESS_INTERVAL_S", "LastLine", "cancel", "progress", "read_run", "start_run"]
