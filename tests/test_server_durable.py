@@ -9,7 +9,6 @@ from each other, let go of what they no longer own, and never cull each other's.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Any
