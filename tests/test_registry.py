@@ -88,7 +88,7 @@ async def test_a_session_goes_dormant_in_two_fenced_writes_and_wakes_once(regist
             dormant.sleeping_since, dormant.disk_bytes) == (at + 1, "idle", None, None, None, 1234)
     assert await registry.open_counts("alice") == (1, 1), "live sessions only"
     assert await registry.stored("alice") == (2, 1234), "live and dormant, with their disk use"
-    assert not await registry.claim("s", owner="r2", kernel_id=None), "a dormant session is woken, not claimed"
+    assert not await registry.claim("s", owner="r2", kernel_id=None), "a dormant one is woken, not claimed"
     assert await registry.wake("s", owner="r2", at=at + 2)
     assert not await registry.wake("s", owner="r3", at=at + 2), "of two replicas waking it, one wins"
     woken = await registry.get("s")

@@ -51,12 +51,15 @@ def span(seconds: float) -> str:
     return " ".join(parts)
 
 
+_WHY = {"idle": "culled as idle", "shutdown": "stopped with its server"}
+
+
 def wake_reason(dormant_since: float | None, reason: str | None, *, now: float | None = None) -> str:
-    """The reason a woken conversation's recovery report gives (``woken after 2 h
-    dormant (idle)``)."""
+    """The reason a woken conversation's recovery report gives (``woken after 2 h 5 min
+    dormant, culled as idle``); the report puts it in parentheses."""
     now = time.time() if now is None else now
     slept = f" after {span(now - dormant_since)}" if dormant_since is not None else ""
-    return f"woken{slept} dormant ({reason or 'idle'})"
+    return f"woken{slept} dormant, {_WHY.get(reason or 'idle', reason or 'idle')}"
 
 
 def recorded_variables(notebook: dict[str, Any]) -> list[dict[str, Any]]:

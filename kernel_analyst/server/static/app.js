@@ -63,7 +63,16 @@ function when(iso) {
   return date.toLocaleDateString();
 }
 
+// A session that can take code: live, or dormant (its next use wakes it).
+function usable(info) {
+  return info.state === "open" || info.state === "dormant";
+}
+
 function sessionStatus(info) {
+  if (info.state === "dormant") {
+    return "dormant (" + [info.dormant_reason, when(info.dormant_since)].filter(Boolean).join(", ")
+      + ") · wakes on use";
+  }
   if (info.state === "closed") return "closed" + (info.closed_reason ? " (" + info.closed_reason + ")" : "");
   return info.busy ? "running" : "open";
 }
@@ -97,7 +106,12 @@ function clearSessions() {
 
 async function refreshSessions() {
   if (!state.signedIn) return;
-  try { renderSessions((await getJson("/sessions")).sessions); } catch (err) { /* shown elsewhere */ }
+  let list;
+  try { list = (await getJson("/sessions")).sessions; } catch (err) { return; /* shown elsewhere */ }
+  renderSessions(list);
+  const current = list.find((info) => info.id === sid());
+  if (current && !state.busy) showSession(current); // dormant, or woken by a run
+
 }
 
 function showSession(info) {
@@ -106,7 +120,7 @@ function showSession(info) {
   history.replaceState(null, "", "#session=" + info.id);
   const label = info.label ? info.label + " · " : "";
   $("session-name").textContent = label + info.id + " · " + sessionStatus(info);
-  $("session-name").className = info.state === "closed" ? "closed" : "";
+  $("session-name").className = info.state === "closed" ? "closed" : info.state;
   for (const li of $("sessions").children) li.classList.toggle("current", li.dataset.id === info.id);
 }
 
@@ -124,7 +138,11 @@ async function openSession(id) {
     $("progress").hidden = true;
     $("notebook-frame").hidden = true;
     const closed = data.session.state === "closed";
-    setStatus(closed ? "This session was closed (" + (data.session.closed_reason || "closed") + "): its notebook "
+    if (data.session.state === "dormant") {
+      setStatus("Reopened: " + data.cells.length + " cells. This session is dormant ("
+        + (data.session.dormant_reason || "idle") + "): its kernel was let go of, its files, notebook and "
+        + "variables are kept. Run code, ask or run an EDA to wake it.", "dormant");
+    } else setStatus(closed ? "This session was closed (" + (data.session.closed_reason || "closed") + "): its notebook "
       + "is shown read-only. Start a new session to go on." : "Reopened: " + data.cells.length + " cells.",
       closed ? "stopped" : "done");
     refreshButtons(); // a closed session is read-only from the moment it is shown
@@ -136,7 +154,7 @@ async function openSession(id) {
 }
 
 async function ensureSession(label) {
-  if (state.session && state.session.state === "open") return state.session.id;
+  if (state.session && usable(state.session)) return state.session.id;
   const res = await api("/sessions", jsonBody({ label: label.slice(0, 80) }));
   showSession(await res.json());
   $("cells").textContent = "";
@@ -210,7 +228,7 @@ async function refreshFiles() {
     eda.className = "small eda";
     eda.textContent = "EDA";
     eda.title = "Run the EDA playbook on " + file.name;
-    eda.disabled = state.busy || !state.session || state.session.state !== "open";
+    eda.disabled = state.busy || !state.session || !usable(state.session);
     eda.addEventListener("click", () => runEda(file.name));
     li.append(link, size, eda);
     ul.appendChild(li);
@@ -224,7 +242,7 @@ function clearVariables() {
 
 async function refreshVariables() {
   const id = sid();
-  if (!id || !state.session || state.session.state !== "open") return;
+  if (!id || !state.session || !usable(state.session)) return; // a dormant one's are as recorded
   let variables = [];
   try { variables = (await getJson("/sessions/" + id + "/variables")).variables; } catch (err) { return; }
   const body = $("variables").tBodies[0];
@@ -277,6 +295,12 @@ function handleEvent(name, data) {
     state.runFirst = state.runFirst || cell;
     state.runLastMarkdown = cell;
     appendCell(cell);
+  } else if (name === "resumed") {
+    // A dormant session woke (or a lost kernel's variables came back) before this cell:
+    // the notebook's marker, where the notebook has it.
+    const marker = createMarkdownCell(data.html || "", "resumed");
+    if (state.current && state.current.parentNode) state.current.before(marker);
+    else appendCell(marker);
   } else if (name === "progress") {
     showProgress(data);
   } else if (name === "done") {
@@ -364,7 +388,7 @@ async function submit() {
 // -- buttons and wiring -------------------------------------------------------------------------
 
 function refreshButtons() {
-  const open = !state.session || state.session.state === "open";
+  const open = !state.session || usable(state.session);
   const ready = state.signedIn && open;
   const canAsk = Boolean(state.info && state.info.ask_available);
   $("run").disabled = state.busy || !ready;
