@@ -144,7 +144,8 @@ async def test_several_files_and_the_variables_panel(browser: Any, server: Runni
               .observe(document.getElementById('status'), {childList: true}); }""")
         await page.set_input_files("#file-input", files=[
             {"name": name, "mimeType": "text/plain", "buffer": data} for name, data in files.items()])
-        await page.wait_for_function("n => document.querySelectorAll('#files a.download').length === n", arg=3)
+        await page.wait_for_function("n => document.querySelectorAll('#files a.download').length === n",
+                                     arg=3)
         listed = await page.locator("#files a.download").all_inner_texts()
         assert sorted(listed) == sorted(files), listed
         statuses = await page.evaluate("window.__statuses")
