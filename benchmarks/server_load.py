@@ -8,11 +8,21 @@ the machine hits both, and the median round of each is compared::
     python benchmarks/server_load.py                # 20 clients x 20 executes, 3 rounds
     python benchmarks/server_load.py --clients 5 --requests 50 --code "sum(range(1000))"
     python benchmarks/server_load.py --creates 20    # only: 20 clients create sessions at once
+    python benchmarks/server_load.py --wakes 5 --only-wake   # dormant wake-up vs a new conversation
 
 **Creation burst.** Before the throughput rounds, ``--creates`` clients (default 20) each
 ``POST /sessions`` at the same moment against a fresh server with its default warm pool
 (what a team opening the page at once does). Goal: every answer 201, none slower than
 15 s on this machine's 2 cores.
+
+**Wake-up of a dormant conversation** (``--wakes N``). A conversation holds a 100 MB
+DataFrame (1,310,720 x 10 float64); the server culls it after 1 s idle (the namespace
+snapshotted: the frame as Parquet), and the next execute wakes it: the time of that
+execute, from the request to the answer, is its wake-up (kernel start + snapshot load +
+the cell). Measured side by side, alternating, with a cold new conversation on the same
+server (``POST /sessions`` + a first execute): the same kernel start without the load.
+Goal: wake-up median at most 1.5 s (E2B's resume is about 1 s). ``--wake-pool`` sets the
+server's warm pool (default 0: every kernel starts cold, the conservative figure).
 
 The server runs as a subprocess (``python -m kernel_analyst.server serve``) on 127.0.0.1
 with a token of its own, so this process (the load generator) and the server do not
@@ -248,6 +258,83 @@ async def run_creation_burst(count: int, isolation: str) -> bool:
     return ok
 
 
+WAKE_FRAME = ("import numpy as np\nimport pandas as pd\n"
+              "frame = pd.DataFrame(np.random.default_rng(0).random((1_310_720, 10)), "
+              "columns=[f'c{i}' for i in range(10)])\nint(frame.memory_usage(index=False).sum())")
+
+
+async def _execute(client: httpx.AsyncClient, sid: str, code: str) -> dict[str, object]:
+    response = await client.post(f"/sessions/{sid}/execute", json={"code": code})
+    response.raise_for_status()
+    body: dict[str, object] = response.json()
+    if body["status"] != "ok":
+        raise SystemExit(f"the cell failed: {body}")
+    return body
+
+
+async def wake_once(client: httpx.AsyncClient) -> tuple[float, float]:
+    """(seconds from the execute that wakes a dormant 100 MB conversation to its answer,
+    seconds of its snapshot load as the recovery reports it)."""
+    sid = (await client.post("/sessions", json={"label": "wake"})).raise_for_status().json()["id"]
+    try:
+        made = await _execute(client, sid, WAKE_FRAME)
+        assert int(str(made["text"]).strip()) >= 100 * 1024 * 1024, made["text"]
+        deadline = time.monotonic() + 180
+        while (await client.get(f"/sessions/{sid}")).json()["state"] != "dormant":
+            if time.monotonic() > deadline:
+                raise SystemExit("the conversation did not go dormant within 180 s")
+            await asyncio.sleep(0.05)
+        t0 = time.perf_counter()
+        woken = await _execute(client, sid, "frame.shape")
+        took = time.perf_counter() - t0
+        recovery = woken["recovery"]
+        assert isinstance(recovery, dict) and recovery["method"] == "snapshot", recovery
+        assert woken["text"] == "(1310720, 10)\n", woken["text"]
+        return took, float(recovery["duration_s"])
+    finally:
+        await client.delete(f"/sessions/{sid}")
+
+
+async def cold_once(client: httpx.AsyncClient) -> float:
+    """Seconds from ``POST /sessions`` to the answer of its first execute."""
+    t0 = time.perf_counter()
+    sid = (await client.post("/sessions", json={"label": "cold"})).raise_for_status().json()["id"]
+    try:
+        await _execute(client, sid, "frame = None")
+        return time.perf_counter() - t0
+    finally:
+        await client.delete(f"/sessions/{sid}")
+
+
+async def run_wakes(count: int, isolation: str, pool: int) -> bool:
+    wakes: list[float] = []
+    loads: list[float] = []
+    colds: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="ka-server-wake-") as tmp:
+        token = secrets.token_urlsafe(24)
+        proc, url = start_server(Path(tmp), token, isolation=isolation, max_sessions=4,
+                                 extra=("--pool-size", str(pool), "--idle-timeout", "1"))
+        try:
+            async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"},
+                                         timeout=300) as client:
+                await wait_healthy(client)
+                for _ in range(count):  # alternating, so a change of load hits both
+                    colds.append(await cold_once(client))
+                    took, load = await wake_once(client)
+                    wakes.append(took)
+                    loads.append(load)
+        finally:
+            stop(proc)
+    wake, cold = statistics.median(wakes), statistics.median(colds)
+    print(f"wake-up of a dormant conversation with a 100 MB DataFrame (isolation={isolation}, pool={pool}, "
+          f"{count} alternating rounds):")
+    print(f"  woken      median {wake:.2f} s  (each: {', '.join(f'{t:.2f}' for t in wakes)}); "
+          f"snapshot load as reported {statistics.median(loads):.2f} s")
+    print(f"  cold new   median {cold:.2f} s  (each: {', '.join(f'{t:.2f}' for t in colds)})")
+    print(f"  wake/cold {wake / cold:.2f}x; wake-up median {wake:.2f} s (goal <= 1.5 s)")
+    return wake <= 1.5
+
+
 def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.send_signal(signal.SIGINT)
     try:
@@ -283,7 +370,15 @@ async def main() -> int:
     parser.add_argument("--creates", type=int, default=20,
                         help="clients creating sessions at once before the throughput rounds (0: skip)")
     parser.add_argument("--only-creates", action="store_true", help="run the creation burst only")
+    parser.add_argument("--wakes", type=int, default=0,
+                        help="rounds of the dormant wake-up measure (100 MB DataFrame; 0: skip)")
+    parser.add_argument("--wake-pool", type=int, default=0, help="the server's warm pool for --wakes (0)")
+    parser.add_argument("--only-wake", action="store_true", help="run the wake-up measure only")
     args = parser.parse_args()
+    if args.wakes or args.only_wake:
+        woke_ok = await run_wakes(args.wakes or 3, args.isolation, args.wake_pool)
+        if args.only_wake:
+            return 0 if woke_ok else 1
     created_ok = await run_creation_burst(args.creates, args.isolation) if args.creates else True
     if args.only_creates:
         return 0 if created_ok else 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,17 +72,30 @@ async def test_records_round_trip(registry: Registry) -> None:
     assert await registry.delete("b1") and not await registry.delete("b1")
 
 
-async def test_close_keeps_the_newest_closed(registry: Registry) -> None:
-    for n in range(4):
-        await registry.insert(_row(f"s{n}", owner="r"))
-    base = time.time()
-    for n in range(4):
-        assert await registry.close(f"s{n}", reason="idle", at=base + n, keep_closed=2)
-    assert not await registry.close("s3", reason="idle", at=base + 9, keep_closed=2), "closed once"
-    kept = await registry.of_tenant("alice")
-    assert sorted(r.id for r in kept) == ["s2", "s3"]
-    assert all(r.closed_reason == "idle" and r.owner is None and not r.open for r in kept)
-    assert await registry.open_counts("alice") == (0, 0)
+async def test_a_session_goes_dormant_in_two_fenced_writes_and_wakes_once(registry: Registry) -> None:
+    await registry.insert(_row("s", owner="r1"))
+    await registry.insert(_row("t", owner="r1"))
+    at = time.time()
+    assert await registry.begin_sleep("s", me="r1", reason="idle", at=at, owner="r1")
+    assert not await registry.begin_sleep("s", me="r2", reason="idle", at=at, owner="r1"), "one culler"
+    assert not await registry.claim("s", owner="r2", kernel_id=None), "no kernel starts while it sleeps"
+    sleeping = await registry.get("s")
+    assert sleeping is not None and sleeping.open and sleeping.sleeping_since == at
+    assert await registry.finish_sleep("s", owner="r1", at=at + 1, disk_bytes=1234)
+    dormant = await registry.get("s")
+    assert dormant is not None and dormant.dormant and not dormant.open
+    assert (dormant.dormant_since, dormant.dormant_reason, dormant.owner, dormant.kernel_id,
+            dormant.sleeping_since, dormant.disk_bytes) == (at + 1, "idle", None, None, None, 1234)
+    assert await registry.open_counts("alice") == (1, 1), "live sessions only"
+    assert await registry.stored("alice") == (2, 1234), "live and dormant, with their disk use"
+    assert not await registry.claim("s", owner="r2", kernel_id=None), "a dormant one is woken, not claimed"
+    assert await registry.wake("s", owner="r2", at=at + 2)
+    assert not await registry.wake("s", owner="r3", at=at + 2), "of two replicas waking it, one wins"
+    woken = await registry.get("s")
+    assert woken is not None and woken.open and (woken.owner, woken.dormant_reason) == ("r2", None)
+    assert woken.last_used_at == at + 2
+    assert await registry.set_kernel("s", owner="r2", kernel_id="k-2")
+    assert not await registry.set_kernel("s", owner="r1", kernel_id="k-1"), "not its holder"
 
 
 async def test_last_use_is_written_in_batches_and_never_moves_back(registry: Registry) -> None:
@@ -103,19 +117,54 @@ async def test_who_may_cull_what(registry: Registry) -> None:
                        ("ghost", "never-seen")):
         await registry.insert(_row(sid, used=now - 600, owner=owner))
     await registry.insert(_row("fresh", used=now, owner="me"))
+    for sid, owner in (("sleeping-here", "me"), ("sleeping-alive", "alive"), ("sleeping-dead", "dead")):
+        await registry.insert(_row(sid, used=now - 600, owner=owner))
+        assert await registry.begin_sleep(sid, me=owner, reason="idle", at=now - 300, owner=owner)
+    await registry.insert(_row("dormant", used=now - 600, owner="me"))
+    assert await registry.begin_sleep("dormant", me="me", reason="idle", at=now - 300, owner="me")
+    assert await registry.finish_sleep("dormant", owner="me", at=now - 299, disk_bytes=0)
     idle = await registry.idle(now - 60, me="me", lease_cut=now - 60)
-    assert sorted(r.id for r in idle) == ["free", "ghost", "mine", "orphan"]
+    # A sleep in progress is finished by nobody else unless its replica died in it.
+    assert sorted(r.id for r in idle) == ["free", "ghost", "mine", "orphan", "sleeping-dead"]
 
 
-async def test_an_orderly_stop_releases_its_sessions(registry: Registry) -> None:
+async def test_an_orderly_stop_puts_its_sessions_to_sleep(registry: Registry) -> None:
     await registry.heartbeat("r1")
     await registry.insert(_row("held", owner="r1"))
     await registry.claim("held", owner="r1", kernel_id="k")
     await registry.insert(_row("other", owner="r2"))
-    await registry.release("r1")
+    await registry.begin_sleep_all("r1", reason="shutdown", at=time.time())
+    assert not await registry.claim("held", owner="r2", kernel_id=None), "fenced while it stops"
+    await registry.release("r1", disk_bytes={"held": 4096})
     held, other = await registry.get("held"), await registry.get("other")
-    assert held is not None and held.open and (held.owner, held.kernel_id) == (None, None)
-    assert other is not None and other.owner == "r2"
+    assert held is not None and held.dormant and (held.owner, held.kernel_id) == (None, None)
+    assert (held.dormant_reason, held.disk_bytes, held.sleeping_since) == ("shutdown", 4096, None)
+    assert other is not None and other.open and other.owner == "r2"
+
+
+async def test_a_schema_1_registry_is_upgraded_in_place(registry: Registry) -> None:
+    """Closed sessions of a registry written before dormant conversations become dormant."""
+    import sqlalchemy as sa
+
+    async def downgrade(conn: Any) -> None:
+        await conn.execute(sa.text("DROP TABLE ka_sessions"))
+        await conn.execute(sa.text(
+            "CREATE TABLE ka_sessions (id VARCHAR(64) PRIMARY KEY, tenant VARCHAR(255) NOT NULL, "
+            "label VARCHAR(255) NOT NULL, directory VARCHAR(255) NOT NULL, created_at FLOAT NOT NULL, "
+            "last_used_at FLOAT NOT NULL, closed_at FLOAT, closed_reason VARCHAR(32), "
+            "kernel_id VARCHAR(128), owner VARCHAR(128))"))
+        await conn.execute(sa.text(
+            "INSERT INTO ka_sessions VALUES ('old', 'alice', '', 'old', 1.0, 2.0, 3.0, 'idle', 'k', 'r'), "
+            "('live', 'alice', '', 'live', 1.0, 2.0, NULL, NULL, NULL, 'r')"))
+        await conn.execute(sa.text("UPDATE ka_meta SET value = '1' WHERE key = 'schema'"))
+
+    await registry._run(downgrade, write=True)
+    async with _opened(Registry(registry.url)) as upgraded:
+        old, live = await upgraded.get("old"), await upgraded.get("live")
+        assert old is not None and old.dormant and (old.dormant_since, old.dormant_reason) == (3.0, "idle")
+        assert (old.owner, old.kernel_id, old.disk_bytes) == (None, None, 0)
+        assert live is not None and live.open and live.owner == "r"
+        assert await upgraded.begin_sleep("live", me="r", reason="idle", at=5.0, owner="r")
 
 
 async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:

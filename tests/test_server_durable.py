@@ -9,7 +9,6 @@ from each other, let go of what they no longer own, and never cull each other's.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import httpx
 import nbformat
 import pytest
 
-from kernel_analyst.server.exceptions import SessionGoneError, SessionNotFoundError
+from kernel_analyst.server.exceptions import SessionNotFoundError
 from kernel_analyst.server.service import SessionService
 
 from .conftest import TEST_ISOLATION
@@ -149,27 +148,36 @@ async def test_replicas_take_over_let_go_and_never_cull_each_others(tmp_path: Pa
         assert await a.cull_idle() == [], "a replica never culls a session another one holds"
         assert b.manager.get(record.id) is not None and (await b.get("alice", record.id)).open
 
-        await b.aclose()  # an orderly stop: the session stays open, held by nobody ...
+        await b.aclose()  # an orderly stop: the session goes dormant, snapshotted, held by nobody ...
         row = await a.registry.get(record.id)
-        assert row is not None and row.open and row.owner is None
-        deadline = time.monotonic() + 15
-        while not await a.cull_idle():  # ... so another replica may cull it
-            assert time.monotonic() < deadline, "the idle, unowned session was not culled"
-            await asyncio.sleep(0.05)
-        assert (await a.get("alice", record.id)).closed_reason == "idle"
+        assert row is not None and row.dormant and row.owner is None and row.dormant_reason == "shutdown"
+        assert await a.cull_idle() == [], "a dormant session is not culled again"
+        on_a = await a.get("alice", record.id)
+        assert on_a.to_dict()["state"] == "dormant"
+        async with a.use(on_a) as session:  # ... and its next use wakes it on another replica
+            ex = await session.execute("x + 1")
+        assert ex.text == "22\n" and ex.recovery is not None and ex.recovery.method == "snapshot"
+        assert ex.recovery.reason.startswith("woken after")
+        assert ex.recovery.reason.endswith("dormant, stopped with its server")
+        assert (await a.get("alice", record.id)).to_dict()["state"] == "open"
 
 
-async def test_a_session_culled_while_another_replica_resumes_it_is_gone(tmp_path: Path) -> None:
-    config, _ = server_config(tmp_path / "sessions", pool_size=0)
+async def test_a_session_put_to_sleep_while_another_replica_holds_a_stale_record_wakes_there(
+        tmp_path: Path) -> None:
+    config, _ = server_config(tmp_path / "sessions", pool_size=0, housekeeping_interval_s=3600.0)
     async with SessionService(config) as a, SessionService(config) as b:
         record = await a.create("alice")
-        on_b = await b.get("alice", record.id)  # read while open ...
-        await a.close(record, "idle")  # ... closed before b resumes it
-        with pytest.raises(SessionGoneError):
-            async with b.use(on_b):
-                pass
-        assert b.manager.get(record.id) is None, "the kernel b started for it was closed"
-        assert (await b.get("alice", record.id)).closed_reason == "idle"
+        async with a.use(record) as session:
+            assert (await session.execute("y = 'kept'")).status == "ok"
+        on_b = await b.get("alice", record.id)  # read while live ...
+        assert await a.sleep(record, "idle")  # ... put to sleep before b uses it
+        assert not await a.sleep(record, "idle"), "once"
+        assert a.manager.get(record.id) is None, "its kernel was let go of"
+        async with b.use(on_b) as session:
+            ex = await session.execute("y")
+        assert ex.text == "'kept'\n" and ex.recovery is not None and ex.recovery.method == "snapshot"
+        row = await b.registry.get(record.id)
+        assert row is not None and row.open and row.owner == b.replica_id
 
 
 async def test_a_session_deleted_through_another_replica_is_let_go_of(tmp_path: Path) -> None:

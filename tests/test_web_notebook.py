@@ -117,6 +117,7 @@ async def test_stop_interrupts_the_running_cell(browser: Any, server: RunningSer
 
         await page.click("#stop")
         await page.wait_for_selector("#cells .cell.code.status-interrupted", timeout=30_000)
+        await page.wait_for_selector("body[data-busy=no]", state="attached")  # the run has settled
         assert await looping.locator(".cell-status").inner_text() != ""
         assert (await page.inner_text("#status")).startswith("Cell [2] was stopped (interrupted)")
         assert await looping.locator(".output-error .error-summary").inner_text() == (
@@ -136,11 +137,21 @@ async def test_several_files_and_the_variables_panel(browser: Any, server: Runni
     context, page, watch = await open_page(browser, server)
     try:
         files = {"one.csv": b"x,y\n1,2\n3,4\n", "two.csv": b"x,y,z\n5,6,7\n", "notes.txt": b"hello\n"}
+        # Every status the page shows, with the files it lists at that moment.
+        await page.evaluate("""() => { window.__statuses = [];
+            new MutationObserver(() => window.__statuses.push([document.getElementById('status').textContent,
+                document.querySelectorAll('#files a.download').length]))
+              .observe(document.getElementById('status'), {childList: true}); }""")
         await page.set_input_files("#file-input", files=[
             {"name": name, "mimeType": "text/plain", "buffer": data} for name, data in files.items()])
-        await page.wait_for_selector("#status.done:has-text('Uploaded one.csv, two.csv, notes.txt')")
+        await page.wait_for_function("n => document.querySelectorAll('#files a.download').length === n",
+                                     arg=3)
         listed = await page.locator("#files a.download").all_inner_texts()
         assert sorted(listed) == sorted(files), listed
+        statuses = await page.evaluate("window.__statuses")
+        # No status runs ahead of what it announces: "Uploaded" comes with the three files.
+        assert statuses[-1] == ["Uploaded one.csv, two.csv, notes.txt.", 3], statuses
+        assert all(count == 0 for text, count in statuses[:-1]), statuses
         session = await page.inner_text(".session.current .session-open")
         assert session == "one.csv, two.csv, notes.txt"
 

@@ -148,11 +148,11 @@ _ALLOWED_ATTRS = {"class", "title", "href", "colspan", "rowspan", "align", "bord
 
 @pytest.fixture
 async def injected_session(server: RunningServer) -> AsyncIterator[str]:  # noqa: F811
-    """A closed session whose notebook on disk is the injection fixture (copied, never run)."""
+    """A dormant session whose notebook on disk is the injection fixture (copied, never run)."""
     async with server.client("alice") as client:
         sid = await create_session(client, "injection")
         record = server.call(server.service.get("alice", sid))
-        server.call(server.service.close(record, "idle"))
+        assert server.call(server.service.sleep(record, "idle"))
         shutil.copyfile(INJECTION, record.notebook_path)
         yield sid
         await client.delete(f"/sessions/{sid}")
@@ -207,9 +207,8 @@ async def test_injection_fixture_renders_safely_in_chromium(browser: Any, server
     context, page, watch = await open_page(browser, server, f"#session={injected_session}")
     try:
         # Reopened from the list: its cells render safely in the page itself, read-only.
-        await page.wait_for_selector("#status.stopped:has-text('closed')")
+        await page.wait_for_selector("#status.dormant:has-text('dormant')")
         assert await page.locator("#cells .cell").count() == 15
-        assert await page.is_disabled("#run") and await page.is_disabled("#input")
         assert await page.evaluate("document.querySelectorAll('#cells script, #cells iframe').length") == 0
         injected = await page.evaluate("""() => [...document.querySelectorAll('#cells *')].flatMap(
             el => [...el.attributes].map(a => a.name)).filter(n => n.startsWith('on') || n === 'style')""")

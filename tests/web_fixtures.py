@@ -93,7 +93,8 @@ async def open_page(browser: Any, server: RunningServer, fragment: str = "", *, 
 
 
 async def run_cell(page: Any, code: str, *, wait: bool = True) -> Any:
-    """Type ``code`` into the input and run it with Shift+Enter; return the new cell."""
+    """Type ``code`` into the input and run it with Shift+Enter; return the new cell (with
+    ``wait``, once the run has settled: the cell finished and the page no longer busy)."""
     before = await page.locator("#cells .cell.code").count()
     await page.fill("#input", code)
     await page.press("#input", "Shift+Enter")
@@ -103,6 +104,7 @@ async def run_cell(page: Any, code: str, *, wait: bool = True) -> Any:
         await page.wait_for_function(
             "n => { const c = document.querySelectorAll('#cells .cell.code')[n];"
             " return c && !c.classList.contains('status-running'); }", arg=before, timeout=60_000)
+        await page.wait_for_selector("body[data-busy=no]", state="attached", timeout=60_000)
     return cell
 
 

@@ -169,13 +169,15 @@ class SessionManager:
     # -- sessions ------------------------------------------------------------------------
 
     async def session(self, conversation_id: str, *, attach: str | None = None,
-                      owner: str | None = None) -> KernelSession:
+                      owner: str | None = None, reason: str | None = None) -> KernelSession:
         """The conversation's session, created (with its kernel) on first use. A
         conversation already on disk under ``root_dir`` is resumed: the same notebook
         goes on, and its variables come back by the recovery policy, or with the kernel
         itself when ``attach`` names one still running on the backend (a gateway).
         ``owner`` says who its kernels run for (a tenant: a gateway starts them as that
-        tenant's user)."""
+        tenant's user). ``reason`` says why a conversation is resumed, in its recovery
+        report (default ``conversation reopened``; a culled, dormant conversation that a
+        service wakes says so)."""
         self._check_open()
         existing = self._sessions.get(conversation_id)
         if existing is not None and not existing.closed:
@@ -189,7 +191,7 @@ class SessionManager:
                 raise KernelAnalystError(
                     f"{len(self._sessions)} sessions are open (max_sessions={self.max_sessions}); "
                     "close one first")
-            created = await self._create(conversation_id, attach, owner)
+            created = await self._create(conversation_id, attach, owner, reason)
             created.manager = self
             self._sessions[conversation_id] = created
             return created
@@ -218,7 +220,7 @@ class SessionManager:
             return created
 
     async def _create(self, conversation_id: str, attach: str | None = None,
-                      owner: str | None = None) -> KernelSession:
+                      owner: str | None = None, reason: str | None = None) -> KernelSession:
         directory = self.root_dir / directory_name(conversation_id)
         resume = _is_conversation(directory, conversation_id)
         # A pool kernel runs for nobody: never hand it to an owner whose kernels differ.
@@ -230,7 +232,7 @@ class SessionManager:
                                 limits=self.limits, environment=self.environment,
                                 recovery=self.recovery, owner=owner)
         try:
-            await session.start(kernel, resume=resume, attach=attach)
+            await session.start(kernel, resume=resume, attach=attach, reason=reason)
         except BaseException:
             if kernel is not None:
                 await kernel.shutdown(now=True)

@@ -112,11 +112,12 @@ class KernelSession:
     # -- lifecycle -------------------------------------------------------------------
 
     async def start(self, kernel: RunningKernel | None = None, *, resume: bool = False,
-                    attach: str | None = None) -> None:
+                    attach: str | None = None, reason: str | None = None) -> None:
         """Start (or adopt a pre-started pool kernel) and create the audit notebook; with
         ``resume``, continue the notebook already in the session's directory (its
         variables come back at first use, by the recovery policy, unless ``attach``
-        names a kernel still running elsewhere that the backend could reattach to)."""
+        names a kernel still running elsewhere that the backend could reattach to;
+        ``reason`` is why, for the recovery report)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         adopted = kernel is not None
         if kernel is None:
@@ -131,7 +132,7 @@ class KernelSession:
             kernel.router.forget(kernel.router.send("shell", "execute_request", _silent_content(
                 {}, code=f"_kernel_analyst.adopt({str(self.workdir)!r})")))
         if resume and self.notebook_path.exists():
-            self._reopen(kernel)
+            self._reopen(kernel, reason or "conversation reopened")
         else:
             self._audit = AuditTrail.create(self.notebook_path, self._notebook_metadata(kernel))
         if kernel.files is None and self.environment == KernelEnvironment():
@@ -142,7 +143,7 @@ class KernelSession:
         self.last_used = time.monotonic()  # idle from now, not from before the kernel started
         log.info("session %s started (isolation=%s)", self.id, kernel.isolation)
 
-    def _reopen(self, kernel: RunningKernel) -> None:
+    def _reopen(self, kernel: RunningKernel, reason: str) -> None:
         """Continue the notebook on disk: one trail per conversation, in a fresh kernel."""
         self._audit = AuditTrail.open(self.notebook_path)
         reopened = self._audit.metadata.setdefault("kernel_analyst", {}).get("reopened", [])
@@ -155,7 +156,7 @@ class KernelSession:
         if not cells_to_restore(self._audit.cells):
             return
         if self.recovery.enabled:
-            self._recover_reason = "conversation reopened"
+            self._recover_reason = reason
         else:
             self._mark("Conversation reopened in a fresh kernel; the variables from before were "
                        "not restored (recovery is off).", "reopened")

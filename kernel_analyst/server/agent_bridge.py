@@ -7,6 +7,8 @@ Both stream the same event vocabulary, which the web page renders:
 - ``output`` ``{output, html?}``: one nbformat output of that cell
 - ``result`` ``{execution}``: the cell finished (status, execution_count, duration_s, error)
 - ``progress`` ``{index, total, title, status}``: an EDA step starts (``running``) or ends
+- ``resumed`` ``{text, html?, recovery}``: the session's variables were brought back first
+  (a dormant session woke: ``recovery`` says how, snapshot or replay, and what came back)
 - ``answer`` ``{text, html?, stop_reason, ...}``: the agent's answer (ask only)
 - ``done`` ``{status, summary, ...}``: the run is over; ``status`` is ``ok``, ``failed``
   or ``stopped`` and ``summary`` leads with the error when it failed
@@ -27,12 +29,13 @@ from ..frontend.models import build_analyst, load_model
 from ..frontend.outcomes import Outcome, answer_outcome, eda_outcome, stopped_eda
 from ..kernels import KernelSession
 from ..kernels import files as _files
+from ..kernels.recovery import RecoveryReport
 from .auth import Tenant
 from .config import ServerConfig
 from .exceptions import NoModelError
 from .records import SessionRecord
 from .render import render_cited, render_markdown
-from .routes import output_event, service_of, sse_response
+from .routes import output_event, resumed_event, service_of, sse_response
 from .schemas import AskRequest, EdaRequest, Problem
 from .service import SessionService
 from .streaming import Emit, EventStream, cancel_and_interrupt
@@ -63,6 +66,12 @@ class AuditFollower:
         source = cell.get("source", "")
         text = "".join(source) if isinstance(source, list) else str(source)
         if cell.get("cell_type") != "code":
+            meta = cell.get("metadata", {}).get("kernel_analyst", {})
+            resumed = isinstance(meta, dict) and meta.get("marker") == "resumed"
+            recovery = meta.get("recovery") if resumed else None
+            if isinstance(recovery, dict):
+                self._emit("resumed", resumed_event(RecoveryReport.from_dict(recovery), self._html))
+                return
             self._emit("markdown", markdown_event(text, self._html))
             return
         self._emit("cell", {"source": text})
@@ -103,6 +112,8 @@ class _AgentEvents(AgentEventHandler):
         self.emit("output", {**data, "step": event.step})
 
     def step_finished(self, event: StepFinished) -> None:
+        if event.execution.recovery is not None:
+            self.emit("resumed", resumed_event(event.execution.recovery, self.html))
         self.emit("result", {"execution": event.execution.to_dict(), "step": event.step})
 
     def model_text(self, event: ModelText) -> None:
@@ -230,7 +241,7 @@ def _bridge(request: Request) -> AgentBridge:
 
 
 def _stream(service: SessionService, record: SessionRecord, work: Any) -> StreamingResponse:
-    service.check_open(record)  # a closed session is a plain 410, before the stream starts
+    service.check_open(record)  # a deleted session is a plain 404, before the stream starts
 
     async def abandon(task: asyncio.Task[None]) -> None:
         await cancel_and_interrupt(task, record.session)
@@ -244,7 +255,8 @@ _SSE_DOC: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/event-stream": {}}, "description": "Server-sent events; see the docs."},
     401: {"model": Problem, "description": "Missing or invalid bearer token."},
     404: {"model": Problem, "description": "No such session (or file) for this token."},
-    410: {"model": Problem, "description": "The session was closed."},
+    429: {"model": Problem, "description": "A dormant session cannot wake: you are at your limit of "
+                                             "live sessions (see Retry-After)."},
 }
 
 

@@ -44,7 +44,8 @@ def _problem(status: int, detail: str, headers: dict[str, str] | None = None) ->
 
 async def _service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
-    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, TooManySessionsError) else None
+    retry = exc.retry_after if isinstance(exc, TooManySessionsError) else None
+    headers = {"Retry-After": str(retry)} if retry is not None else None
     return _problem(classify(exc).http_status, exc.message, headers)
 
 

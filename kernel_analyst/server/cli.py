@@ -31,8 +31,13 @@ def add_cli(subparsers: Any) -> None:
                     "and MCP (streamable HTTP) at /mcp. Bearer tokens are required; without "
                     "--token-file or KERNEL_ANALYST_TOKEN one is generated and printed.")
     _common(serve, default_port=8000)
-    serve.add_argument("--max-sessions", type=int, default=20, help="open sessions in total (default 20)")
+    serve.add_argument("--max-sessions", type=int, default=20,
+                       help="live sessions (a kernel each) in total; dormant ones do not count (default 20)")
     serve.add_argument("--max-sessions-per-tenant", type=int, default=5, help="per tenant (default 5)")
+    serve.add_argument("--max-stored-per-tenant", type=int, default=100,
+                       help="conversations a tenant keeps, live and dormant (default 100)")
+    serve.add_argument("--max-stored-mb-per-tenant", type=float, default=5120.0,
+                       help="disk a tenant's conversations may take, MB (default 5120; 0 = no limit)")
     serve.add_argument("--max-body-mb", type=float, default=2.0, help="largest JSON request body (default 2)")
     serve.add_argument("--no-auth", action="store_true",
                        help="do not require a token (refused unless listening on loopback)")
@@ -58,7 +63,8 @@ def _common(parser: argparse.ArgumentParser, *, default_port: int) -> None:
     group.add_argument("--max-background-timeout", type=float, default=86_400.0, metavar="SECONDS",
                        help="how long a background run may last, s (86400: 24 h)")
     group.add_argument("--idle-timeout", type=float, default=1800.0,
-                       help="close sessions idle this long, s (1800; 0 = never)")
+                       help="sessions idle this long go dormant (kernel stopped, conversation kept; "
+                            "the next use wakes it), s (1800; 0 = never)")
     group.add_argument("--pool-size", type=int, default=1, help="kernels started in advance (1)")
     flags.add_database_flag(parser)
     flags.add_recovery_flag(parser, default="replay")
@@ -87,6 +93,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         root_dir=kernel.session_dir or DEFAULT_SESSION_DIR, host=args.host, port=args.port, tokens=tokens,
         auth=not no_auth, limits=limits, max_sessions=getattr(args, "max_sessions", 20),
         max_sessions_per_tenant=getattr(args, "max_sessions_per_tenant", 5),
+        max_stored_per_tenant=getattr(args, "max_stored_per_tenant", 100),
+        max_stored_mb_per_tenant=getattr(args, "max_stored_mb_per_tenant", 5120.0) or None,
         max_body_bytes=int(getattr(args, "max_body_mb", 2.0) * 1024 * 1024),
         max_upload_bytes=limits.max_upload_mb * 1024 * 1024, default_timeout_s=timeout,
         max_timeout_s=args.max_timeout, idle_timeout_s=args.idle_timeout or None,

@@ -106,9 +106,16 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     """Kernel limits (isolation, memory ...) for every session."""
     max_sessions: int = 20
-    """Open sessions allowed in total; more get 429 with Retry-After."""
+    """Live sessions (a kernel each) allowed in total; more get 429 with Retry-After.
+    Dormant conversations do not count."""
     max_sessions_per_tenant: int = 5
-    """Open sessions allowed per tenant."""
+    """Live sessions allowed per tenant (waking a dormant one counts as starting one)."""
+    max_stored_per_tenant: int = 100
+    """Conversations a tenant keeps, live and dormant; a new session beyond it gets 429
+    (``DELETE`` one to make room)."""
+    max_stored_mb_per_tenant: float | None = 5120.0
+    """Disk a tenant's conversations may take, in MB (each measured when it last went
+    dormant); a new session beyond it gets 429. None: no limit."""
     max_body_bytes: int = 2 * 1024 * 1024
     """Largest request body, uploads excepted."""
     max_upload_bytes: int = Limits.max_upload_mb * 1024 * 1024
@@ -121,13 +128,15 @@ class ServerConfig:
     """How long a background run (``POST /sessions/{id}/runs``, MCP ``execute`` with
     ``background``) may last, and its default: 24 hours."""
     idle_timeout_s: float | None = 1800.0
-    """Sessions idle this long are shut down (their notebook stays downloadable)."""
+    """Sessions idle this long go dormant: the kernel stops (its namespace snapshotted),
+    the conversation stays, and its next use wakes it. None: never."""
     pool_size: int = 1
     """Kernels kept started in advance, so a new session answers at once."""
     retry_after_s: int = 30
     """Retry-After sent with a 429 when no better estimate exists."""
     closed_kept: int = 1000
-    """How many closed sessions' records (and so notebook downloads) are remembered."""
+    """Unused since sessions go dormant instead of closing: dormant conversations are
+    kept until deleted, within :attr:`max_stored_per_tenant`."""
     model: str | None = None
     """``provider:model`` for ``ask``; None disables it (409)."""
     base_url: str | None = None
@@ -186,8 +195,10 @@ class ServerConfig:
             raise ValueError("timeouts must be positive")
         if self.default_timeout_s > self.max_timeout_s:
             self.default_timeout_s = self.max_timeout_s
-        if self.max_sessions < 1 or self.max_sessions_per_tenant < 1:
+        if self.max_sessions < 1 or self.max_sessions_per_tenant < 1 or self.max_stored_per_tenant < 1:
             raise ValueError("session limits must be at least 1")
+        if self.max_stored_mb_per_tenant is not None and self.max_stored_mb_per_tenant <= 0:
+            self.max_stored_mb_per_tenant = None
         self.model_settings  # noqa: B018 (validates max_steps and images)
         if self.recovery not in RECOVERY_MODES:
             raise ValueError(f"recovery must be one of {', '.join(RECOVERY_MODES)}; got {self.recovery!r}")

@@ -3,8 +3,9 @@
     KernelAnalystError
     └── ServiceError              a request the service refuses (status on the class)
         ├── SessionNotFoundError  404: no such session for this tenant
-        ├── SessionGoneError      410: the session was closed (idle or deleted)
-        ├── TooManySessionsError  429: a session limit is reached (retry_after set)
+        ├── SessionGoneError      410: the session's notebook is no longer available
+        ├── TooManySessionsError  429: a session limit is reached (retry_after set when waiting helps)
+        ├── SessionUnavailableError 503: the session is being put to sleep elsewhere; retry
         ├── NoModelError          409: ``ask`` without a configured model
         ├── BadRequestError       422: a value outside what the service accepts
         ├── PayloadTooLargeError  413: a body or upload over its limit
@@ -38,19 +39,28 @@ class SessionNotFoundError(ServiceError):
 
 
 class SessionGoneError(ServiceError):
-    """The session was closed; its notebook can still be downloaded."""
+    """The session's notebook can no longer be read (its files were removed)."""
 
     status = 410
 
 
 class TooManySessionsError(ServiceError):
-    """A session limit is reached; retry after ``retry_after`` seconds or close one."""
+    """A session limit is reached: retry after ``retry_after`` seconds (live sessions go
+    dormant when idle), or delete one; ``retry_after`` is None when waiting does not help
+    (the conversations a tenant keeps)."""
 
     status = 429
 
-    def __init__(self, message: str, retry_after: int) -> None:
+    def __init__(self, message: str, retry_after: int | None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class SessionUnavailableError(ServiceError):
+    """The session is being put to sleep by another replica (its namespace is being
+    saved) for longer than a request waits; retry."""
+
+    status = 503
 
 
 class NoModelError(ServiceError):

@@ -65,7 +65,7 @@ class ServiceTools:
             return await service.get(tenant, session_id)
         async with self._default_locks.setdefault(tenant, asyncio.Lock()):  # one default, even at once
             for record in await service.sessions_of(tenant):
-                if record.open and record.label == DEFAULT_LABEL:
+                if record.label == DEFAULT_LABEL:  # a dormant one wakes at its use
                     return record
             return await service.create(tenant, label=DEFAULT_LABEL)
 
@@ -132,7 +132,7 @@ class ServiceTools:
     async def list_files(self, tenant: str, session_id: str | None) -> dict[str, Any]:
         """Files in the session's working directory."""
         record = await self.record(tenant, session_id)
-        infos = await (await self._get_service().live(record)).files()
+        infos = await asyncio.to_thread(_files.listing, record.workdir) if record.workdir.is_dir() else []
         return {"session_id": record.id, "files": [i.to_dict() for i in infos]}
 
     async def export_notebook(self, tenant: str, session_id: str | None) -> str:

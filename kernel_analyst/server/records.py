@@ -31,8 +31,9 @@ class Use:
 
 @dataclass
 class SessionRecord:
-    """One session, open or closed: its registry row's fields, and what this replica
-    holds of it while it is open (one record object per session id, so its lock is one)."""
+    """One session, live or dormant: its registry row's fields, and what this replica
+    holds of it while it is live here (one record object per session id, so its lock is
+    one)."""
 
     id: str
     """Public id (random; also the conversation id in the manager)."""
@@ -44,16 +45,21 @@ class SessionRecord:
     """A free-text label given at creation."""
     created: float = field(default_factory=time.time)
     """Creation time, seconds since the epoch."""
-    closed: float | None = None
-    """When it was closed, seconds since the epoch; None while open."""
-    closed_reason: str | None = None
-    """``idle``, ``deleted`` or ``error``; None while open."""
+    dormant_since: float | None = None
+    """When its kernel was let go of (the conversation kept), seconds since the epoch;
+    None while live."""
+    dormant_reason: str | None = None
+    """``idle`` or ``shutdown``; None while live."""
+    deleted: bool = False
+    """True once it was deleted (through any replica)."""
     kernel_id: str | None = None
     """The gateway kernel it runs in (a replica can reattach to it), else None."""
     owner: str | None = None
     """The replica holding its live session, as last read from the registry."""
+    disk_bytes: int = 0
+    """Its directory's size when it last went dormant."""
     session: KernelSession | None = None
-    """This replica's live kernel session (None until it is used here, and after close)."""
+    """This replica's live kernel session (None until it is used here, and once dormant)."""
     last_active: float = field(default_factory=time.monotonic)
     """Monotonic time of the last request that used it."""
     used_at: float = field(default_factory=time.time)
@@ -63,7 +69,7 @@ class SessionRecord:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
     """Held by whichever request is using the kernel."""
     resuming: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
-    """Held while the live session is found, resumed or taken over."""
+    """Held while the live session is found, woken, taken over or put to sleep."""
     current: Use | None = field(default=None, repr=False)
     """The request holding :attr:`lock`, if any."""
     run: asyncio.Task[Any] | None = field(default=None, repr=False)
@@ -83,19 +89,29 @@ class SessionRecord:
         return record
 
     def refresh(self, row: SessionRow) -> None:
-        """Take the registry's view of what other replicas may change (a session closed
-        here is never reopened by a row read before the close was written)."""
-        if row.closed_at is not None and self.closed_reason is None:
-            self.closed, self.closed_reason = row.closed_at, row.closed_reason or "closed"
-        self.kernel_id, self.owner = row.kernel_id, row.owner
+        """Take the registry's view of what other replicas may change: live or dormant,
+        the owner and kernel, the last use."""
+        self.dormant_since = row.dormant_since
+        self.dormant_reason = row.dormant_reason if row.dormant else None  # set early while going dormant
+        self.kernel_id, self.owner, self.disk_bytes = row.kernel_id, row.owner, row.disk_bytes
         if row.last_used_at > self.used_at:  # used through another replica since
             self.used_at = self.flushed_at = row.last_used_at
             self.last_active = time.monotonic() - max(0.0, time.time() - row.last_used_at)
 
     @property
     def open(self) -> bool:
-        """True until the session is closed."""
-        return self.closed_reason is None
+        """True while it is live (its kernel runs, or starts at its next use)."""
+        return self.dormant_since is None and not self.deleted
+
+    @property
+    def dormant(self) -> bool:
+        """True while its kernel is let go of and the conversation kept (its next use wakes it)."""
+        return self.dormant_since is not None and not self.deleted
+
+    @property
+    def state(self) -> str:
+        """``open`` or ``dormant`` (``deleted`` for a record whose session is gone)."""
+        return "deleted" if self.deleted else "dormant" if self.dormant else "open"
 
     @property
     def created_at(self) -> str:
@@ -103,9 +119,9 @@ class SessionRecord:
         return iso(self.created) or ""
 
     @property
-    def closed_at(self) -> str | None:
-        """ISO-8601 UTC time it was closed, if it was."""
-        return iso(self.closed)
+    def dormant_at(self) -> str | None:
+        """ISO-8601 UTC time it went dormant, while it is."""
+        return iso(self.dormant_since)
 
     @property
     def last_used_at(self) -> str:
@@ -128,12 +144,15 @@ class SessionRecord:
             "id": self.id,
             "label": self.label,
             "created_at": self.created_at,
-            "state": "open" if self.open else "closed",
-            "closed_at": self.closed_at,
-            "closed_reason": self.closed_reason,
+            "state": self.state,
+            "dormant_since": self.dormant_at,
+            "dormant_reason": self.dormant_reason,
+            "closed_at": self.dormant_at,  # the names before dormant conversations
+            "closed_reason": self.dormant_reason,
             "busy": self.lock.locked(),
             "idle_s": round(time.monotonic() - self.last_active, 3),
             "last_used_at": self.last_used_at,
+            "disk_bytes": self.disk_bytes if self.dormant else None,
         }
 
     def touch(self) -> None:
@@ -141,11 +160,25 @@ class SessionRecord:
         self.last_active = time.monotonic()
         self.used_at = time.time()
 
-    def mark_closed(self, reason: str) -> KernelSession | None:
-        """Closed now for ``reason``; returns the live session it held, if any."""
-        self.closed_reason, self.closed = reason, time.time()
+    def mark_dormant(self, reason: str, at: float, disk_bytes: int | None) -> KernelSession | None:
+        """Dormant from ``at`` for ``reason``; returns the live session it held, if any."""
+        self.dormant_since, self.dormant_reason = at, reason
+        if disk_bytes is not None:
+            self.disk_bytes = disk_bytes
+        self.owner = self.kernel_id = None
         session, self.session = self.session, None
         return session
+
+    def mark_deleted(self) -> KernelSession | None:
+        """Deleted now; returns the live session it held, if any."""
+        self.deleted = True
+        session, self.session = self.session, None
+        return session
+
+    def mark_awake(self, owner: str) -> None:
+        """Live again, held by ``owner`` (its kernel starting)."""
+        self.dormant_since = self.dormant_reason = None
+        self.owner, self.kernel_id = owner, None
 
 
 __all__ = ["SessionRecord", "Use", "iso"]

@@ -6,19 +6,27 @@ share one registry. SQLAlchemy 2's asyncio layer gives one code path over both, 
 their async drivers (aiosqlite, asyncpg). This module owns the schema and every query;
 :class:`~kernel_analyst.server.service.SessionService` is its only user.
 
-Schema (version 1)::
+Schema (version 2)::
 
     ka_sessions   id PK, tenant, label, directory (its name under the session root),
-                  created_at, last_used_at, closed_at, closed_reason (epoch seconds; NULL
-                  closed_at = open), kernel_id (a gateway kernel's id, else NULL), owner
-                  (the replica holding the live session, else NULL)
+                  created_at, last_used_at (epoch seconds), dormant_since, dormant_reason
+                  (NULL dormant_since = live: its kernel runs, or starts at its next use),
+                  sleeping_since (set while its owner saves the namespace and stops the
+                  kernel; nobody else starts one meanwhile), disk_bytes (its directory's
+                  size when it last went dormant), kernel_id (a gateway kernel's id, else
+                  NULL), owner (the replica holding the live session, else NULL)
     ka_replicas   id PK, host, started_at, seen_at (a heartbeat: an owner whose seen_at is
                   older than the lease is taken for dead)
     ka_meta       key PK, value (``schema`` = the schema version)
 
-Cost on the request path: one primary-key SELECT (:meth:`Registry.get`). ``last_used_at``
-is written in batches by the service's housekeeping pass (:meth:`Registry.touch`), never
-per request.
+Version 1 (closed_at and closed_reason, no sleeping_since or disk_bytes) is upgraded in
+place at start: its closed sessions become dormant ones.
+
+**Going dormant** is two writes, so that no replica starts a kernel on a conversation
+whose namespace is still being saved: :meth:`Registry.begin_sleep` (compare-and-set on
+owner and sleeping_since as the culler read them), the snapshot and the kernel's stop,
+then :meth:`Registry.finish_sleep`. :meth:`Registry.wake` turns a dormant row live again
+for one replica (compare-and-set too: of two replicas waking it at once, one wins).
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SQLITE_FILE = "sessions.sqlite3"
 """The default registry's file name, in the session root."""
 _DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg",
@@ -63,10 +71,12 @@ sessions_table = sa.Table(
     sa.Column("directory", sa.String(255), nullable=False),
     sa.Column("created_at", sa.Double, nullable=False),
     sa.Column("last_used_at", sa.Double, nullable=False),
-    sa.Column("closed_at", sa.Double, nullable=True, index=True),
-    sa.Column("closed_reason", sa.String(32), nullable=True),
+    sa.Column("dormant_since", sa.Double, nullable=True, index=True),
+    sa.Column("dormant_reason", sa.String(32), nullable=True),
     sa.Column("kernel_id", sa.String(128), nullable=True),
     sa.Column("owner", sa.String(128), nullable=True),
+    sa.Column("sleeping_since", sa.Double, nullable=True),
+    sa.Column("disk_bytes", sa.BigInteger, nullable=False, default=0),
 )
 
 replicas_table = sa.Table(
@@ -103,19 +113,29 @@ class SessionRow:
     """Last use as last written (the live replica keeps a fresher value in memory)."""
     label: str = ""
     """The label given at creation."""
-    closed_at: float | None = None
-    """When it was closed; None while open."""
-    closed_reason: str | None = None
-    """``idle``, ``error`` ... ; None while open."""
+    dormant_since: float | None = None
+    """When its kernel was let go of while the conversation was kept; None while live."""
+    dormant_reason: str | None = None
+    """Why: ``idle``, ``shutdown`` (an orderly stop of its replica); None while live. Set
+    from :meth:`Registry.begin_sleep` on."""
     kernel_id: str | None = None
     """The gateway kernel it last ran in (a replica can reattach to it), else None."""
     owner: str | None = None
     """The replica holding its live session, else None."""
+    sleeping_since: float | None = None
+    """Set while its owner saves the namespace and stops the kernel (it is still live)."""
+    disk_bytes: int = 0
+    """Its directory's size in bytes when it last went dormant (0 before)."""
 
     @property
     def open(self) -> bool:
-        """True until the session is closed."""
-        return self.closed_at is None
+        """True while the conversation is live (not dormant)."""
+        return self.dormant_since is None
+
+    @property
+    def dormant(self) -> bool:
+        """True once its kernel was let go of (it wakes at its next use)."""
+        return self.dormant_since is not None
 
     def with_(self, **changes: Any) -> SessionRow:
         """A copy with some fields changed."""
@@ -215,6 +235,10 @@ class Registry:
         elif int(found) > SCHEMA_VERSION:
             raise RegistryError(f"the session registry at {safe_url(self.url)} has schema version {found}, "
                                 f"newer than this kernel-analyst's ({SCHEMA_VERSION}); upgrade it")
+        elif int(found) == 1:
+            await _upgrade_from_1(conn)
+            log.info("session registry upgraded from schema 1 to %d (closed sessions are dormant now)",
+                     SCHEMA_VERSION)
 
     async def _run(self, work: Callable[[AsyncConnection], Awaitable[T]], *, write: bool = False) -> T:
         """``work`` on a connection (in a transaction when it writes); a database failure
@@ -269,21 +293,32 @@ class Registry:
         return await self._run(work)
 
     async def of_tenant(self, tenant: str) -> list[SessionRow]:
-        """The tenant's sessions, open and closed, newest first."""
+        """The tenant's sessions, live and dormant, newest first."""
         query = sa.select(sessions_table).where(_S.tenant == tenant).order_by(_S.created_at.desc())
         return await self._select(query)
 
     async def open_rows(self, tenant: str | None = None) -> list[SessionRow]:
-        """Open sessions (of one tenant, or of all)."""
-        query = sa.select(sessions_table).where(_S.closed_at.is_(None))
+        """Live sessions (of one tenant, or of all)."""
+        query = sa.select(sessions_table).where(_S.dormant_since.is_(None))
         if tenant is not None:
             query = query.where(_S.tenant == tenant)
         return await self._select(query)
 
     async def open_counts(self, tenant: str) -> tuple[int, int]:
-        """(open sessions of ``tenant``, open sessions in all)."""
+        """(live sessions of ``tenant``, live sessions in all): what the session limits count."""
         mine = sa.func.coalesce(sa.func.sum(sa.case((_S.tenant == tenant, 1), else_=0)), 0)
-        query = sa.select(mine, sa.func.count()).select_from(sessions_table).where(_S.closed_at.is_(None))
+        query = sa.select(mine, sa.func.count()).select_from(sessions_table).where(_S.dormant_since.is_(None))
+
+        async def work(conn: AsyncConnection) -> tuple[int, int]:
+            found = (await conn.execute(query)).one()
+            return int(found[0]), int(found[1])
+
+        return await self._run(work)
+
+    async def stored(self, tenant: str) -> tuple[int, int]:
+        """(conversations ``tenant`` keeps, live and dormant, their disk bytes as last measured)."""
+        query = (sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(_S.disk_bytes), 0))
+                 .select_from(sessions_table).where(_S.tenant == tenant))
 
         async def work(conn: AsyncConnection) -> tuple[int, int]:
             found = (await conn.execute(query)).one()
@@ -292,14 +327,27 @@ class Registry:
         return await self._run(work)
 
     async def idle(self, before: float, *, me: str, lease_cut: float) -> list[SessionRow]:
-        """Open sessions last used before ``before`` that this replica may close: its own,
-        unowned ones, and those of replicas not seen since ``lease_cut`` (taken for dead)."""
+        """Live sessions last used before ``before`` that this replica may put to sleep:
+        its own, unowned ones, and those of replicas not seen since ``lease_cut`` (taken
+        for dead; a dead replica's unfinished sleep included)."""
         seen = replicas_table.c.seen_at
+        dead = sa.or_(seen.is_(None), seen < lease_cut)
         query = (sa.select(sessions_table)
                  .select_from(sessions_table.outerjoin(replicas_table, replicas_table.c.id == _S.owner))
-                 .where(_S.closed_at.is_(None), _S.last_used_at < before,
-                        sa.or_(_S.owner.is_(None), _S.owner == me, seen.is_(None), seen < lease_cut)))
+                 .where(_S.dormant_since.is_(None), _S.last_used_at < before,
+                        sa.or_(_S.owner.is_(None), _S.owner == me, dead),
+                        sa.or_(_S.sleeping_since.is_(None), sa.and_(_S.owner != me, dead))))
         return await self._select(query)
+
+    async def alive(self, replica: str, *, lease_cut: float) -> bool:
+        """True when ``replica`` was seen since ``lease_cut``."""
+        query = sa.select(replicas_table.c.seen_at).where(replicas_table.c.id == replica)
+
+        async def work(conn: AsyncConnection) -> bool:
+            seen = (await conn.execute(query)).scalar()
+            return seen is not None and float(seen) >= lease_cut
+
+        return await self._run(work)
 
     async def _select(self, query: sa.Select[Any]) -> list[SessionRow]:
         async def work(conn: AsyncConnection) -> list[SessionRow]:
@@ -308,28 +356,55 @@ class Registry:
         return await self._run(work)
 
     async def claim(self, sid: str, *, owner: str, kernel_id: str | None) -> bool:
-        """Record that ``owner`` now holds the open session live, in kernel ``kernel_id``;
-        False when it is no longer open (closed or deleted meanwhile)."""
-        statement = (sa.update(sessions_table).where(_S.id == sid, _S.closed_at.is_(None))
+        """Record that ``owner`` now holds the live session (in kernel ``kernel_id``);
+        False when it is dormant, going dormant or gone."""
+        statement = (sa.update(sessions_table)
+                     .where(_S.id == sid, _S.dormant_since.is_(None), _S.sleeping_since.is_(None))
                      .values(owner=owner, kernel_id=kernel_id))
         return await self._update(statement) > 0
 
-    async def close(self, sid: str, *, reason: str, at: float, keep_closed: int) -> bool:
-        """Close an open session (False if it was not open); keep at most ``keep_closed``
-        closed sessions, forgetting the oldest (their files stay on disk)."""
-        closing = (sa.update(sessions_table).where(_S.id == sid, _S.closed_at.is_(None))
-                   .values(closed_at=at, closed_reason=reason, owner=None))
-        newest = (sa.select(_S.id).where(_S.closed_at.is_not(None))
-                  .order_by(_S.closed_at.desc()).limit(max(0, keep_closed)))
-        pruning = sa.delete(sessions_table).where(_S.closed_at.is_not(None), _S.id.not_in(newest))
+    async def set_kernel(self, sid: str, *, owner: str, kernel_id: str | None) -> bool:
+        """Record the kernel ``owner`` started for a session it holds; False when it no
+        longer does (taken over, going dormant or gone meanwhile)."""
+        statement = (sa.update(sessions_table)
+                     .where(_S.id == sid, _S.owner == owner, _S.dormant_since.is_(None),
+                            _S.sleeping_since.is_(None))
+                     .values(kernel_id=kernel_id))
+        return await self._update(statement) > 0
 
-        async def work(conn: AsyncConnection) -> bool:
-            closed = (await conn.execute(closing)).rowcount > 0
-            if closed:
-                await conn.execute(pruning)
-            return closed
+    async def begin_sleep(self, sid: str, *, me: str, reason: str, at: float, owner: str | None,
+                          sleeping_since: float | None = None) -> bool:
+        """Start putting a live session to sleep (``me`` becomes its owner until
+        :meth:`finish_sleep`); False unless its owner and sleeping_since are still the
+        ones read (``owner``, ``sleeping_since``): a request, a takeover or another
+        culler got there first."""
+        statement = (sa.update(sessions_table)
+                     .where(_S.id == sid, _S.dormant_since.is_(None),
+                            _S.owner.is_not_distinct_from(owner),
+                            _S.sleeping_since.is_not_distinct_from(sleeping_since))
+                     .values(sleeping_since=at, dormant_reason=reason, owner=me))
+        return await self._update(statement) > 0
 
-        return await self._run(work, write=True)
+    async def finish_sleep(self, sid: str, *, owner: str, at: float, disk_bytes: int | None) -> bool:
+        """The session ``owner`` was putting to sleep is dormant from ``at`` (its kernel
+        stopped; ``disk_bytes`` as measured now, None keeps the last figure); False when
+        it is gone."""
+        values: dict[str, Any] = {"dormant_since": at, "sleeping_since": None, "owner": None,
+                                  "kernel_id": None}
+        if disk_bytes is not None:
+            values["disk_bytes"] = disk_bytes
+        statement = (sa.update(sessions_table)
+                     .where(_S.id == sid, _S.owner == owner, _S.sleeping_since.is_not(None))
+                     .values(**values))
+        return await self._update(statement) > 0
+
+    async def wake(self, sid: str, *, owner: str, at: float) -> bool:
+        """A dormant session is live again, held by ``owner`` (its kernel about to start)
+        and used at ``at``; False when it was not dormant (woken by someone else) or is gone."""
+        statement = (sa.update(sessions_table).where(_S.id == sid, _S.dormant_since.is_not(None))
+                     .values(dormant_since=None, dormant_reason=None, owner=owner, kernel_id=None,
+                             last_used_at=at))
+        return await self._update(statement) > 0
 
     async def delete(self, sid: str) -> bool:
         """Forget a session; False if there was none."""
@@ -349,12 +424,29 @@ class Registry:
 
         await self._run(work, write=True)
 
-    async def release(self, owner: str) -> None:
-        """An orderly stop of replica ``owner``: its sessions stay open, held by nobody
-        (their kernels were closed), and its heartbeat row goes."""
+    async def begin_sleep_all(self, owner: str, *, reason: str, at: float) -> None:
+        """An orderly stop of replica ``owner``: every live session it holds starts going
+        dormant (:meth:`begin_sleep` for them all)."""
+        statement = (sa.update(sessions_table)
+                     .where(_S.owner == owner, _S.dormant_since.is_(None), _S.sleeping_since.is_(None))
+                     .values(sleeping_since=at, dormant_reason=reason))
+        await self._update(statement)
+
+    async def release(self, owner: str, *, at: float | None = None,
+                      disk_bytes: Mapping[str, int] | None = None) -> None:
+        """The end of an orderly stop of replica ``owner``: the sessions it was putting to
+        sleep are dormant (with their measured ``disk_bytes``, by id), and its heartbeat
+        row goes."""
+        at = time.time() if at is None else at
+        sizes = [{"sid": sid, "size": size} for sid, size in (disk_bytes or {}).items()]
+        sleeping = sa.and_(_S.owner == owner, _S.sleeping_since.is_not(None))
+
         async def work(conn: AsyncConnection) -> None:
-            await conn.execute(sa.update(sessions_table).where(_S.owner == owner)
-                               .values(owner=None, kernel_id=None))
+            if sizes:
+                await conn.execute(sa.update(sessions_table).where(sleeping, _S.id == sa.bindparam("sid"))
+                                   .values(disk_bytes=sa.bindparam("size")), sizes)
+            await conn.execute(sa.update(sessions_table).where(sleeping).values(
+                dormant_since=at, sleeping_since=None, owner=None, kernel_id=None))
             await conn.execute(sa.delete(replicas_table).where(replicas_table.c.id == owner))
 
         await self._run(work, write=True)
@@ -382,6 +474,24 @@ class Registry:
             await conn.execute(sa.delete(replicas_table).where(forgotten))
 
         await self._run(work, write=True)
+
+
+async def _upgrade_from_1(conn: AsyncConnection) -> None:
+    """Schema 1 -> 2 in place (under the schema lock on PostgreSQL): closed sessions become
+    dormant ones, and the columns for going dormant and disk use are added."""
+    def sql(type_: Any) -> str:
+        return str(type_.compile(dialect=conn.dialect))
+
+    for statement in (
+        "ALTER TABLE ka_sessions RENAME COLUMN closed_at TO dormant_since",
+        "ALTER TABLE ka_sessions RENAME COLUMN closed_reason TO dormant_reason",
+        f"ALTER TABLE ka_sessions ADD COLUMN sleeping_since {sql(sa.Double())}",
+        f"ALTER TABLE ka_sessions ADD COLUMN disk_bytes {sql(sa.BigInteger())} NOT NULL DEFAULT 0",
+        "UPDATE ka_sessions SET owner = NULL, kernel_id = NULL WHERE dormant_since IS NOT NULL",
+    ):
+        await conn.execute(sa.text(statement))
+    version = meta_table.update().where(meta_table.c.key == "schema")
+    await conn.execute(version.values(value=str(SCHEMA_VERSION)))
 
 
 def _insert_for(dialect: str) -> Any:

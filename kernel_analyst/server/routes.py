@@ -18,10 +18,12 @@ from starlette.datastructures import UploadFile
 
 from ..kernels import KernelSession, UnsafeFileNameError
 from ..kernels import files as _files
+from ..kernels.recovery import RecoveryReport, marker_text
 from .auth import Tenant
+from .dormancy import recorded_variables
 from .exceptions import BadRequestError, PayloadTooLargeError
 from .records import SessionRecord
-from .render import NOTEBOOK_CSP, cell_view, render_notebook, render_output
+from .render import NOTEBOOK_CSP, cell_view, render_markdown, render_notebook, render_output
 from .schemas import (
     CellList,
     ExecuteRequest,
@@ -50,7 +52,7 @@ _SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": Problem, "description": "Missing or invalid bearer token."},
     404: {"model": Problem, "description": "No such session for this token."},
-    410: {"model": Problem, "description": "The session was closed; its notebook is still available."},
+    410: {"model": Problem, "description": "The session's notebook is no longer available."},
 }
 
 _UPLOAD_BODY: dict[str, Any] = {
@@ -87,7 +89,9 @@ upload_router = APIRouter(responses=_ERRORS)
 # -- sessions -------------------------------------------------------------------------------
 
 @router.post("/sessions", status_code=201, response_model=SessionOut, tags=["sessions"],
-             responses={429: {"model": Problem, "description": "Session limit reached; see Retry-After."}})
+             responses={429: {"model": Problem, "description": "A limit is reached: live sessions (see "
+                                                               "Retry-After), or the conversations and disk "
+                                                               "you keep (delete one)."}})
 async def create_session(request: Request, tenant: Tenant, body: SessionCreate | None = None) -> Any:
     """Start a session: a fresh kernel with its own working directory and audit notebook."""
     record = await service_of(request).create(tenant, label=body.label if body else "")
@@ -96,19 +100,20 @@ async def create_session(request: Request, tenant: Tenant, body: SessionCreate |
 
 @router.get("/sessions", response_model=SessionList, tags=["sessions"])
 async def list_sessions(request: Request, tenant: Tenant) -> Any:
-    """Your sessions, newest first, closed ones included while they are remembered."""
+    """Your sessions, live and dormant, newest first."""
     return {"sessions": [r.to_dict() for r in await service_of(request).sessions_of(tenant)]}
 
 
 @router.get("/sessions/{sid}", response_model=SessionOut, tags=["sessions"])
 async def get_session(request: Request, sid: str, tenant: Tenant) -> Any:
-    """One session's state."""
+    """One session's state (``open`` or ``dormant``, with when and why)."""
     return (await service_of(request).get(tenant, sid)).to_dict()
 
 
 @router.delete("/sessions/{sid}", status_code=204, tags=["sessions"])
 async def delete_session(request: Request, sid: str, tenant: Tenant) -> Response:
-    """Shut the kernel down and delete the session with its files and notebook."""
+    """Delete the session, live or dormant: its kernel is shut down and its files, notebook
+    and snapshot are removed."""
     service = service_of(request)
     await service.delete(await service.get(tenant, sid))
     return Response(status_code=204)
@@ -203,7 +208,7 @@ async def _measure(upload: UploadFile) -> int:
 
 @router.get("/sessions/{sid}/files", response_model=FileList, tags=["files"])
 async def list_files(request: Request, sid: str, tenant: Tenant) -> Any:
-    """Files in the session's working directory (also after the session was closed)."""
+    """Files in the session's working directory (a dormant session is not woken)."""
     record = await service_of(request).get(tenant, sid)
     infos = await asyncio.to_thread(_files.listing, record.workdir) if record.workdir.is_dir() else []
     return {"files": [i.to_dict() for i in infos]}
@@ -285,7 +290,7 @@ async def execute_stream(request: Request, sid: str, body: ExecuteRequest, tenan
     service = service_of(request)
     record = await service.get(tenant, sid)
     timeout = service.timeout_for(body.timeout)
-    service.check_open(record)  # a closed session is a plain 410, before the stream starts
+    service.check_open(record)  # a deleted session is a plain 404, before the stream starts
     started = asyncio.Event()
     holder: dict[str, KernelSession] = {}
 
@@ -295,6 +300,8 @@ async def execute_stream(request: Request, sid: str, body: ExecuteRequest, tenan
             started.set()
             ex = await session.execute(body.code, timeout=timeout, on_output=lambda out: emit(
                 "output", output_event(out, html, workdir=str(record.workdir))))
+        if ex.recovery is not None:
+            emit("resumed", resumed_event(ex.recovery, html))
         emit("result", ex.to_dict())
 
     async def abandon(task: asyncio.Task[None]) -> None:
@@ -308,6 +315,16 @@ async def execute_stream(request: Request, sid: str, body: ExecuteRequest, tenan
     return sse_response(EventStream(produce, on_abandon=abandon, spawn=service.spawn))
 
 
+def resumed_event(report: RecoveryReport, with_html: bool) -> dict[str, Any]:
+    """The data of a ``resumed`` event: the session's variables were brought back (a
+    dormant session woke, or its kernel had been lost) before this run's first cell."""
+    text = marker_text(report)
+    event: dict[str, Any] = {"text": text, "recovery": report.to_dict()}
+    if with_html:
+        event["html"] = render_markdown(text)
+    return event
+
+
 def output_event(output: dict[str, Any], with_html: bool, *, workdir: str | None = None) -> dict[str, Any]:
     """The data of an ``output`` event: the nbformat output, and its safe HTML if asked."""
     event: dict[str, Any] = {"output": output}
@@ -318,9 +335,15 @@ def output_event(output: dict[str, Any], with_html: bool, *, workdir: str | None
 
 @router.get("/sessions/{sid}/variables", response_model=VariableList, tags=["execution"])
 async def variables(request: Request, sid: str, tenant: Tenant) -> Any:
-    """Summaries of the kernel's variables (name, type, shape ...), without running a cell."""
+    """Summaries of the kernel's variables (name, type, shape ...), without running a cell.
+    A dormant session is not woken: its variables are listed as its notebook recorded
+    them (``dormant: true``)."""
     service = service_of(request)
-    async with service.use(await service.get(tenant, sid)) as session:
+    record = await service.get(tenant, sid)
+    if record.dormant:
+        notebook = await asyncio.to_thread(service.notebook, record)
+        return {"variables": recorded_variables(notebook), "dormant": True}
+    async with service.use(record) as session:
         infos = await session.variables()
     return {"variables": [i.to_dict() for i in infos]}
 
@@ -330,7 +353,7 @@ async def variables(request: Request, sid: str, tenant: Tenant) -> Any:
 @router.get("/sessions/{sid}/notebook", tags=["notebooks"],
             responses={200: {"content": {"application/x-ipynb+json": {}}, "description": "The .ipynb."}})
 async def notebook(request: Request, sid: str, tenant: Tenant) -> Response:
-    """The session's audit notebook (.ipynb), also after the session was closed."""
+    """The session's audit notebook (.ipynb), a dormant session's too (it is not woken)."""
     service = service_of(request)
     record = await service.get(tenant, sid)
     data = json.dumps(service.notebook(record), ensure_ascii=False, indent=1)
@@ -341,7 +364,7 @@ async def notebook(request: Request, sid: str, tenant: Tenant) -> Response:
 @router.get("/sessions/{sid}/cells", response_model=CellList, tags=["notebooks"])
 async def cells(request: Request, sid: str, tenant: Tenant) -> Any:
     """The audit notebook's cells as the web page shows them: source, counter, status,
-    duration, and outputs as sanitised HTML (also after the session was closed)."""
+    duration, and outputs as sanitised HTML (a dormant session is not woken)."""
     service = service_of(request)
     record = await service.get(tenant, sid)
     notebook = service.notebook(record)

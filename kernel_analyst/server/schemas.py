@@ -25,12 +25,19 @@ class SessionOut(BaseModel):
     id: str
     label: str
     created_at: str
-    state: Literal["open", "closed"]
-    closed_at: str | None = None
-    closed_reason: str | None = None
+    state: Literal["open", "dormant"] = Field(
+        description="`open`: live (a kernel runs, or starts at its next use); `dormant`: its kernel "
+                    "was let go of (idle, or a server stop) and the conversation kept; its files and "
+                    "notebook stay readable and its next execute, ask or EDA wakes it.")
+    dormant_since: str | None = Field(None, description="When it went dormant (ISO-8601 UTC).")
+    dormant_reason: str | None = Field(None, description="Why: `idle` or `shutdown`.")
+    closed_at: str | None = Field(None, description="Deprecated: the same as `dormant_since`.")
+    closed_reason: str | None = Field(None, description="Deprecated: the same as `dormant_reason`.")
     busy: bool = False
     idle_s: float = 0.0
     last_used_at: str | None = None
+    disk_bytes: int | None = Field(None, description="A dormant session's size on disk (what the stored "
+                                                      "limit counts).")
 
 
 class SessionList(BaseModel):
@@ -89,9 +96,10 @@ class ExecutionOut(BaseModel):
                                                             "during the cell.")
     cpu_time_s: float | None = Field(None, description="CPU seconds the cell used.")
     recovery: dict[str, Any] | None = Field(
-        None, description="Set when this cell's session first had its variables brought back (after a "
-                          "restart, a crash or a kernel death): method (snapshot or replay), cells "
-                          "replayed and skipped, variables restored, whether it is complete.")
+        None, description="Set when this cell's session first had its variables brought back (a "
+                          "dormant session woken, a restart, a crash or a kernel death): reason, method "
+                          "(snapshot or replay), cells replayed and skipped, variables restored, "
+                          "whether it is complete.")
 
 
 class FileOut(BaseModel):
@@ -123,6 +131,9 @@ class VariableList(BaseModel):
     """``GET /sessions/{id}/variables``."""
 
     variables: list[VariableOut]
+    dormant: bool = Field(False, description="True: the session is dormant and was not woken; these are "
+                                             "its variables as its notebook recorded them, which come "
+                                             "back when it wakes.")
 
 
 class StopOut(BaseModel):

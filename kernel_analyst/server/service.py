@@ -3,8 +3,7 @@
 **Tenancy.** A tenant sees only its own sessions: another tenant's id is reported as
 unknown, never as forbidden. Every kernel operation runs under the session's request
 lock, so a request holding it knows that the cell running in the kernel is its own
-(which is what makes interrupting on a client disconnect safe). Closed sessions
-(deleted ones aside) keep their record, so their audit notebook stays downloadable.
+(which is what makes interrupting on a client disconnect safe).
 
 **Records** live in the registry (:mod:`.registry`: SQLite in the session directory,
 or PostgreSQL shared by several replicas), not in process memory: after a restart the
@@ -14,18 +13,31 @@ policy, ``replay`` by default). Routes and the page use only this record API
 (:meth:`SessionService.sessions_of`, :meth:`~SessionService.get`,
 :meth:`~SessionService.use`, :meth:`~SessionService.notebook` ...).
 
+**Dormant conversations** (:mod:`.dormancy`). An idle session is put to sleep, not
+closed: ``manager.close(id, reason="idle")`` snapshots the namespace and stops the
+kernel, and the conversation stays listed as ``dormant`` (when and why), its files and
+notebook readable. Its next use wakes it, on whichever replica serves the request: a
+kernel starts and the variables come back (snapshot, else replay), which the result
+reports. The session limits count live sessions; ``max_stored_per_tenant`` and
+``max_stored_mb_per_tenant`` bound what a tenant keeps, live and dormant; ``DELETE``
+purges a conversation with its files. An orderly stop puts this replica's sessions to
+sleep too (reason ``shutdown``).
+
 **Lifecycle.** The manager owns every kernel; this service only decides. One
 housekeeping pass (:meth:`SessionService.housekeep`) writes heartbeats and last-use
-times in batches, lets go of sessions another replica took over, and culls idle ones
-through ``manager.close(id, reason="idle")``, which snapshots the namespace first. The
-manager's own culler is not started here: there is one culler.
+times in batches, lets go of sessions another replica took over, and puts idle ones to
+sleep. The manager's own culler is not started here: there is one culler.
 
 **Replicas.** A replica that gets a request for a session it holds no live object for
-resumes it (with a gateway, it reattaches to the kernel id in the registry) and becomes
-its owner. A replica that finds it no longer owns a session lets go of it with
-``manager.detach(id)``, which never stops a gateway kernel, and never culls or closes a
-kernel another replica owns. Sessions of a replica whose heartbeat stopped longer than
-``replica_lease_s`` ago may be culled by any other.
+claims it in the registry, then resumes it (with a gateway, it reattaches to the kernel
+id in the registry) or wakes it, and becomes its owner. Going dormant is fenced in the
+registry (``sleeping_since``): while the owner saves a namespace, no other replica
+starts a kernel on that conversation; it waits, and takes over the sleep of a replica
+that died in it. A replica that finds it no longer owns a session lets go of it with
+``manager.detach(id)``, which never stops a gateway kernel, and never culls a kernel
+another replica owns. Sessions of a replica whose heartbeat stopped longer than
+``replica_lease_s`` ago may be put to sleep by any other. The files of a deleted
+session are removed by every replica that held a kernel in them, after closing it.
 """
 
 from __future__ import annotations
@@ -49,6 +61,7 @@ from ..kernels import KernelSession, SessionManager
 from ..kernels.checkpoints import FileMode, UndoReport, enable_checkpoints
 from ..kernels.manager import directory_name
 from .config import ServerConfig
+from .dormancy import directory_bytes, wake_reason
 from .exceptions import (
     BadRequestError,
     InvalidSessionIdError,
@@ -56,6 +69,7 @@ from .exceptions import (
     SessionExistsError,
     SessionGoneError,
     SessionNotFoundError,
+    SessionUnavailableError,
     TooManySessionsError,
 )
 from .records import SessionRecord, Use
@@ -65,6 +79,8 @@ log = logging.getLogger(__name__)
 
 
 _FORK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+_MIB = 1024 * 1024
+_SLEEP_POLL_S = 0.1  # how often a request waiting out another replica's sleep looks again
 
 StopResult = Literal["run", "cell", "idle"]
 """What :meth:`SessionService.stop` stopped: a multi-step run, a cell, or nothing."""
@@ -92,7 +108,7 @@ class SessionService:
         self.manager = SessionManager(config.root_dir, limits=config.limits, pool_size=pool_size,
                                       backend=backend, recovery=config.recovery)
         self.registry = Registry(database_url(config.database_url, config.root_dir))
-        self._records: dict[str, SessionRecord] = {}  # open sessions this replica has seen
+        self._records: dict[str, SessionRecord] = {}  # every session this replica has seen, until deleted
         self._starting: dict[str, int] = {}
         self._admit = asyncio.Lock()
         self._background: set[asyncio.Task[Any]] = set()
@@ -121,9 +137,10 @@ class SessionService:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop background work and close every kernel, each snapshotted first where the
-        recovery policy asks (notebooks stay on disk). Open sessions stay open in the
-        registry, held by nobody: the next use resumes them."""
+        """Stop background work and put every session this replica holds to sleep: each
+        kernel stops, its namespace snapshotted first where the recovery policy asks, and
+        the conversations stay listed as dormant (reason ``shutdown``); the next use wakes
+        them, here after a restart or on another replica."""
         if self._closed:
             return
         self._closed = True
@@ -139,11 +156,16 @@ class SessionService:
             await self._flush_used()
         with _logged("letting go of sessions other replicas took over"):
             await self._reconcile()  # the manager's close below must only close our own kernels
+        with _logged("marking this replica's sessions as going dormant"):
+            await self.registry.begin_sleep_all(self.replica_id, reason="shutdown", at=time.time())
         await self.manager.aclose()
+        held = [r for r in self._records.values() if r.open and r.owner == self.replica_id]
+        sizes = await asyncio.gather(*(asyncio.to_thread(directory_bytes, r.directory) for r in held))
         for record in self._records.values():
             record.session = None
-        with _logged("releasing this replica's sessions"):
-            await self.registry.release(self.replica_id)
+        with _logged("putting this replica's sessions to sleep"):
+            await self.registry.release(self.replica_id,
+                                        disk_bytes={r.id: n for r, n in zip(held, sizes, strict=True)})
         await self.registry.aclose()
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
@@ -156,8 +178,10 @@ class SessionService:
     # -- sessions ----------------------------------------------------------------------
 
     async def create(self, tenant: str, *, label: str = "") -> SessionRecord:
-        """Start a new session for ``tenant``; 429 (TooManySessionsError) when full."""
+        """Start a new session for ``tenant``; 429 (TooManySessionsError) when a limit is
+        reached: live sessions, or the conversations and disk a tenant keeps."""
         async with self._admit:
+            await self._check_stored(tenant)
             await self._check_capacity(tenant)
             self._starting[tenant] = self._starting.get(tenant, 0) + 1  # holds a slot while starting
         try:
@@ -204,6 +228,7 @@ class SessionService:
                                         "'-' or '_', starting with a letter or digit")
         tenant = record.tenant
         async with self._admit:
+            await self._check_stored(tenant)
             await self._check_capacity(tenant)
             self._starting[tenant] = self._starting.get(tenant, 0) + 1
         try:
@@ -221,16 +246,36 @@ class SessionService:
         log.info("session %s forked from %s for tenant %s", sid, record.id, tenant)
         return new
 
-    async def _check_capacity(self, tenant: str) -> None:
+    async def _check_capacity(self, tenant: str, *, waking: bool = False) -> None:
+        """429 when ``tenant`` (or the server) is at its limit of live sessions."""
         mine, total = await self.registry.open_counts(tenant)
+        what = "this dormant session can wake" if waking else "you can start another"
         if mine + self._starting.get(tenant, 0) >= self.config.max_sessions_per_tenant:
             raise TooManySessionsError(
-                f"you have {mine} open sessions (limit {self.config.max_sessions_per_tenant}); "
-                "delete one or wait for an idle one to be closed", await self._retry_after(tenant))
+                f"you have {mine} live sessions (limit {self.config.max_sessions_per_tenant}); {what} "
+                "when one of them goes dormant after being idle, or once you delete one",
+                await self._retry_after(tenant))
         if total + sum(self._starting.values()) >= self.config.max_sessions:
             raise TooManySessionsError(
-                f"the server is at its limit of {self.config.max_sessions} open sessions; "
-                "retry later", await self._retry_after(None))
+                f"the server is at its limit of {self.config.max_sessions} live sessions; retry later",
+                await self._retry_after(None))
+
+    async def _check_stored(self, tenant: str) -> None:
+        """429 when ``tenant`` keeps as many conversations, or as much disk, as it may
+        (waiting does not help: deleting does)."""
+        count, used = await self.registry.stored(tenant)
+        count += self._starting.get(tenant, 0)
+        limit = self.config.max_stored_per_tenant
+        if count >= limit:
+            raise TooManySessionsError(
+                f"you keep {count} conversations, live and dormant (limit {limit}); delete one you no "
+                "longer need (DELETE /sessions/ID removes it with its files) to start another", None)
+        mb = self.config.max_stored_mb_per_tenant
+        if mb and used >= mb * _MIB:
+            raise TooManySessionsError(
+                f"your conversations take {used / _MIB:,.0f} MB on disk (limit {mb:,.0f} MB, as measured "
+                "when each last went dormant); delete one you no longer need (DELETE /sessions/ID removes "
+                "it with its files) to start another", None)
 
     async def _retry_after(self, tenant: str | None) -> int:
         """Seconds until the most idle open session (of ``tenant``, or of all) would be
@@ -245,65 +290,60 @@ class SessionService:
         return max(1, min(3600, math.ceil(idle_limit - max(idle))))
 
     async def get(self, tenant: str, sid: str) -> SessionRecord:
-        """The tenant's session ``sid`` (open or closed); 404 for anyone else's. One
+        """The tenant's session ``sid`` (live or dormant); 404 for anyone else's. One
         registry lookup; no kernel is started."""
         row = await self.registry.get(sid) if isinstance(sid, str) and sid else None
         if row is None or row.tenant != tenant:
             if row is None and isinstance(sid, str) and sid in self._records:
-                self._forget(sid, deleted=True)  # deleted through another replica
+                self._forget(sid)  # deleted through another replica
             raise SessionNotFoundError(f"no session {sid!r}; list yours with GET /sessions")
         return self._record_for(row)
 
     async def sessions_of(self, tenant: str) -> list[SessionRecord]:
-        """The tenant's sessions, newest first (closed ones that are still remembered too)."""
+        """The tenant's sessions, live and dormant, newest first."""
         return [self._record_for(row) for row in await self.registry.of_tenant(tenant)]
 
     def _record_for(self, row: SessionRow) -> SessionRecord:
-        """The one record object of a session (cached while open), refreshed from ``row``."""
+        """The one record object of a session (kept until it is deleted), refreshed from ``row``."""
         record = self._records.get(row.id)
         if record is None:
-            record = SessionRecord.from_row(row, self.config.root_dir)
-            if record.open:
-                self._records[row.id] = record
-            return record
-        record.refresh(row)
-        if not record.open:
-            self._forget(row.id)  # closed through another replica
+            record = self._records[row.id] = SessionRecord.from_row(row, self.config.root_dir)
+        else:
+            record.refresh(row)
         return record
 
-    def _forget(self, sid: str, *, deleted: bool = False) -> None:
-        """Drop a session that is closed or deleted elsewhere; let go of its kernel here
-        (and, once ``deleted``, of its files: see :meth:`_let_go`)."""
+    def _forget(self, sid: str) -> None:
+        """Drop a session deleted elsewhere; let go of its kernel and files here (see
+        :meth:`_let_go`)."""
         record = self._records.pop(sid, None)
-        if record is not None and record.session is not None:
-            session, record.session = record.session, None
-            self.spawn(self._let_go(record, session, deleted=deleted), f"let-go-{sid}")
+        if record is None:
+            return
+        session = record.mark_deleted()
+        if session is not None:
+            self.spawn(self._let_go(record, session), f"let-go-{sid}")
 
-    async def _let_go(self, record: SessionRecord, session: KernelSession, *, deleted: bool) -> None:
-        """Close this replica's kernel of a session closed or deleted elsewhere. A deleted
-        session's files are removed here too, after the kernel is closed: until then this
-        replica may still have written into its directory (a cell's notebook append, the
-        package versions written after start, a snapshot), and a removal by the deleting
-        replica that ran meanwhile leaves whatever was written during or after it."""
-        await self._release_kernel(record.id, session, owned=True, now=deleted)
-        if deleted:
-            await self._remove_files(record)
+    async def _let_go(self, record: SessionRecord, session: KernelSession) -> None:
+        """Close this replica's kernel of a session deleted elsewhere, then remove its
+        files: until the kernel is closed this replica may still write into its directory
+        (a cell's notebook append, the package versions written after start, a snapshot),
+        and a removal by the deleting replica that ran meanwhile leaves whatever was
+        written during or after it."""
+        await self._release_kernel(record.id, session, owned=True, now=True)
+        await self._remove_files(record)
 
     async def _remove_files(self, record: SessionRecord) -> None:
         """Remove a deleted session's directory (its files and notebook)."""
         await asyncio.to_thread(shutil.rmtree, record.directory, True)
 
     def check_open(self, record: SessionRecord) -> None:
-        """410 (SessionGoneError) once the session is closed."""
-        if not record.open:
-            raise SessionGoneError(
-                f"session {record.id} was closed ({record.closed_reason}); its notebook is still "
-                f"available at GET /sessions/{record.id}/notebook. Create a new session to go on.")
+        """404 once the session is deleted. A dormant session passes: its use wakes it."""
+        if record.deleted:
+            raise SessionNotFoundError(f"session {record.id} was deleted; list yours with GET /sessions")
 
     @contextlib.asynccontextmanager
     async def use(self, record: SessionRecord) -> AsyncIterator[KernelSession]:
-        """Hold the session's request lock and yield its live kernel session (resumed or
-        taken over first when this replica holds none)."""
+        """Hold the session's request lock and yield its live kernel session (resumed,
+        woken or taken over first when this replica holds none)."""
         self.check_open(record)
         async with record.lock:
             session = await self._live(record)
@@ -317,8 +357,8 @@ class SessionService:
                 use.done.set()
 
     async def live(self, record: SessionRecord) -> KernelSession:
-        """The record's live kernel session (without taking its lock), resumed first when
-        this replica holds none; 410 once closed."""
+        """The record's live kernel session (without taking its lock), resumed or woken
+        first when this replica holds none; 404 once deleted."""
         self.check_open(record)
         record.touch()
         return await self._live(record)
@@ -332,23 +372,86 @@ class SessionService:
             if session is not None:  # another replica took it over since we held it
                 record.session = None
                 await self._release_kernel(record.id, session, owned=False)
-            session = await self.manager.session(record.id, attach=record.kernel_id, owner=record.tenant)
-            kernel_id = session.kernel_id
-            if not await self.registry.claim(record.id, owner=self.replica_id, kernel_id=kernel_id):
-                # Closed or deleted (through another replica, or culled) while it resumed.
-                row = await self.registry.get(record.id)
-                await self._release_kernel(record.id, session, owned=True, now=row is None)
-                if row is None:  # the kernel started here wrote into the deleted directory
-                    await self._remove_files(record)
-                record.mark_closed((row.closed_reason or "closed") if row is not None else "deleted")
+            return await self._hold(record)
+
+    async def _hold(self, record: SessionRecord) -> KernelSession:
+        """Make this replica the holder of the record's live session (under its resuming
+        lock): wait out a sleep in progress, wake a dormant conversation (the live limits
+        apply) or claim a live one, then start its kernel or reattach to it. The registry
+        says who holds it before any kernel starts, so no culler elsewhere can begin to
+        put it to sleep meanwhile."""
+        deadline = time.monotonic() + self.manager.recovery.snapshot_timeout_s + 30.0
+        while True:
+            row = await self.registry.get(record.id)
+            if row is None:
                 self._records.pop(record.id, None)
+                record.mark_deleted()
                 self.check_open(record)
-            previous = record.owner
-            enable_checkpoints(session)
-            record.session, record.owner, record.kernel_id = session, self.replica_id, kernel_id
-            log.info("session %s resumed on replica %s (owner was %s)", record.id, self.replica_id,
-                     previous or "nobody")
-            return session
+            assert row is not None
+            record.refresh(row)
+            if row.sleeping_since is not None:
+                await self._wait_for_sleep(row, deadline)
+                continue
+            if row.dormant:
+                if not await self._wake(record, row):
+                    continue
+            elif not await self.registry.claim(record.id, owner=self.replica_id, kernel_id=row.kernel_id):
+                continue
+            session = await self._start(record, row)
+            if await self.registry.set_kernel(record.id, owner=self.replica_id, kernel_id=session.kernel_id):
+                enable_checkpoints(session)
+                previous = row.owner if row.open else f"nobody: dormant, {row.dormant_reason}"
+                record.session, record.owner, record.kernel_id = session, self.replica_id, session.kernel_id
+                log.info("session %s resumed on replica %s (owner was %s)", record.id, self.replica_id,
+                         previous or "nobody")
+                return session
+            # Deleted, or taken over, while its kernel started here: let go of it, look again.
+            gone = await self.registry.get(record.id) is None
+            await self._release_kernel(record.id, session, owned=True, now=True)
+            if gone:  # the kernel started here wrote into the deleted directory
+                await self._remove_files(record)
+
+    async def _wake(self, record: SessionRecord, row: SessionRow) -> bool:
+        """Turn a dormant row live for this replica, within the live-session limits; False
+        when another replica woke it first."""
+        async with self._admit:
+            await self._check_capacity(record.tenant, waking=True)
+            if not await self.registry.wake(record.id, owner=self.replica_id, at=time.time()):
+                return False
+        record.mark_awake(self.replica_id)
+        record.touch()
+        return True
+
+    async def _start(self, record: SessionRecord, row: SessionRow) -> KernelSession:
+        """Start (or reattach to) the kernel of a session this replica now holds; a woken
+        one goes back to sleep when its kernel cannot start."""
+        woken = row.dormant
+        reason = wake_reason(row.dormant_since, row.dormant_reason) if woken else None
+        try:
+            return await self.manager.session(record.id, attach=None if woken else row.kernel_id,
+                                              owner=record.tenant, reason=reason)
+        except BaseException:
+            if woken:
+                with _logged(f"putting session {record.id} back to sleep after a failed wake-up"):
+                    await self._sleep_row(record, reason=row.dormant_reason or "idle", expected=None)
+            raise
+
+    async def _wait_for_sleep(self, row: SessionRow, deadline: float) -> None:
+        """Wait while another replica saves the namespace of a conversation going dormant;
+        finish the sleep for a replica that died in it (its snapshot may be incomplete:
+        the recovery then replays)."""
+        lease_cut = time.time() - self.config.replica_lease_s
+        sleeper = row.owner
+        if sleeper is not None and sleeper != self.replica_id \
+                and not await self.registry.alive(sleeper, lease_cut=lease_cut):
+            log.info("session %s: replica %s died putting it to sleep; finishing for it", row.id, sleeper)
+            await self.registry.finish_sleep(row.id, owner=sleeper, at=time.time(), disk_bytes=None)
+            return
+        if time.monotonic() > deadline:
+            raise SessionUnavailableError(
+                f"session {row.id} is still being put to sleep by replica {sleeper} (its namespace "
+                "is being saved); retry in a minute")
+        await asyncio.sleep(_SLEEP_POLL_S)
 
     async def _release_kernel(self, sid: str, session: KernelSession, *, owned: bool,
                               reason: str | None = None, now: bool = False) -> None:
@@ -361,33 +464,53 @@ class SessionService:
         else:
             await self.manager.detach(sid)
 
-    async def close(self, record: SessionRecord, reason: str) -> None:
-        """Close the session; its kernel, if this replica owns it, is shut down through the
-        manager (``idle`` snapshots the namespace first). The record and the notebook on
-        disk are kept."""
-        if not record.open:
-            return
-        owned = record.owner == self.replica_id
-        session = record.mark_closed(reason)
-        self._records.pop(record.id, None)
+    async def sleep(self, record: SessionRecord, reason: str = "idle", *,
+                    row: SessionRow | None = None) -> bool:
+        """Put a live session to sleep: its kernel is stopped through the manager (the
+        namespace snapshotted first), the conversation kept, dormant for ``reason``.
+        ``row`` is the registry row the decision was made on (read now when None). False
+        when it is in use, or another replica's request, takeover or culler came first."""
+        async with record.resuming:
+            if record.lock.locked() or not record.open:
+                return False
+            expected = row if row is not None else await self.registry.get(record.id)
+            if expected is None or expected.dormant:
+                return False
+            return await self._sleep_row(record, reason=reason, expected=expected)
+
+    async def _sleep_row(self, record: SessionRecord, *, reason: str, expected: SessionRow | None) -> bool:
+        """The two registry writes of going dormant around the kernel's stop (see
+        :meth:`sleep`); ``expected`` None: this replica holds the row already."""
+        owner = self.replica_id if expected is None else expected.owner
+        sleeping = None if expected is None else expected.sleeping_since
+        if not await self.registry.begin_sleep(record.id, me=self.replica_id, reason=reason, at=time.time(),
+                                               owner=owner, sleeping_since=sleeping):
+            return False
+        session, record.session = record.session, None
         try:
-            await self.registry.close(record.id, reason=reason, at=record.closed or time.time(),
-                                      keep_closed=self.config.closed_kept)
-        finally:
             if session is not None:
-                await self._release_kernel(record.id, session, owned=owned, reason=reason)
-                if await self.registry.get(record.id) is None:
-                    # Deleted through another replica while the kernel was closing here
-                    # (a snapshot is written on the way): the files are ours to remove.
-                    await self._remove_files(record)
-        log.info("session %s closed (%s)", record.id, reason)
+                await self._release_kernel(record.id, session, owned=owner == self.replica_id, reason=reason)
+        finally:
+            size = await asyncio.to_thread(directory_bytes, record.directory)
+            at = time.time()
+            slept = await self.registry.finish_sleep(record.id, owner=self.replica_id, at=at, disk_bytes=size)
+        if slept:
+            record.mark_dormant(reason, at, size)
+            log.info("session %s is dormant (%s; %s on disk)", record.id, reason, f"{size / _MIB:,.1f} MB")
+        elif await self.registry.get(record.id) is None:
+            # Deleted through another replica while the kernel was stopping here (a snapshot
+            # is written on the way): the files are ours to remove.
+            self._records.pop(record.id, None)
+            record.mark_deleted()
+            await self._remove_files(record)
+        return slept
 
     async def delete(self, record: SessionRecord) -> None:
-        """Forget the session at once; its kernel, files and notebook are removed in the
-        background (a polite kernel shutdown takes a moment)."""
+        """Forget the session at once, live or dormant; its kernel, files and notebook are
+        removed in the background (a polite kernel shutdown takes a moment)."""
         owned = record.owner == self.replica_id
         self._records.pop(record.id, None)
-        session = record.mark_closed("deleted")
+        session = record.mark_deleted()
         await self.registry.delete(record.id)
         task = asyncio.create_task(self._dispose(record, session, owned), name=f"dispose-{record.id}")
         self._disposals.add(task)
@@ -491,8 +614,8 @@ class SessionService:
                 log.exception("session housekeeping failed")
 
     async def housekeep(self) -> list[str]:
-        """One pass: heartbeat, last-use times written, sessions closed, deleted or taken
-        over elsewhere let go of, idle ones culled. Returns the ids culled."""
+        """One pass: heartbeat, last-use times written, sessions deleted, taken over or put
+        to sleep elsewhere let go of, idle ones put to sleep. Returns the ids put to sleep."""
         await self.registry.heartbeat(self.replica_id)
         await self._flush_used()
         await self._reconcile()
@@ -513,21 +636,20 @@ class SessionService:
         for sid, record in list(self._records.items()):
             row = rows.get(sid)
             if row is None:
-                self._forget(sid, deleted=True)
+                self._forget(sid)
                 continue
             if record.lock.locked() or record.resuming.locked():
                 continue
             record.refresh(row)
-            if not record.open:
-                self._forget(sid)
-            elif record.session is not None and row.owner != self.replica_id:
+            if record.session is not None and (row.owner != self.replica_id or row.dormant):
                 session, record.session = record.session, None
-                log.info("session %s was taken over by replica %s; letting go", sid, row.owner)
+                log.info("session %s was taken over by replica %s; letting go", sid,
+                         row.owner or "nobody (it is dormant)")
                 await self._release_kernel(sid, session, owned=False)
 
     async def cull_idle(self) -> list[str]:
-        """Close sessions idle past ``idle_timeout_s`` and not in use that this replica may
-        close (its own, and those nobody holds); return their ids."""
+        """Put to sleep the sessions idle past ``idle_timeout_s`` and not in use that this
+        replica may (its own, those nobody holds, a dead replica's); return their ids."""
         idle_limit = self.config.idle_timeout_s
         if not idle_limit:
             return []
@@ -537,8 +659,7 @@ class SessionService:
         culled = []
         for row in rows:
             record = self._record_for(row)
-            if record.open and self._is_due(record, idle_limit):
-                await self.close(record, "idle")
+            if record.open and self._is_due(record, idle_limit) and await self.sleep(record, "idle", row=row):
                 culled.append(record.id)
         return culled
 

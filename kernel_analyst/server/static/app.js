@@ -11,7 +11,7 @@ import {
 
 const $ = (id) => document.getElementById(id);
 const state = { info: null, session: null, busy: false, current: null, signedIn: false,
-  runFirst: null, runLastMarkdown: null };
+  runFirst: null, runLastMarkdown: null, outcome: null };
 
 function setStatus(text, kind) {
   const el = $("status");
@@ -63,7 +63,16 @@ function when(iso) {
   return date.toLocaleDateString();
 }
 
+// A session that can take code: live, or dormant (its next use wakes it).
+function usable(info) {
+  return info.state === "open" || info.state === "dormant";
+}
+
 function sessionStatus(info) {
+  if (info.state === "dormant") {
+    return "dormant (" + [info.dormant_reason, when(info.dormant_since)].filter(Boolean).join(", ")
+      + ") · wakes on use";
+  }
   if (info.state === "closed") return "closed" + (info.closed_reason ? " (" + info.closed_reason + ")" : "");
   return info.busy ? "running" : "open";
 }
@@ -95,9 +104,37 @@ function clearSessions() {
   $("sessions").innerHTML = '<li class="hint">Sign in with your token to see your sessions.</li>';
 }
 
+async function loadSessions() {
+  if (!state.signedIn) return null;
+  try { return (await getJson("/sessions")).sessions; } catch (err) { return null; /* shown elsewhere */ }
+}
+
+function applySessions(list) {
+  renderSessions(list);
+  const current = list.find((info) => info.id === sid());
+  if (current && !state.busy) showSession(current); // dormant, or woken by a run
+}
+
 async function refreshSessions() {
-  if (!state.signedIn) return;
-  try { renderSessions((await getJson("/sessions")).sessions); } catch (err) { /* shown elsewhere */ }
+  const list = await loadSessions();
+  if (list) applySessions(list);
+}
+
+// One state change, one update: what it changes is fetched first, then the files, the
+// variables, the sessions, the status line and the buttons are rendered in one synchronous
+// step (one paint), so no status announces what the page does not show yet. ``apply``
+// (the status line, the end of a run) runs in that step.
+async function settle(apply) {
+  const id = sid();
+  const [files, variables] = await Promise.all([loadFiles(id), loadVariables(id, state.session)]);
+  const sessions = await loadSessions(); // after the variables, whose listing holds the session a moment
+  if (id && sid() === id) {
+    if (files) renderFiles(id, files);
+    if (variables) renderVariables(variables);
+  }
+  if (apply) apply();
+  if (sessions) applySessions(sessions);
+  refreshButtons();
 }
 
 function showSession(info) {
@@ -106,7 +143,7 @@ function showSession(info) {
   history.replaceState(null, "", "#session=" + info.id);
   const label = info.label ? info.label + " · " : "";
   $("session-name").textContent = label + info.id + " · " + sessionStatus(info);
-  $("session-name").className = info.state === "closed" ? "closed" : "";
+  $("session-name").className = info.state === "closed" ? "closed" : info.state;
   for (const li of $("sessions").children) li.classList.toggle("current", li.dataset.id === info.id);
 }
 
@@ -115,20 +152,26 @@ async function openSession(id) {
   try {
     // Marks for benchmarks/web_page.py (cheap; visible in the browser's performance panel).
     performance.mark("ka-cells-requested");
-    const data = await getJson("/sessions/" + id + "/cells");
+    const [data, files] = await Promise.all([getJson("/sessions/" + id + "/cells"), loadFiles(id)]);
     performance.mark("ka-cells-fetched");
     showSession(data.session);
+    if (files) renderFiles(id, files); else $("files").textContent = "";
+    clearVariables();
     renderCells(data.cells);
     performance.mark("ka-cells-rendered");
     requestAnimationFrame(() => setTimeout(() => performance.mark("ka-cells-painted")));
     $("progress").hidden = true;
     $("notebook-frame").hidden = true;
     const closed = data.session.state === "closed";
-    setStatus(closed ? "This session was closed (" + (data.session.closed_reason || "closed") + "): its notebook "
+    if (data.session.state === "dormant") {
+      setStatus("Reopened: " + data.cells.length + " cells. This session is dormant ("
+        + (data.session.dormant_reason || "idle") + "): its kernel was let go of, its files, notebook and "
+        + "variables are kept. Run code, ask or run an EDA to wake it.", "dormant");
+    } else setStatus(closed ? "This session was closed (" + (data.session.closed_reason || "closed") + "): its notebook "
       + "is shown read-only. Start a new session to go on." : "Reopened: " + data.cells.length + " cells.",
       closed ? "stopped" : "done");
     refreshButtons(); // a closed session is read-only from the moment it is shown
-    await Promise.all([refreshFiles(), closed ? clearVariables() : refreshVariables()]);
+    if (!closed) await refreshVariables(); // the status did not announce them: they follow
   } catch (err) {
     setStatus("Could not open session " + id + ": " + err.message, "error");
   }
@@ -136,7 +179,7 @@ async function openSession(id) {
 }
 
 async function ensureSession(label) {
-  if (state.session && state.session.state === "open") return state.session.id;
+  if (state.session && usable(state.session)) return state.session.id;
   const res = await api("/sessions", jsonBody({ label: label.slice(0, 80) }));
   showSession(await res.json());
   $("cells").textContent = "";
@@ -168,27 +211,35 @@ async function uploadFiles(fileList) {
   const files = Array.from(fileList);
   if (!files.length) return;
   if (!state.signedIn) { setStatus("Paste your token first.", "error"); return; }
+  let outcome;
   try {
     const id = await ensureSession(files.map((f) => f.name).join(", "));
     for (const [i, file] of files.entries()) {
-      setStatus("Uploading " + file.name + " (" + (i + 1) + " of " + files.length + ")…");
+      setStatus("Uploading " + file.name + " (" + (i + 1) + " of " + files.length + ")…", "running");
       const form = new FormData();
       form.append("file", file, file.name);
       await api("/sessions/" + id + "/files", { method: "POST", body: form });
     }
-    setStatus("Uploaded " + files.map((f) => f.name).join(", ") + ".", "done");
+    outcome = ["Uploaded " + files.map((f) => f.name).join(", ") + ".", "done"];
   } catch (err) {
-    setStatus("Upload failed: " + err.message, "error");
+    outcome = ["Upload failed: " + err.message, "error"];
   }
-  await refreshFiles();
+  await settle(() => setStatus(...outcome)); // "Uploaded" with the file list that shows it
+}
+
+async function loadFiles(id) {
+  if (!id) return null;
+  try { return (await getJson("/sessions/" + id + "/files")).files; } catch (err) { return null; }
 }
 
 async function refreshFiles() {
   const id = sid();
-  if (!id) return;
+  const files = await loadFiles(id);
+  if (files && sid() === id) renderFiles(id, files);
+}
+
+function renderFiles(id, files) {
   const ul = $("files");
-  let files = [];
-  try { files = (await getJson("/sessions/" + id + "/files")).files; } catch (err) { return; }
   ul.textContent = "";
   for (const file of files) {
     const li = document.createElement("li");
@@ -210,7 +261,7 @@ async function refreshFiles() {
     eda.className = "small eda";
     eda.textContent = "EDA";
     eda.title = "Run the EDA playbook on " + file.name;
-    eda.disabled = state.busy || !state.session || state.session.state !== "open";
+    eda.disabled = state.busy || !state.session || !usable(state.session);
     eda.addEventListener("click", () => runEda(file.name));
     li.append(link, size, eda);
     ul.appendChild(li);
@@ -222,11 +273,18 @@ function clearVariables() {
   $("no-variables").hidden = false;
 }
 
+async function loadVariables(id, info) {
+  if (!id || !info || !usable(info)) return null; // a dormant one's are as its notebook recorded them
+  try { return (await getJson("/sessions/" + id + "/variables")).variables; } catch (err) { return null; }
+}
+
 async function refreshVariables() {
   const id = sid();
-  if (!id || !state.session || state.session.state !== "open") return;
-  let variables = [];
-  try { variables = (await getJson("/sessions/" + id + "/variables")).variables; } catch (err) { return; }
+  const variables = await loadVariables(id, state.session);
+  if (variables && sid() === id) renderVariables(variables);
+}
+
+function renderVariables(variables) {
   const body = $("variables").tBodies[0];
   body.textContent = "";
   for (const v of variables) {
@@ -271,20 +329,26 @@ function handleEvent(name, data) {
     const ex = data.execution || data;
     if (state.current) finishCell(state.current, ex);
     state.current = null;
-    setStatus(summaryOf(ex), STATUS_KIND[outcomeOf(ex)]);
+    state.outcome = [summaryOf(ex), STATUS_KIND[outcomeOf(ex)]]; // shown when the run has settled
   } else if (name === "markdown" || name === "answer") {
     const cell = createMarkdownCell(data.html || "", name === "answer" ? "answer" : null);
     state.runFirst = state.runFirst || cell;
     state.runLastMarkdown = cell;
     appendCell(cell);
+  } else if (name === "resumed") {
+    // A dormant session woke (or a lost kernel's variables came back) before this cell:
+    // the notebook's marker, where the notebook has it.
+    const marker = createMarkdownCell(data.html || "", "resumed");
+    if (state.current && state.current.parentNode) state.current.before(marker);
+    else appendCell(marker);
   } else if (name === "progress") {
     showProgress(data);
   } else if (name === "done") {
     finishProgress(data);
     if (data.summary_markdown) summaryFirst();
-    setStatus(data.summary || "Done.", STATUS_KIND[data.status] || "done");
+    state.outcome = [data.summary || "Done.", STATUS_KIND[data.status] || "done"];
   } else if (name === "error") {
-    setStatus("Failed: " + data.detail, "error");
+    state.outcome = ["Failed: " + data.detail, "error"];
   }
 }
 
@@ -301,6 +365,7 @@ function summaryFirst() {
 async function runStream(path, body, label) {
   state.runFirst = null;
   state.runLastMarkdown = null;
+  state.outcome = null;
   state.busy = true;
   refreshButtons();
   setStatus(label + "…", "running");
@@ -308,14 +373,16 @@ async function runStream(path, body, label) {
     const res = await api(path + "?html=true", jsonBody(body));
     await readEvents(res, handleEvent);
   } catch (err) {
-    setStatus(label + " failed: " + err.message, "error");
+    state.outcome = [label + " failed: " + err.message, "error"];
   } finally {
-    if (state.current) state.current.classList.remove("status-running");
-    state.current = null;
-    state.busy = false;
-    refreshButtons();
-    await Promise.all([refreshFiles(), refreshVariables()]);
-    await refreshSessions(); // after the variables, whose listing holds the session for a moment
+    const outcome = state.outcome || [label + " ended.", "done"];
+    // The end of a run is one update: the status, its files and variables, the buttons.
+    await settle(() => {
+      if (state.current) state.current.classList.remove("status-running");
+      state.current = null;
+      state.busy = false;
+      setStatus(...outcome);
+    });
   }
 }
 
@@ -345,19 +412,18 @@ async function undo() {
   state.busy = true;
   refreshButtons();
   setStatus("Undoing the last cell…", "running");
+  let show;
   try {
     const report = await (await api("/sessions/" + id + "/undo", jsonBody({}))).json();
-    renderCells((await getJson("/sessions/" + id + "/cells")).cells);
-    setStatus(report.text, "done");
+    const cells = (await getJson("/sessions/" + id + "/cells")).cells;
+    show = () => { renderCells(cells); setStatus(report.text, "done"); };
   } catch (err) {
     const nothing = err instanceof ApiError && err.status === 409;
     const why = err.detail || err.message;
-    setStatus((nothing ? "Nothing to undo: " : "Undo failed: ") + why, nothing ? "stopped" : "error");
-  } finally {
-    state.busy = false;
-    refreshButtons();
-    await refreshVariables();
+    show = () => setStatus((nothing ? "Nothing to undo: " : "Undo failed: ") + why, nothing ? "stopped" : "error");
   }
+  // One update: the cells, the variables they leave, the status and the buttons.
+  await settle(() => { state.busy = false; show(); });
 }
 
 async function stop() {
@@ -387,9 +453,10 @@ async function submit() {
 // -- buttons and wiring -------------------------------------------------------------------------
 
 function refreshButtons() {
-  const open = !state.session || state.session.state === "open";
+  const open = !state.session || usable(state.session);
   const ready = state.signedIn && open;
   const canAsk = Boolean(state.info && state.info.ask_available);
+  document.body.dataset.busy = state.busy ? "yes" : "no"; // what tests wait for
   $("run").disabled = state.busy || !ready;
   $("stop").disabled = !state.busy;
   $("undo").disabled = state.busy || !ready || !sid();
