@@ -256,3 +256,21 @@ async def test_verify_and_replay_follow_the_trail_as_it_stands_after_an_undo(tmp
         await wait_until(lambda: not s.kernel.is_alive(), timeout=10)  # type: ignore[union-attr]
         again = await s.execute("print(len(df))")
         assert again.text.strip().splitlines()[-1] == "891", (again.text, again.events)
+
+
+async def test_a_kernel_brought_back_by_undo_says_how_it_ended(forked: SessionManager) -> None:
+    """Its parent is the checkpoint it came from, kept while it runs: undo after undo
+    works, and a death afterwards is reported with its real exit code."""
+    from kernel_analyst.kernels.endings import EndCause
+
+    s = await forked.session("undo-twice")
+    await s.execute("x = 1")
+    for value in (2, 3):
+        await s.checkpoint()
+        await s.execute(f"x = {value}")
+        await s.undo()
+        assert (await s.execute("x")).text.strip() == "1"
+    assert s.describe()["checkpoints"]["undo_parent_bytes"] > 0
+    ended = await s.execute("import os\nos._exit(3)")
+    assert ended.status == "died" and ended.ending is not None, ended.events
+    assert ended.ending.cause is EndCause.EXIT and ended.ending.exit_code == 3, ended.ending

@@ -131,7 +131,7 @@ class Checkpoint:
             for fd in message.fds:
                 os.close(fd)
             self._children.record(message.body)
-        self._children.fail_waiting(CheckpointError("the checkpoint's process has ended"))
+        self._children.end(CheckpointError("the checkpoint's process has ended"))
 
     async def fork(self, child_end: socket.socket, deadline: float) -> int:
         """Fork a kernel from the copy (see ``backends._forked.ForkPoint``)."""
@@ -188,6 +188,7 @@ class Checkpoint:
         self._reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._reader
+        self._children.end(CheckpointError("the checkpoint is closed"))
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(self.pid, signal.SIGKILL)
         await self.place.release()
@@ -200,6 +201,10 @@ class Checkpoints:
     def __init__(self, session: KernelSession) -> None:
         self.session = session
         self.stack: list[Checkpoint] = []
+        self.parent: Checkpoint | None = None
+        """The checkpoint the kernel was brought back from by the last undo: no longer one
+        to undo to, but kept while that kernel runs, as its parent process is the one that
+        reports how it ended (dropped first of all when memory runs short)."""
         self.dropped: list[str] = []
         """What the last :meth:`take` dropped to stay under the memory limit."""
 
@@ -288,6 +293,9 @@ class Checkpoints:
             return dropped
         budget = limits.memory_mb * _MB * CHECKPOINT_MEMORY_SHARE
         held = self._held()  # measured once: a closed copy's pages leave the cgroup's count late
+        if held > budget and self.parent is not None:
+            held -= self.parent.memory_bytes()
+            await self._drop_parent()
         while self.stack and held > budget:
             oldest = self.stack.pop(0)
             freed = oldest.memory_bytes()
@@ -297,18 +305,26 @@ class Checkpoints:
             await oldest.close()
         return dropped
 
+    async def _drop_parent(self) -> None:
+        parent, self.parent = self.parent, None
+        if parent is not None:
+            await parent.close()
+
     def _held(self) -> int:
         """Memory the kernel and its checkpoints hold together (a memory cgroup counts
         both; else the kernel's processes plus each copy's private pages)."""
         from ._memory import CgroupMemory
 
-        copies = sum(c.memory_bytes() for c in self.stack)
         kernel = self.session.kernel
         probe = kernel.memory_probe() if kernel is not None else None
         held = probe.held() if probe is not None else None
-        if held is None:
-            return copies
-        return held if isinstance(probe, CgroupMemory) else held + copies
+        if held is not None and isinstance(probe, CgroupMemory):
+            return held  # one read of the cgroup's counter, not one smaps_rollup per copy
+        copies = sum(c.memory_bytes() for c in self._copies())
+        return copies if held is None else held + copies
+
+    def _copies(self) -> list[Checkpoint]:
+        return self.stack + ([self.parent] if self.parent is not None else [])
 
     # -- reading ---------------------------------------------------------------------
 
@@ -323,8 +339,9 @@ class Checkpoints:
     def describe(self) -> dict[str, Any]:
         """Counts and memory for ``session.describe()``."""
         infos = self.infos()
-        return {"count": len(infos), "memory_bytes": sum(i.memory_bytes for i in infos),
-                "before_cells": [i.execution_count for i in infos]}
+        parent = self.parent.memory_bytes() if self.parent is not None else 0
+        return {"count": len(infos), "memory_bytes": sum(i.memory_bytes for i in infos) + parent,
+                "before_cells": [i.execution_count for i in infos], "undo_parent_bytes": parent}
 
     # -- undo ------------------------------------------------------------------------
 
@@ -350,12 +367,14 @@ class Checkpoints:
         index = self.pick(to)
         checkpoint = self.stack[index]
         new = await self._spawn_from(checkpoint, kernel, {"execution_count": next_count})
-        dropped, self.stack = self.stack[index:], self.stack[:index]
+        later, self.stack = self.stack[index + 1:], self.stack[:index]
         old = self.session.kernel
         self.session._use_kernel(new)
         if old is not None:
             await old.shutdown(now=True)
-        for stale in dropped:
+        await self._drop_parent()  # the replaced kernel's parent
+        self.parent = checkpoint
+        for stale in later:
             await stale.close()
         removed, changed = _files_since(self.session.workdir, checkpoint.files, remove=files == "remove_new")
         return UndoReport(restored_to=checkpoint.info.execution_count, undone_cells=[],
@@ -393,6 +412,7 @@ class Checkpoints:
         stack, self.stack = self.stack, []
         for checkpoint in stack:
             await checkpoint.close()
+        await self._drop_parent()
 
 
 DEFAULT_CHECKPOINTS = 3

@@ -137,7 +137,7 @@ class TemplateProcess:
         if not self._closed:
             log.warning("template %s ended (%s); the next kernel starts a new one", self.key,
                         self.log_tail(300) or "no output")
-        self._children.fail_waiting(ForkError("the template ended while forking a kernel"))
+        self._children.end(ForkError("the template ended while forking a kernel"))
         if self._channel is not None:
             self._channel.close()
 

@@ -173,9 +173,16 @@ class ChildLedger:
             found = self.statuses[pid] = asyncio.get_running_loop().create_future()
         return found
 
-    def fail_waiting(self, error: Exception) -> None:
-        """The fork point is gone: every spawn request still waiting fails with ``error``."""
+    def end(self, error: Exception) -> None:
+        """The fork point is gone: every spawn request still waiting fails with ``error``,
+        and the status of every child still running will never be reported (it is
+        ``EXIT_UNKNOWN`` now, so nobody waits for it)."""
+        from ._process import EXIT_UNKNOWN
+
         for waiter in self.spawns.values():
             if not waiter.done():
                 waiter.set_exception(error)
         self.spawns.clear()
+        for status in self.statuses.values():
+            if not status.done():
+                status.set_result(EXIT_UNKNOWN)
