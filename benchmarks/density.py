@@ -13,8 +13,9 @@ Reported per side:
 
 - **USS per conversation**: the memory only that conversation holds, the sum of
   ``Private_*`` in ``/proc/PID/smaps_rollup`` over its processes (the kernel pid from
-  ``session.describe()["kernel"]["pid"]`` and every descendant: bubblewrap's helpers of a
-  cold sandboxed kernel, anything the kernel started). Median and mean; PSS and RSS beside.
+  ``session.describe()["kernel"]["pid"]``, every descendant, and every process of its
+  per-conversation cgroup: bubblewrap's helpers, which for a forked sandboxed kernel are not
+  its ancestors, and anything the kernel started). Median and mean; PSS and RSS beside.
 - the template process's own USS, once for all conversations (and per conversation when
   shared among them);
 - the host's ``MemAvailable`` before the manager starts and with every conversation open,
@@ -68,29 +69,51 @@ def rollup(pid: int) -> dict[str, int]:
     return found
 
 
-def children_map() -> dict[int, list[int]]:
-    """Parent pid -> child pids, for every process this host shows."""
-    found: dict[int, list[int]] = {}
+def processes() -> tuple[dict[int, list[int]], dict[str, list[int]]]:
+    """Parent pid -> child pids, and per-kernel cgroup -> pids, for every process shown."""
+    children: dict[int, list[int]] = {}
+    groups: dict[str, list[int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat") as f:
                 ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            group = _kernel_cgroup(int(name))
         except (OSError, ValueError, IndexError):
             continue
-        found.setdefault(ppid, []).append(int(name))
-    return found
+        children.setdefault(ppid, []).append(int(name))
+        if group:
+            groups.setdefault(group, []).append(int(name))
+    return children, groups
 
 
-def process_tree(pid: int, children: dict[int, list[int]]) -> list[int]:
-    """``pid`` and all its descendants."""
-    tree, todo = [], [pid]
+def _kernel_cgroup(pid: int) -> str:
+    """The per-conversation cgroup ``pid`` is in (kernel-analyst makes one per kernel
+    under ``process`` and ``sandbox``), or "" when it is in none."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            path = line.strip().split(":", 2)[-1]
+            if "kernel-analyst-" in path:
+                return path
+    return ""
+
+
+def conversation_pids(pid: int, children: dict[int, list[int]], groups: dict[str, list[int]]) -> list[int]:
+    """``pid``, its descendants, and every process of its per-conversation cgroup (the
+    bubblewrap holder of a forked sandboxed kernel is not its descendant)."""
+    tree, todo = {pid}, [pid]
     while todo:
         current = todo.pop()
-        tree.append(current)
-        todo += children.get(current, [])
-    return tree
+        for child in children.get(current, []):
+            if child not in tree:
+                tree.add(child)
+                todo.append(child)
+    try:
+        tree |= set(groups.get(_kernel_cgroup(pid), []))
+    except OSError:
+        pass
+    return sorted(tree)
 
 
 def mem_available() -> int:
@@ -104,10 +127,10 @@ def mem_available() -> int:
 
 def conversation_memory(sessions: list[KernelSession]) -> tuple[list[dict[str, int]], list[int]]:
     """Each conversation's summed USS/PSS/RSS and process count."""
-    children = children_map()
+    children, groups = processes()
     memory, counts = [], []
     for s in sessions:
-        pids = process_tree(int(s.describe()["kernel"]["pid"]), children)
+        pids = conversation_pids(int(s.describe()["kernel"]["pid"]), children, groups)
         total = {"uss": 0, "pss": 0, "rss": 0}
         for pid in pids:
             for key, value in rollup(pid).items():
@@ -176,9 +199,9 @@ def report(got: dict[str, Any]) -> None:
     print(f"  host MemAvailable: {got['mem_available_before_mib']:.0f} MiB before, "
           f"{got['mem_available_open_mib']:.0f} MiB with all open: "
           f"{got['host_mib_per_conversation']:.1f} MiB per conversation")
+    first = " with the template's start" if got["way"] == "template" else ""
     print(f"  created in {got['create_s']:.1f} s ({got['create_per_conversation_ms']:.0f} ms each, the first "
-          f"{got['first_conversation_s']:.2f} s with the template's start); closed in {got['close_s']:.1f} s",
-          flush=True)
+          f"{got['first_conversation_s']:.2f} s{first}); closed in {got['close_s']:.1f} s", flush=True)
 
 
 async def main() -> int:
