@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import sys
@@ -48,6 +49,10 @@ from kernel_analyst.kernels.testing import cpu_burners
 
 BURST_TIMEOUT_S = 120.0
 RAW_REQUESTS = 10
+# The first cell says when it sleeps: both sides interrupt it then, so the interrupt lands
+# in the sleep (x is set) and not before the cell's first statement, which a kernel that
+# starts the cell at once (a forked one) would otherwise see as often as not.
+FIRST_CELL = "import time\nx = 1\nprint('sleeping', flush=True)\ntime.sleep(2)"
 
 
 @dataclass
@@ -105,12 +110,13 @@ async def _raw_burst(session: KernelSession) -> int:
 async def _session_burst(session: KernelSession) -> tuple[int, list[str]]:
     """Cells, variables() and an interrupt at once; every one must come back."""
     errors: list[str] = []
-    first = asyncio.ensure_future(session.execute("import time\nx = 1\ntime.sleep(2)",
-                                                  timeout=BURST_TIMEOUT_S))
+    sleeping = asyncio.Event()
+    first = asyncio.ensure_future(session.execute(FIRST_CELL, timeout=BURST_TIMEOUT_S,
+                                                  on_output=lambda _: sleeping.set()))
     second = asyncio.ensure_future(session.execute("y = x + 1\ny", timeout=BURST_TIMEOUT_S))
     names = asyncio.ensure_future(session.variables())
     raw = asyncio.ensure_future(_raw_burst(session))
-    await _interrupt_when_running(session, first)
+    await _interrupt_when_sleeping(session, first, sleeping)
     a, b, variables, lost = await asyncio.gather(first, second, names, raw)
     if a.status not in ("ok", "error") or a.state != "kept":
         errors.append(f"first cell: {a.status}/{a.state} {a.events}")
@@ -124,15 +130,13 @@ async def _session_burst(session: KernelSession) -> tuple[int, list[str]]:
     return lost, errors
 
 
-async def _interrupt_when_running(session: KernelSession, cell: asyncio.Future[Any]) -> None:
-    """Interrupt the first cell as soon as it holds the session, as a user pressing Stop
-    (the session holds the signal until the kernel has begun the cell)."""
-    deadline = time.monotonic() + BURST_TIMEOUT_S
-    while not cell.done() and time.monotonic() < deadline:
-        if session.busy:
-            await session.interrupt()
-            return
-        await asyncio.sleep(0.01)
+async def _interrupt_when_sleeping(session: KernelSession, cell: asyncio.Future[Any],
+                                   sleeping: asyncio.Event) -> None:
+    """Interrupt the first cell once it says it sleeps, as a user pressing Stop."""
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(sleeping.wait(), BURST_TIMEOUT_S)
+    if not cell.done():
+        await session.interrupt()
 
 
 async def ours(n: int, level: str, root: Path, *, template: bool = True,
@@ -202,14 +206,14 @@ async def raw(n: int) -> Tally:
 async def _raw_client_burst(km: AsyncKernelManager, kc: Any) -> int:
     """The same burst through jupyter_client: two cells, a variables request (user
     expressions), an interrupt once the first cell runs, and the ten raw requests."""
-    first = kc.execute("import time\nx = 1\ntime.sleep(2)")
+    first = kc.execute(FIRST_CELL)
     names = "sorted(k for k in globals() if not k.startswith('_'))"
     ids = {first, kc.execute("y = x + 1\ny"), kc.execute("", silent=True, user_expressions={"v": names})}
     ids |= {kc.kernel_info() if j % 2 else kc.execute("", silent=True) for j in range(RAW_REQUESTS)}
     deadline = time.monotonic() + BURST_TIMEOUT_S
-    while time.monotonic() < deadline:  # wait for the first cell to start, then interrupt
+    while time.monotonic() < deadline:  # wait for the first cell to sleep, then interrupt
         msg = await kc._async_get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
-        if msg["parent_header"].get("msg_id") == first and msg["msg_type"] == "execute_input":
+        if msg["parent_header"].get("msg_id") == first and msg["msg_type"] == "stream":
             await km.interrupt_kernel()
             break
     pending = set(ids)
