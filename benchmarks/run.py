@@ -1,17 +1,27 @@
 """Kernel-session benchmarks, as ratios against raw jupyter_client run side by side.
 
     python benchmarks/run.py [--quick] [--isolation none|process|sandbox]
+    python benchmarks/run.py --only-conversations --conversations 100 --levels none,process,sandbox
 
 Each figure is measured for kernel-analyst and for a plain AsyncKernelManager /
 AsyncKernelClient loop with default kernel settings in the same process and run,
 interleaved, so machine load affects both alike. A ratio below 1 means faster than raw.
+
+New conversations (issue 18): create a session and run a first pandas cell, four ways
+interleaved per conversation under each ``--levels`` isolation level: forked from the
+template (the default), cold (``LocalBackend(template=False)``), today's warm pool of cold
+kernels (``pool_size=1``, refilled between rounds, never while another way is timed), and
+raw jupyter_client (start + the same cell). Reported as ComputeSDK reports hosted sandboxes:
+median, p95 and p99 of create to first result.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -23,9 +33,12 @@ from jupyter_client.manager import AsyncKernelManager
 
 from kernel_analyst.kernels import Execution, Limits, SessionManager
 from kernel_analyst.kernels.audit import AuditTrail
+from kernel_analyst.kernels.backends.local import LocalBackend
 
 PLOT = "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.plot(range(100))\nplt.show()"
 FRAME = "import pandas as pd\npd.DataFrame({'a': range(200), 'b': range(200)}).describe()"
+FIRST_CELL = "import pandas as pd\ndf = pd.DataFrame({'a': range(10), 'b': range(10)})\nprint(df['b'].sum())"
+WAYS = ("template", "cold", "raw")
 
 
 class RawKernel:
@@ -84,7 +97,10 @@ async def bench_cold_start(root: Path, limits: Limits, n: int) -> tuple[float, f
     ours: list[float] = []
     base: list[float] = []
     for i in range(n):
-        async with SessionManager(root / f"cold{i}", limits=limits) as m:
+        # A cold kernel, as this figure always measured (the template path is measured
+        # by bench_new_conversations).
+        async with SessionManager(root / f"cold{i}", limits=limits,
+                                  backend=LocalBackend(template=False)) as m:
             t = time.perf_counter()
             s = await m.session("cold")
             await s.execute("1")
@@ -100,7 +116,8 @@ async def bench_cold_start(root: Path, limits: Limits, n: int) -> tuple[float, f
 
 async def bench_warm_pool(root: Path, limits: Limits, n: int) -> tuple[float, float]:
     times: list[float] = []
-    async with SessionManager(root / "warm", limits=limits, pool_size=2) as m:
+    async with SessionManager(root / "warm", limits=limits, pool_size=2,
+                              backend=LocalBackend(template=False)) as m:
         for i in range(n):
             await m.wait_pool_ready(120)
             t = time.perf_counter()
@@ -109,6 +126,95 @@ async def bench_warm_pool(root: Path, limits: Limits, n: int) -> tuple[float, fl
             times.append(time.perf_counter() - t)
             await m.close(f"warm-{i}")
     return p50(times) * 1000, max(times) * 1000
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (p99 of 100 values is the 99th smallest)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+async def _first_result(manager: SessionManager, sid: str, times: dict[str, list[float]], way: str) -> str:
+    """Create a session and run the first pandas cell; record both times; say how it started."""
+    t = time.perf_counter()
+    s = await manager.session(sid)
+    created = time.perf_counter() - t
+    ex = await s.execute(FIRST_CELL)
+    times[way].append(time.perf_counter() - t)
+    times[f"{way} create"].append(created)
+    if ex.text.strip() != "45":
+        raise RuntimeError(f"{way}: unexpected first result {ex.status} {ex.text!r} {ex.events}")
+    return str(s.describe()["kernel"]["start"].get("path"))
+
+
+async def _raw_first_result(times: dict[str, list[float]]) -> None:
+    raw = RawKernel()
+    t = time.perf_counter()
+    await raw.start()
+    reply = await raw.execute(FIRST_CELL)
+    times["raw"].append(time.perf_counter() - t)
+    await raw.stop()
+    if reply["content"]["status"] != "ok":
+        raise RuntimeError(f"raw: {reply['content']}")
+
+
+async def bench_new_conversations(root: Path, level: str, n: int) -> dict[str, Any]:
+    """New conversation to a first pandas result, four ways interleaved (seconds)."""
+    limits = Limits(isolation=level)  # type: ignore[arg-type]
+    times: dict[str, list[float]] = {k: [] for w in (*WAYS, "warm pool") for k in (w, f"{w} create")}
+    starts: dict[str, set[str]] = {"template": set(), "cold": set(), "warm pool": set()}
+    cold_backend, warm_backend = LocalBackend(template=False), LocalBackend(template=False)
+    async with contextlib.AsyncExitStack() as stack:
+        tpl = await stack.enter_async_context(SessionManager(root / f"tpl-{level}", limits=limits))
+        cold = await stack.enter_async_context(
+            SessionManager(root / f"cold-{level}", limits=limits, backend=cold_backend))
+        warm = await stack.enter_async_context(
+            SessionManager(root / f"warm-{level}", limits=limits, backend=warm_backend, pool_size=1))
+        managers = {"template": tpl, "cold": cold, "warm pool": warm}
+        t = time.perf_counter()  # the template process's own start, once per manager
+        await _first_result(tpl, "warmup", {"template": [], "template create": []}, "template")
+        template_start = time.perf_counter() - t
+        await tpl.close("warmup", now=True)
+        for i in range(n):
+            # The pool refills a cold kernel in the background: wait until it is full, so no
+            # refill runs while a way is timed, and time the pool last in each round.
+            if await warm.wait_pool_ready(120) < 1:
+                raise RuntimeError("the warm pool did not fill within 120 s")
+            order = WAYS[i % 3:] + WAYS[:i % 3]
+            for way in (*order, "warm pool"):
+                if way == "raw":
+                    await _raw_first_result(times)
+                else:
+                    starts[way].add(await _first_result(managers[way], f"c{i}", times, way))
+                    await managers[way].close(f"c{i}", now=True)
+    return {"times": times, "starts": {k: sorted(v) for k, v in starts.items()},
+            "template_start_s": template_start}
+
+
+def report_new_conversations(level: str, n: int, got: dict[str, Any]) -> list[dict[str, Any]]:
+    """Print median / p95 / p99 per way and the ratios to raw; return the rows."""
+    times: dict[str, list[float]] = got["times"]
+    raw = times["raw"]
+    print(f"\nnew conversation to a first pandas result, isolation={level}, {n} conversations "
+          f"(template process start, once: {got['template_start_s']:.2f} s; started as {got['starts']})")
+    print(f"{'way':<12} {'median':>9} {'p95':>9} {'p99':>9}   {'create p50':>10}   "
+          "ratio to raw (p50 / p95 / p99)")
+    rows = []
+    for way in ("template", "cold", "warm pool", "raw"):
+        values = times[way]
+        figures = [percentile(values, q) * 1000 for q in (50, 95, 99)]
+        ratios = [percentile(values, q) / percentile(raw, q) for q in (50, 95, 99)]
+        create = percentile(times[f"{way} create"], 50) * 1000 if times[f"{way} create"] else float("nan")
+        print(f"{way:<12} {figures[0]:7.1f}ms {figures[1]:7.1f}ms {figures[2]:7.1f}ms   {create:8.1f}ms   "
+              f"{ratios[0]:.3f}x / {ratios[1]:.3f}x / {ratios[2]:.3f}x")
+        rows.append({"name": f"new conversation ({level}): {way}", "median_ms": figures[0],
+                     "p95_ms": figures[1], "p99_ms": figures[2], "create_p50_ms": create,
+                     "ratio_p50": ratios[0], "ratio_p95": ratios[1], "ratio_p99": ratios[2],
+                     "n": len(values)})
+    print("goal: template p50 <= 15 ms and <= 0.05x raw", flush=True)
+    return rows
 
 
 async def bench_concurrent(root: Path, limits: Limits, sessions: int, cells: int) -> dict[str, float]:
@@ -166,13 +272,27 @@ async def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--isolation", default="none", choices=["none", "process", "sandbox"])
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--conversations", type=int, default=None,
+                        help="new conversations per way and level (default 100; 20 with --quick)")
+    parser.add_argument("--levels", default="none,process,sandbox",
+                        help="isolation levels of the new-conversation figure")
+    parser.add_argument("--only-conversations", action="store_true",
+                        help="only the new-conversation figure")
     args = parser.parse_args()
     n = 60 if args.quick else 300
+    conversations = args.conversations or (20 if args.quick else 100)
     limits = Limits(isolation=args.isolation)
     results: list[dict[str, Any]] = []
     print(f"kernel-analyst benchmarks (isolation={args.isolation}, python {sys.version.split()[0]})")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        for level in args.levels.split(","):
+            got = await bench_new_conversations(root, level, conversations)
+            results += report_new_conversations(level, conversations, got)
+        if args.only_conversations:
+            if args.json:
+                Path(args.json).write_text(json.dumps(results, indent=1))
+            return 0
         raw = RawKernel()
         await raw.start()
         async with SessionManager(root / "cells", limits=limits) as manager:
