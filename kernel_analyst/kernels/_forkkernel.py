@@ -248,6 +248,10 @@ def _build_template(startup: str, preload: str) -> dict[str, Any]:
         # What the host calls in a kernel (this script is __main__, which IPython has
         # replaced with the user's module by now).
         _STATE.helper.fork = types.SimpleNamespace(checkpoint=checkpoint)
+        try:  # the package versions every first cell reports (importlib.metadata: ~20 ms)
+            _STATE.helper.versions()
+        except Exception:
+            traceback.print_exc()
     sys.stdout.flush()
     sys.stderr.flush()
     import importlib.util
