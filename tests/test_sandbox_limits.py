@@ -115,9 +115,9 @@ async def test_memory_limit(level: str, open_manager: ManagerFactory) -> None:
     else:
         assert grow.status == "error" and grow.error is not None and grow.error.ename == "MemoryError"
         markers = []
-        # The kernel lived and ``chunks`` still holds nearly all of the limit: the next cell
-        # says so (a forked kernel's imports are charged to its template, so its address
-        # space limit, not the cgroup, is reached first), and freeing it ends the warning.
+        # No memory cgroup here, only the address space limit: the kernel lived and
+        # ``chunks`` still holds nearly all of the limit; the next cell says so, and
+        # freeing it ends the warning.
         held = await s.run("len(chunks) > 0")
         assert held.text.startswith("[kernel-analyst] memory warning"), held.text
         assert held.text.strip().endswith("True")

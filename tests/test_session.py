@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,18 @@ async def test_files_upload_download_and_metadata(backend_manager: SessionManage
     assert {f["name"]: f["sha256"] for f in recorded}["iris.csv"] == info.sha256
     on_disk = json.loads(s.notebook_path.read_text())["metadata"]["kernel_analyst"]["files"]
     assert len(on_disk) == 2
+
+
+async def test_an_upload_never_brings_a_removed_directory_back(manager: SessionManager) -> None:
+    s = await manager.session("removed-under-it")
+    await s.upload(b"a,b\n1,2\n", name="sub/first.csv")
+    shutil.rmtree(s.workdir)  # as a deletion through another replica removes it
+    with pytest.raises(FileNotFoundError, match="session directory .* is gone"):
+        await s.upload(b"a,b\n", name="late.csv")
+    with pytest.raises(FileNotFoundError):
+        await s.upload(b"a,b\n", name="sub/late.csv")
+    assert not s.workdir.exists(), "neither the directory nor the file came back"
+    await manager.close("removed-under-it", reason=None, now=True)
 
 
 @pytest.mark.parametrize("name", ["../x", "/etc/passwd", "a\x00b", "a/../../b", "", "dir/", "..\\x"])

@@ -14,7 +14,7 @@ Three kinds of process use it, all through one step, :func:`_become`:
   between cells). The copy holds the namespace as it was, frozen: it leaves the
   kernel's process group, drops the kernel's own descriptors and serves fork requests
   like the template, until the host closes its control socket.
-- **a kernel**: a child of either. It sets up its process (session, cgroup, rlimits,
+- **a kernel**: a child of either. It sets up its process (session, rlimits,
   sandbox, Landlock, cwd, environment, descriptors, seeds), binds fresh sockets into the
   existing kernel object (:func:`_bind`), and runs ipykernel's event loop. It never
   touches the ZMQ context, sockets, threads or event loop it inherited: a forked child
@@ -242,6 +242,7 @@ def _build_template(startup: str, preload: str) -> dict[str, Any]:
     _warm_zmq()
     _STATE.app = app
     _STATE.helper = app.shell.user_ns.get("_kernel_analyst")
+    _warm_cell(app.shell)
     if _STATE.helper is not None:
         import types
 
@@ -257,8 +258,10 @@ def _build_template(startup: str, preload: str) -> dict[str, Any]:
     import importlib.util
 
     launcher = importlib.util.find_spec("ipykernel_launcher")
+    versions = getattr(_STATE.helper, "versions_found", None)
     return {"pid": os.getpid(), "python": sys.version.split()[0], "ipykernel": _ipykernel_version(),
-            "threads": threading.active_count(), "launcher": launcher.origin if launcher else None}
+            "threads": threading.active_count(), "launcher": launcher.origin if launcher else None,
+            "versions": versions if isinstance(versions, dict) else None}
 
 
 def _warm_libraries() -> None:
@@ -283,6 +286,38 @@ def _warm_libraries() -> None:
             pyplot.close("all")
     except Exception:
         traceback.print_exc()  # only slower first cells
+
+
+# A first cell as the host sends one (code with a frame, then the user expression that
+# reports the variables), run once here so that every kernel's first cell finds IPython's
+# cell machinery and the reporting code already run (about 3 ms of a first cell, measured).
+_WARM_CELL = (
+    "import pandas as pd\n"
+    "_ka_warm = pd.DataFrame({'a': range(10), 'b': [0.5] * 10, 'c': list('abcdefghij')})\n"
+    "_ka_warm_total = _ka_warm['b'].sum()\n"
+    "_ka_warm.head()"
+)
+_STEP = "_kernel_analyst.step()"
+
+
+def _warm_cell(shell: Any) -> None:
+    """Run :data:`_WARM_CELL` silently (no history, no output, no cell events) and leave
+    the namespace, and the variable report's baseline, as they were."""
+    if "pandas" not in sys.modules or _STATE.helper is None:
+        return
+    before = set(shell.user_ns)
+    try:
+        shell.run_cell(_WARM_CELL, store_history=False, silent=True)
+        shell.user_expressions({"step": _STEP})
+    except Exception:
+        traceback.print_exc()  # only a slower first cell
+    finally:
+        for name in set(shell.user_ns) - before:
+            del shell.user_ns[name]
+        try:
+            shell.user_expressions({"step": _STEP})  # the baseline: the namespace as it was
+        except Exception:
+            traceback.print_exc()
 
 
 def _warm_zmq() -> None:
@@ -562,15 +597,16 @@ def _setup_process(spec: dict[str, Any], fds: list[int], lifeline: socket.socket
     _STATE.kept_fds = user
     _STATE.infra_fds = None
     _STATE.lifeline = lifeline
-    for directory in spec.get("cgroup", []):
-        with open(os.path.join(directory, "cgroup.procs"), "w") as f:
-            f.write(str(os.getpid()))
+    # The host moves this process into the conversation's cgroup once it has said hello
+    # (backends/_forked.spawn_kernel), beside the rest of its startup.
+    _grow_descriptor_table()
     import resource
 
     for which, value in spec.get("rlimits", []):
         resource.setrlimit(which, (value, value))
     if spec.get("enter") is not None:
         _enter(int(spec["enter"]), lifeline)  # returns in the kernel, inside the sandbox
+        _grow_descriptor_table()  # a fork copies only the part of the table in use
     elif spec.get("unshare_net"):
         _check(_c().unshare(_CLONE_NEWNET), "unshare(CLONE_NEWNET)")
     if spec.get("landlock"):
@@ -582,6 +618,24 @@ def _setup_process(spec: dict[str, Any], fds: list[int], lifeline: socket.socket
     sys.argv[:] = list(spec.get("argv", sys.argv))
     if origin == "template" or spec.get("branch"):
         _reseed()
+
+
+_DESCRIPTOR_TABLE = 256
+
+
+def _grow_descriptor_table() -> None:
+    """Grow the descriptor table to 256 entries now, while this process has one thread.
+    A kernel holds about 64 descriptors once its sockets and threads exist, and growing
+    the table of a process with threads waits for an RCU grace period: the first cell's
+    first ``open`` past the 64th waited 9-15 ms for it (measured). A fork copies only
+    the part of the table in use, so this runs in the kernel process itself."""
+    import fcntl
+
+    try:
+        fd = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, _DESCRIPTOR_TABLE - 1)  # never reuses a taken number
+    except OSError:
+        return  # a lower RLIMIT_NOFILE: the table cannot grow that far anyway
+    os.close(fd)
 
 
 def _blank(fds: set[int]) -> None:

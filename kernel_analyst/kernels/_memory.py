@@ -38,8 +38,18 @@ def _stat_fields(path: Path) -> dict[str, int]:
 
 
 def system_oom_kills() -> int | None:
-    """OOM kills on this machine since boot (any cgroup's, and the machine's own)."""
-    return _stat_fields(Path("/proc/vmstat")).get("oom_kill")
+    """OOM kills on this machine since boot (any cgroup's, and the machine's own). Read
+    around every cell: one field found in the bytes, not 200 lines parsed (1 ms)."""
+    try:
+        with open("/proc/vmstat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    start = data.find(b"\noom_kill ")
+    if start < 0:
+        return None
+    value = data[start + 10:data.find(b"\n", start + 10)]
+    return int(value) if value.isdigit() else None
 
 
 class MemoryProbe(abc.ABC):

@@ -122,6 +122,8 @@ class Checkpoint:
         self._children = ChildLedger()
         self._reader = asyncio.create_task(self._read(), name="checkpoint-reader")
         self.closed = False
+        self.kernel_info: dict[str, Any] | None = None
+        """The kernel_info of the kernel it was made from (those forked from it are alike)."""
 
     async def _read(self) -> None:
         while True:
@@ -255,6 +257,7 @@ class Checkpoints:
                               memory_bytes=0, lost_threads=list(result.get("threads", [])),
                               pid=frozen.pid, take_s=round(time.monotonic() - started, 6))
         checkpoint = Checkpoint(link, frozen.pid, kernel.place, info, _manifest(self.session.workdir))
+        checkpoint.kernel_info = kernel.kernel_info or None
         self.stack.append(checkpoint)
         self.dropped = await self._within_limits()
         return info

@@ -80,7 +80,7 @@ def store(root: Path, source: str | os.PathLike[str] | bytes, name: str | None,
         if len(source) > max_bytes:
             raise FileTooLargeError(f"{name!r} is {len(source):,} bytes; limit is {max_bytes:,}")
         target = resolve_inside(root, name)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        _make_parents(root, target)
         _write_new(target, lambda f: f.write(source))
     else:
         src = Path(source)
@@ -90,11 +90,33 @@ def store(root: Path, source: str | os.PathLike[str] | bytes, name: str | None,
         if size > max_bytes:
             raise FileTooLargeError(f"{src.name!r} is {size:,} bytes; limit is {max_bytes:,}")
         target = resolve_inside(root, name if name is not None else src.name)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        _make_parents(root, target)
         with open(src, "rb") as fin:
             _write_new(target, lambda f: shutil.copyfileobj(fin, f, _CHUNK))
     rel = target.relative_to(root.resolve()).as_posix()
     return FileInfo(rel, target.stat().st_size, sha256_file(target))
+
+
+def _make_parents(root: Path, target: Path) -> None:
+    """Make the directories between ``root`` and ``target``, never ``root`` itself: a
+    session directory removed while an upload waited (the session was deleted) stays
+    removed instead of coming back with the file in it."""
+    root_real = root.resolve()
+    try:
+        fd = os.open(root_real, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"the session directory {root} is gone (the session was deleted)") from None
+    try:
+        for part in target.parent.relative_to(root_real).parts:
+            try:
+                os.mkdir(part, dir_fd=fd)  # fails in a directory removed meanwhile
+            except FileExistsError:
+                pass
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
 
 
 def _write_new(target: Path, write: Any) -> None:

@@ -278,12 +278,15 @@ def _matplotlib_binds(cache: Path | None) -> list[str]:
 
 def address_space_limit(limits: Limits, *, memory_cgroup: bool) -> int | None:
     """RLIMIT_AS in bytes. With a memory cgroup, the cgroup limits real memory and the
-    address space is only a guard against single huge allocations (a kernel reserves
-    ~1 GB of address space it never touches: thread stacks, malloc arenas); without one,
-    it is the only memory limit there is."""
+    address space is only a guard against single huge allocations: a kernel with pandas
+    and pyplot reserves about 2 GB of address space it never touches (thread stacks,
+    malloc arenas, BLAS buffers), so the guard leaves 4 GB above the limit, or it would
+    be reached before the cgroup's limit (a MemoryError at 400 MB of a 400 MB limit,
+    seen with forked kernels, whose startup pages are charged to the template). Without
+    a cgroup, it is the only memory limit there is."""
     if not limits.memory_mb:
         return None
-    mb = limits.memory_mb + max(limits.memory_mb, 2048) if memory_cgroup else limits.memory_mb
+    mb = limits.memory_mb + max(limits.memory_mb, 4096) if memory_cgroup else limits.memory_mb
     return mb * _MB
 
 

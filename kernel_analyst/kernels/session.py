@@ -11,10 +11,11 @@ when the run says it must. Requests go through the kernel's one request path
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -135,7 +136,11 @@ class KernelSession:
             self._reopen(kernel, reason or "conversation reopened")
         else:
             self._audit = AuditTrail.create(self.notebook_path, self._notebook_metadata(kernel))
-        if kernel.files is None and self.environment == KernelEnvironment():
+        if kernel.versions is not None:  # read once by its template
+            self._versions_recorded = True
+            if self.audit.metadata.get("kernel_analyst", {}).get("versions") != kernel.versions:
+                self.audit.update_metadata(versions=kernel.versions)  # a reopened notebook
+        elif kernel.files is None and self.environment == KernelEnvironment():
             # The kernel runs this very interpreter: read package versions here, off the
             # path of the first result, instead of asking the kernel in the first cell.
             self._versions_recorded = True
@@ -187,6 +192,7 @@ class KernelSession:
                 "environment": self.environment.describe(),
                 "limits": self.limits.to_dict(),
                 "files": [],
+                **({"versions": kernel.versions} if kernel.versions is not None else {}),
             },
         }
 
@@ -355,6 +361,15 @@ class KernelSession:
     def _check_open(self) -> None:
         if self._closed:
             raise SessionClosedError(f"session {self.id!r} is closed; ask the manager for a new one")
+
+    @contextlib.asynccontextmanager
+    async def _turn(self) -> AsyncIterator[None]:
+        """The session's lock, for a call that needs the kernel or the directory: one that
+        waited behind :meth:`close` does not run (it would start a kernel nobody closes,
+        or write into a directory being removed)."""
+        async with self._lock:
+            self._check_open()
+            yield
 
     async def _execute_locked(self, code: str, deadline: float | None, timeout: float | None,
                               on_output: OutputCallback | None, *, waited: float,
@@ -647,7 +662,7 @@ class KernelSession:
     async def restart(self) -> None:
         """Start a fresh kernel: every variable is lost (recorded in the audit trail)."""
         self._check_open()
-        async with self._lock:
+        async with self._turn():
             self._loss_reported = True
             self._recover_reason = None  # asked for a clean kernel: nothing comes back
             await self._replace_kernel("restart requested")
@@ -658,7 +673,7 @@ class KernelSession:
         Raises SessionBusyError while a background run is queued or running."""
         self._check_open()
         self.runs.check_idle("list the variables")
-        async with self._lock:
+        async with self._turn():
             await self._ready(None)
             result = await self._silent({"v": "_kernel_analyst.variables()"}, timeout=10.0)
         data = expression_json(result.get("v")) if result else None
@@ -674,7 +689,7 @@ class KernelSession:
             raise VariableFetchError(f"{name!r} is not a variable name")
         self.runs.check_idle(f"fetch {name!r}")
         expr = f"_kernel_analyst.fetch({name!r}, {format!r}, {int(max_bytes)})"
-        async with self._lock:
+        async with self._turn():
             await self._ready(None)
             result = await self._silent({"v": expr}, timeout=60.0)
         data = expression_json(result.get("v")) if result else None
@@ -691,7 +706,7 @@ class KernelSession:
         Copy-on-write: about as quick for a gigabyte of variables as for none. Raises
         CheckpointError when the kernel was not forked from a template."""
         self._check_open()
-        async with self._lock:
+        async with self._turn():
             await self._ready(None)
             return await self._checkpoints.take()
 
@@ -702,7 +717,7 @@ class KernelSession:
         recovery skip them). Files they wrote are kept; ``files="remove_new"`` removes
         the ones they created. Raises CheckpointError when there is no checkpoint."""
         self._check_open()
-        async with self._lock:
+        async with self._turn():
             report = await self._checkpoints.undo(to, files, self._next_count())
             report.undone_cells = self.audit.mark_undone(report.restored_to, at=utcnow())
             self._mark(report.describe(), "undo")
@@ -778,7 +793,7 @@ class KernelSession:
         return info
 
     async def _upload_locked(self, source: str | Path | bytes, name: str | None, max_bytes: int) -> FileInfo:
-        async with self._lock:  # between cells; and a pending recovery goes first
+        async with self._turn():  # between cells; and a pending recovery goes first
             if self.recovery.enabled:
                 # The recorded cells ran with the file as it was: restore their effects
                 # before a new upload can replace it.

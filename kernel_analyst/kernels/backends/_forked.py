@@ -33,6 +33,7 @@ import zmq.asyncio
 from jupyter_client.connect import write_connection_file
 
 from .. import sandbox
+from .._cgroups import KernelCgroup
 from ..egress import EgressProxy, start_egress
 from ..exceptions import KernelStartError
 from ..limits import Limits
@@ -61,6 +62,10 @@ class ForkPoint(Protocol):
 
     def lives_in(self, place: Place) -> bool:
         """True when the fork point's process already lives in ``place``."""
+
+    kernel_info: dict[str, Any] | None
+    """The ``kernel_info`` reply of the kernels this fork point makes (all alike), once
+    one has answered: later kernels are ready without asking it again."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -205,12 +210,24 @@ class Place:
         return {
             "cwd": sandbox.SANDBOX_WORKDIR if sandboxed else plan.cwd,
             "env": dict(plan.env),
-            "cgroup": [str(d) for d in plan.cgroup.dirs] if plan.cgroup is not None and not inside else [],
             "rlimits": [list(pair) for pair in plan.rlimits],
             "unshare_net": plan.unshare_net and not sandboxed and not inside,
             "enter": self.holder_pid if sandboxed and not inside else None,
             "landlock": self.landlock and not inside,
         }
+
+
+    def moved_by_host(self, *, inside: bool) -> KernelCgroup | None:
+        """The cgroup this process moves a new kernel into while the kernel binds its
+        sockets (None: a checkpoint's kernels are born in it). A move waits for an RCU
+        grace period (5-20 ms here), so it is kept off the kernel's own path; the pages
+        the kernel copies before it (a few MB) count in this process's cgroup, which
+        holds every kernel's cgroup anyway. Under ``sandbox`` the process moved is the
+        kernel inside the sandbox (its pid comes with its first message); the process
+        outside that waits for it stays here."""
+        if self.plan.cgroup is None or inside:
+            return None
+        return self.plan.cgroup
 
 
 def _startup_file() -> Path:
@@ -285,6 +302,7 @@ async def spawn_kernel(point: ForkPoint, place: Place, *, context: zmq.asyncio.C
     from .local import LocalKernel, _wait_ready, max_message_bytes
 
     place.acquire()  # the kernel's reference, released by its shutdown
+    inside = point.lives_in(place)
     try:
         directory = place.kernel_dir()
         conn_file, info = write_connection_file(
@@ -292,7 +310,7 @@ async def spawn_kernel(point: ForkPoint, place: Place, *, context: zmq.asyncio.C
             key=uuid.uuid4().hex.encode())
         log_path = directory / "kernel.log"
         deadline = time.monotonic() + limits.startup_timeout_s
-        full = {**place.spec(inside=point.lives_in(place)), **(spec or {}),
+        full = {**place.spec(inside=inside), **(spec or {}),
                 "connection": {**info, "key": _text(info["key"])},
                 "connection_file": conn_file, "argv": [launcher, "-f", conn_file]}
         lifeline, child = await _fork(point, full, log_path, deadline)
@@ -300,8 +318,10 @@ async def spawn_kernel(point: ForkPoint, place: Place, *, context: zmq.asyncio.C
         await place.release()
         raise
     proc: ForkedProcess | None = None
+    moving: asyncio.Future[None] | None = None
     try:
         proc = await _hello(lifeline, deadline, log_path, point.status_of(child))
+        moving = _move(place.moved_by_host(inside=inside), proc.pid)
         await _bound(lifeline, deadline, log_path)
         conn = ZmqConnection(dict(info), context, max_message_bytes=max_message_bytes(limits))
     except BaseException:
@@ -309,16 +329,42 @@ async def spawn_kernel(point: ForkPoint, place: Place, *, context: zmq.asyncio.C
         if proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+        await _settled(moving)
         await place.release()
         raise
     kernel = LocalKernel(proc, place.plan, conn, directory, log_path, place=place, lifeline=lifeline)
     try:
-        await _wait_ready(kernel, max(0.001, deadline - time.monotonic()))
+        await _wait_ready(kernel, max(0.001, deadline - time.monotonic()), known_info=point.kernel_info)
+        if moving is not None:  # in its cgroup before any code of the user's runs
+            await moving
     except BaseException:
+        await _settled(moving)
         await kernel.shutdown(now=True)
         raise
+    point.kernel_info = point.kernel_info or kernel.kernel_info
     place.plan.on_ready()
     return kernel
+
+
+def _move(cgroup: KernelCgroup | None, pid: int) -> asyncio.Future[None] | None:
+    """Move the new kernel ``pid`` into ``cgroup`` in a thread, beside its startup."""
+    if cgroup is None:
+        return None
+    return asyncio.ensure_future(asyncio.to_thread(_move_now, cgroup, pid))
+
+
+def _move_now(cgroup: KernelCgroup, pid: int) -> None:
+    try:
+        cgroup.add(pid)
+    except OSError as exc:
+        raise KernelStartError(f"could not move the kernel into its cgroup: {exc}") from exc
+
+
+async def _settled(moving: asyncio.Future[None] | None) -> None:
+    """Wait out a move that is under way (a thread cannot be cancelled); its error is
+    the kernel's start failure, already being raised for another reason."""
+    if moving is not None:
+        await asyncio.gather(moving, return_exceptions=True)
 
 
 async def _fork(point: ForkPoint, spec: dict[str, Any], log_path: Path, deadline: float) -> tuple[Link, int]:

@@ -141,6 +141,7 @@ def _read_chunks(path: Path) -> Iterator[bytes]:
 def _mirror_copy(root: Path, source: str | os.PathLike[str] | bytes, name: str) -> None:
     from ..files import store
 
+    root.mkdir(exist_ok=True)  # in the session's directory, never making that one again
     store(root, source, name, max_bytes=1 << 62)
 
 

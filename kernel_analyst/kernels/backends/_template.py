@@ -59,6 +59,8 @@ class TemplateProcess:
         self._channel: Link | None = None
         self._reader: asyncio.Task[None] | None = None
         self._children = ChildLedger()
+        self.kernel_info: dict[str, Any] | None = None
+        """The kernel_info reply of its kernels, once the first one answered (all alike)."""
         self._home = Path(tempfile.mkdtemp(prefix="ka-tpl-"))
         self._closed = False
 

@@ -118,6 +118,9 @@ class RunningKernel(abc.ABC):
     """Routes every incoming message to its request; all requests are sent through it."""
     reattached: bool = False
     """True when this kernel was already running (its namespace is intact)."""
+    versions: dict[str, str | None] | None = None
+    """Python's and the analysis packages' versions in the kernel, when known without
+    asking it (a template read them once for all its kernels)."""
 
     @abc.abstractmethod
     def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:

@@ -53,6 +53,7 @@ def _kill_leftover_kernels() -> None:
 STARTUP_FILE = Path(__file__).resolve().parent.parent / "_kernel_startup.py"
 _IOPUB_PROBE_S = 0.02
 _CHANNELS = ("shell", "control", "stdin", "iopub")
+_WELCOME_WAIT_S = 2.0  # a kernel of a known kind is ready at its IOPub welcome; else probe
 _SHELL_PROBE_S = 0.5
 _SHELL_PROBE_MAX_S = 4.0
 
@@ -305,6 +306,8 @@ class LocalBackend(KernelBackend):
                 log.info("the template ended while forking; starting it again")
                 continue
             kernel.template = template
+            versions = template.info.get("versions")
+            kernel.versions = dict(versions) if isinstance(versions, dict) else None
             return kernel
         raise AssertionError("unreachable")
 
@@ -456,9 +459,15 @@ def max_message_bytes(limits: Limits) -> int:
     return 4 * (limits.max_output_bytes + limits.max_rich_output_bytes) + 16 * 1024 * 1024
 
 
-async def _wait_ready(kernel: LocalKernel, timeout: float) -> None:
+async def _wait_ready(kernel: LocalKernel, timeout: float, *,
+                      known_info: dict[str, Any] | None = None) -> None:
     """Ready = a reply to a ``kernel_info`` probe on shell, and a status message of one
     on IOPub (the SUB socket is connected and subscribed).
+
+    ``known_info``: the kernel_info reply of kernels just like this one (forked from one
+    template). Then the kernel's IOPub welcome alone says it is ready (one message from
+    its IOPub thread instead of a round trip through its main thread); without a welcome
+    in a moment, the probes below decide.
 
     Probes go out at growing intervals until one is answered (a kernel still starting
     queues them all); the reply to any probe counts, and the replies to the
@@ -468,6 +477,11 @@ async def _wait_ready(kernel: LocalKernel, timeout: float) -> None:
     """
     deadline = time.monotonic() + timeout
     router = kernel.router
+    if known_info is not None:
+        await router.wait_any([kernel.welcomed], min(deadline, time.monotonic() + _WELCOME_WAIT_S))
+        if kernel.welcomed.done():
+            kernel.kernel_info = dict(known_info)
+            return
     probes: list[Request] = []
     iopub_wait, shell_wait = _IOPUB_PROBE_S, _SHELL_PROBE_S
     try:
