@@ -10,7 +10,7 @@ Three kinds of process use it, all through one step, :func:`_become`:
   and the preload list, builds the kernel application, the kernel object and the shell
   (with the startup file run, the namespace empty) but binds nothing: no ZMQ context, no
   threads, no open user files. It then serves fork requests (:func:`_serve`).
-- **a checkpoint**: a live kernel forked by :func:`checkpoint` (on its main thread,
+- **a checkpoint**: a live kernel forked by :func:`_checkpoint` (on its main thread,
   between cells). The copy holds the namespace as it was, frozen: it leaves the
   kernel's process group, drops the kernel's own descriptors and serves fork requests
   like the template, until the host closes its control socket.
@@ -40,7 +40,6 @@ import socket
 import stat
 import sys
 import threading
-import time
 import traceback
 import uuid
 from typing import Any, NoReturn
@@ -86,9 +85,8 @@ class _State:
         """The startup file's helper (``_kernel_analyst``) of this shell."""
         self.lifeline: socket.socket | None = None
         """This kernel's lifeline to the host (None outside a kernel)."""
-        self.pending: dict[str, int] = {}
-        """Descriptors the host sent ahead of a request that will use them, by token."""
-        self.cond = threading.Condition()
+        self.loop: Any = None
+        """This kernel's event loop (its main thread's), where checkpoints are taken."""
         self.kept_fds: set[int] = set()
         """User descriptors this kernel inherited from its checkpoint (kept on purpose)."""
         self.infra_fds: set[int] | None = None
@@ -244,11 +242,6 @@ def _build_template(startup: str, preload: str) -> dict[str, Any]:
     _STATE.helper = app.shell.user_ns.get("_kernel_analyst")
     _warm_cell(app.shell)
     if _STATE.helper is not None:
-        import types
-
-        # What the host calls in a kernel (this script is __main__, which IPython has
-        # replaced with the user's module by now).
-        _STATE.helper.fork = types.SimpleNamespace(checkpoint=checkpoint)
         try:  # the package versions every first cell reports (importlib.metadata: ~20 ms)
             _STATE.helper.versions()
         except Exception:
@@ -403,43 +396,35 @@ def _close(fd: int) -> None:
 # -- checkpoints (in a live kernel) ------------------------------------------------------------
 
 
-class _Json:
-    """A value whose repr is JSON (what the host reads from user_expressions)."""
-
-    def __init__(self, value: Any) -> None:
-        self.text = json.dumps(value)
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def checkpoint(token: str, timeout: float = 10.0) -> _Json:
-    """Fork this kernel into a frozen copy served on the descriptor the host sent ahead
-    with ``token``. Runs on the kernel's main thread, between cells. Returns the number
-    of the next cell and what the copy could not carry: threads started by user code."""
-    fd = _take_pending(token, timeout)
-    main = threading.main_thread()
-    lost = [t.name for t in threading.enumerate()
-            if t is not main and t.ident not in _STATE.threads and t.is_alive()]
-    infra = _infra_fds()
-    pid = os.fork()
-    if pid == 0:
-        _freeze(fd, infra, token)
-    os.close(fd)
-    gc.freeze()  # the namespace's pages stay shared with the copy: the collector must not touch them
-    count = getattr(getattr(_STATE.app, "shell", None), "execution_count", 0)
-    return _Json({"pid": pid, "threads": lost, "execution_count": count})
-
-
-def _take_pending(token: str, timeout: float) -> int:
-    deadline = time.monotonic() + timeout
-    with _STATE.cond:
-        while token not in _STATE.pending:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("the host's descriptor for this checkpoint did not arrive")
-            _STATE.cond.wait(left)
-        return _STATE.pending.pop(token)
+def _checkpoint(fd: int, token: str) -> None:
+    """Fork this kernel into a frozen copy served on ``fd``, then tell the host on the
+    lifeline: the copy's pid, the number of the next cell, and the threads started by
+    user code, which the copy cannot carry. Runs on the kernel's main thread, as a
+    callback of its event loop (:func:`_watch_lifeline` schedules it), so between two
+    requests; the host asks only while it holds the session's turn, so between cells.
+    One message each way, instead of an execute request through the shell channel."""
+    reply: dict[str, Any] = {"checkpointed": token}
+    try:
+        main = threading.main_thread()
+        lost = [t.name for t in threading.enumerate()
+                if t is not main and t.ident not in _STATE.threads and t.is_alive()]
+        infra = _infra_fds()
+        pid = os.fork()
+        if pid == 0:
+            _freeze(fd, infra, token)
+        gc.freeze()  # the namespace's pages stay shared with the copy: the collector must not touch them
+        count = getattr(getattr(_STATE.app, "shell", None), "execution_count", 0)
+        reply.update(pid=pid, threads=lost, execution_count=count)
+    except Exception as exc:
+        reply["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        _close(fd)
+    lifeline = _STATE.lifeline
+    if lifeline is not None:
+        try:
+            send_msg(lifeline, reply)
+        except OSError:
+            pass  # the host is gone: the lifeline watcher ends this kernel
 
 
 def _infra_fds() -> set[int]:
@@ -811,7 +796,8 @@ def _bind(spec: dict[str, Any], on_bound: Any) -> None:
         _STATE.leaked.append(asyncio.get_event_loop_policy().get_event_loop())
     except RuntimeError:
         pass
-    asyncio.set_event_loop(asyncio.new_event_loop())
+    _STATE.loop = asyncio.new_event_loop()  # the loop ipykernel's main thread runs
+    asyncio.set_event_loop(_STATE.loop)
     conn = spec["connection"]
     app.connection_file = spec.get("connection_file", "")
     app.transport, app.ip = conn["transport"], conn["ip"]
@@ -939,8 +925,9 @@ def _run() -> int:
 
 
 def _watch_lifeline(lifeline: socket.socket) -> None:
-    """Take descriptors the host sends ahead of a request; end the kernel when the
-    host's end closes (the host is gone), as ipykernel's parent poller would."""
+    """Schedule the checkpoints the host asks for (each with the descriptor its copy is
+    served on); end the kernel when the host's end closes (the host is gone), as
+    ipykernel's parent poller would."""
     while True:
         try:
             msg = recv_msg(lifeline)
@@ -949,13 +936,23 @@ def _watch_lifeline(lifeline: socket.socket) -> None:
         if msg is None:
             os._exit(1)
         obj, fds = msg
-        if "fd" in obj and len(fds) == 1:
-            with _STATE.cond:
-                _STATE.pending[str(obj["fd"])] = fds[0]
-                _STATE.cond.notify_all()
+        if "checkpoint" in obj and len(fds) == 1:
+            _schedule_checkpoint(fds[0], str(obj["checkpoint"]), lifeline)
         else:
             for fd in fds:
                 os.close(fd)
+
+
+def _schedule_checkpoint(fd: int, token: str, lifeline: socket.socket) -> None:
+    """Have the main thread take the checkpoint at its event loop's next turn."""
+    try:
+        _STATE.loop.call_soon_threadsafe(_checkpoint, fd, token)
+    except Exception as exc:  # no loop yet, or it has stopped (the kernel is ending)
+        _close(fd)
+        try:
+            send_msg(lifeline, {"checkpointed": token, "error": f"the kernel cannot fork now: {exc!r}"})
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":

@@ -27,10 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._session_support import expression_json, utcnow
+from ._session_support import utcnow
 from .backends._wire import ChildLedger, Link, socket_pair
-from .exceptions import CheckpointError, KernelConnectionError
-from .request import Outcome, deadline_after
+from .exceptions import CheckpointError
 
 if TYPE_CHECKING:
     from .backends._forked import Place
@@ -235,17 +234,22 @@ class Checkpoints:
         token = uuid.uuid4().hex
         host_end, child_end = socket_pair()
         link = Link(host_end, credentials=True)
+        assert kernel.lifeline is not None
         try:
-            assert kernel.lifeline is not None
-            kernel.lifeline.send({"fd": token}, [child_end.fileno()])
+            kernel.lifeline.send({"checkpoint": token}, [child_end.fileno()])
         except OSError as exc:
             link.close()
             raise CheckpointError(f"the kernel's lifeline is closed: {exc}") from exc
         finally:
             child_end.close()
         try:
-            result = await self._ask(kernel, token)
-            frozen = await link.recv(time.monotonic() + _TAKE_TIMEOUT_S)
+            deadline = time.monotonic() + _TAKE_TIMEOUT_S
+            result = await _answer(kernel.lifeline, token, deadline)
+            frozen = await link.recv(deadline)
+        except asyncio.TimeoutError:
+            link.close()
+            raise CheckpointError(f"the kernel did not fork itself within {_TAKE_TIMEOUT_S:g} s "
+                                  "(is a thread of the user's holding it?)") from None
         except BaseException:
             link.close()
             raise
@@ -261,25 +265,6 @@ class Checkpoints:
         self.stack.append(checkpoint)
         self.dropped = await self._within_limits()
         return info
-
-    async def _ask(self, kernel: LocalKernel, token: str) -> dict[str, Any]:
-        """Ask the kernel to fork itself (a silent request: no cell, no history)."""
-        expression = f"_kernel_analyst.fork.checkpoint({token!r})"
-        content = {"code": "", "silent": True, "store_history": False, "allow_stdin": False,
-                   "user_expressions": {"cp": expression}, "stop_on_error": False}
-        try:
-            outcome, request = await kernel.router.request(
-                "shell", "execute_request", content, deadline=deadline_after(_TAKE_TIMEOUT_S))
-        except KernelConnectionError as exc:
-            raise CheckpointError(f"could not ask the kernel for a checkpoint: {exc}") from exc
-        if outcome is not Outcome.REPLY:
-            raise CheckpointError(f"the kernel did not answer the checkpoint request ({outcome.value})")
-        raw = request.content.get("user_expressions", {}).get("cp", {})
-        value = expression_json(raw)
-        if not isinstance(value, dict):
-            detail = f"{raw.get('ename')}: {raw.get('evalue')}" if isinstance(raw, dict) else "no answer"
-            raise CheckpointError(f"the kernel could not fork itself: {detail}")
-        return value
 
     async def _within_limits(self) -> list[str]:
         """Keep ``Limits.checkpoints`` copies at most (when set), and drop the oldest while
@@ -432,6 +417,22 @@ def enable_checkpoints(session: KernelSession, keep: int = DEFAULT_CHECKPOINTS) 
         return False
     session.limits = session.limits.with_(checkpoints=keep)
     return True
+
+
+async def _answer(lifeline: Link, token: str, deadline: float) -> dict[str, Any]:
+    """The kernel's answer to checkpoint ``token`` on its lifeline (an answer to an
+    earlier request that timed out is skipped)."""
+    while True:
+        message = await lifeline.recv(deadline)
+        if message is None:
+            raise CheckpointError("the kernel ended while taking a checkpoint")
+        for fd in message.fds:
+            os.close(fd)
+        if message.body.get("checkpointed") != token:
+            continue
+        if "error" in message.body:
+            raise CheckpointError(f"the kernel could not fork itself: {message.body['error']}")
+        return message.body
 
 
 def _manifest(workdir: Path) -> dict[str, tuple[int, int]]:
