@@ -361,6 +361,13 @@ def _kernel_analyst_setup(max_output_chars, max_rich_chars):
             json.dumps(value, allow_nan=False)
             return value
 
+        @staticmethod
+        def number_from(count):
+            """Number the next cell ``count``: a conversation that goes on in a new kernel
+            (a restart, a death, a resume) keeps one numbering in its notebook."""
+            shell.execution_count = int(count)
+            return _Json(int(count))
+
         def versions(self):
             if self.versions_found is None:
                 import platform

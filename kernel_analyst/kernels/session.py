@@ -100,6 +100,7 @@ class KernelSession:
         self._restarts: list[float] = []
         self._versions_recorded = False
         self._versions_task: asyncio.Task[None] | None = None
+        self._renumber = False  # a new kernel numbers its cells from 1: continue the notebook's
         self._closed = False
         self._checkpoints = Checkpoints(self)
         self.manager: SessionManager | None = None
@@ -179,6 +180,7 @@ class KernelSession:
     def _attach(self, kernel: RunningKernel) -> None:
         self._kernel = kernel
         self._loss_reported = False
+        self._renumber = True
 
     def _notebook_metadata(self, kernel: RunningKernel) -> dict[str, Any]:
         return {
@@ -521,7 +523,19 @@ class KernelSession:
         if ending is not None:
             self._mark(f"Kernel had died while idle ({ending.detail}); started a fresh kernel. All "
                        "variables were lost.", "died")
-        return await self._recover_if_needed()
+        report = await self._recover_if_needed()
+        if self._renumber:
+            await self._continue_numbering()
+        return report
+
+    async def _continue_numbering(self) -> None:
+        """A kernel that replaced another (or resumed the conversation) numbers its next
+        cell after the notebook's last, so cell numbers stay unique in the trail (undo,
+        verify and citations name cells by them); after a replay, whose cells it counted."""
+        self._renumber = False
+        following = self._next_count()
+        if following > 1:
+            await self._evaluate(f"_kernel_analyst.number_from({following})", 10.0)
 
     def _recoverer(self) -> Recoverer:
         here = [str(self.workdir)]
@@ -750,8 +764,10 @@ class KernelSession:
         return max(counts, default=0) + 1
 
     def _use_kernel(self, kernel: RunningKernel) -> None:
-        """Put ``kernel`` (with this conversation's namespace) in place of the current one."""
+        """Put ``kernel`` (with this conversation's namespace) in place of the current one
+        (numbering its cells on from the notebook's already: see ``Checkpoints.undo``)."""
         self._attach(kernel)
+        self._renumber = False
         if self._audit is not None:
             self._audit.forget_displays()
         if self._quota is not None:
