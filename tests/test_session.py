@@ -130,7 +130,7 @@ async def test_an_upload_never_brings_a_removed_directory_back(manager: SessionM
     s = await manager.session("removed-under-it")
     await s.upload(b"a,b\n1,2\n", name="sub/first.csv")
     shutil.rmtree(s.workdir)  # as a deletion through another replica removes it
-    with pytest.raises(FileNotFoundError, match="session directory .* is gone"):
+    with pytest.raises(FileNotFoundError, match=r"session directory .* is gone"):
         await s.upload(b"a,b\n", name="late.csv")
     with pytest.raises(FileNotFoundError):
         await s.upload(b"a,b\n", name="sub/late.csv")
