@@ -125,13 +125,7 @@ class Checkpoint:
         """The kernel_info of the kernel it was made from (those forked from it are alike)."""
 
     async def _read(self) -> None:
-        while True:
-            message = await self.link.recv()
-            if message is None:
-                break
-            for fd in message.fds:
-                os.close(fd)
-            self._children.record(message.body)
+        await self._children.follow(self.link)
         self._children.end(CheckpointError("the checkpoint's process has ended"))
 
     async def fork(self, child_end: socket.socket, deadline: float) -> int:

@@ -80,6 +80,7 @@ log = logging.getLogger(__name__)
 
 _FORK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 _MIB = 1024 * 1024
+_REMOVE_ATTEMPTS = 5  # passes over a deleted session's directory before it is given up on
 _SLEEP_POLL_S = 0.1  # how often a request waiting out another replica's sleep looks again
 
 StopResult = Literal["run", "cell", "idle"]
@@ -328,12 +329,22 @@ class SessionService:
         (a cell's notebook append, the package versions written after start, a snapshot),
         and a removal by the deleting replica that ran meanwhile leaves whatever was
         written during or after it."""
-        await self._release_kernel(record.id, session, owned=True, now=True)
-        await self._remove_files(record)
+        try:
+            await self._release_kernel(record.id, session, owned=True, now=True)
+        finally:  # a kernel that failed to close is still no reason to keep the files
+            await self._remove_files(record)
 
     async def _remove_files(self, record: SessionRecord) -> None:
-        """Remove a deleted session's directory (its files and notebook)."""
-        await asyncio.to_thread(shutil.rmtree, record.directory, True)
+        """Remove a deleted session's directory (its files and notebook). A file written
+        while the tree is removed leaves the directory behind (rmtree lists, then removes):
+        it is tried again a few times before the directory is given up on, and said so."""
+        for attempt in range(_REMOVE_ATTEMPTS):
+            await asyncio.to_thread(shutil.rmtree, record.directory, True)
+            if not record.directory.exists():
+                return
+            await asyncio.sleep(0.05 * (attempt + 1))
+        log.warning("session %s: its directory %s could not be removed; something still writes there",
+                    record.id, record.directory)
 
     def check_open(self, record: SessionRecord) -> None:
         """404 once the session is deleted. A dormant session passes: its use wakes it."""

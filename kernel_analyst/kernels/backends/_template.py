@@ -126,13 +126,7 @@ class TemplateProcess:
 
     async def _read(self) -> None:
         assert self._channel is not None
-        while True:
-            message = await self._channel.recv()
-            if message is None:
-                break
-            for fd in message.fds:
-                os.close(fd)
-            self._children.record(message.body)
+        await self._children.follow(self._channel)
         self._gone()
 
     def _gone(self) -> None:

@@ -163,6 +163,16 @@ class ChildLedger:
             if not status.done():
                 status.set_result(int(body["status"]))
 
+    async def follow(self, link: Link) -> None:
+        """Record every message the fork point sends on ``link`` until it closes."""
+        while True:
+            message = await link.recv()
+            if message is None:
+                return
+            for fd in message.fds:
+                os.close(fd)
+            self.record(message.body)
+
     def status_of(self, pid: int) -> asyncio.Future[int]:
         """The exit status of child ``pid``, once reported."""
         found = self.statuses.get(pid)
