@@ -216,7 +216,6 @@ class Place:
             "landlock": self.landlock and not inside,
         }
 
-
     def moved_by_host(self, *, inside: bool) -> KernelCgroup | None:
         """The cgroup this process moves a new kernel into while the kernel binds its
         sockets (None: a checkpoint's kernels are born in it). A move waits for an RCU
