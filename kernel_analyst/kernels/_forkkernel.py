@@ -584,16 +584,15 @@ def _setup_process(spec: dict[str, Any], fds: list[int], lifeline: socket.socket
     _STATE.lifeline = lifeline
     # The host moves this process into the conversation's cgroup once it has said hello
     # (backends/_forked.spawn_kernel), beside the rest of its startup.
-    _grow_descriptor_table()
     import resource
 
     for which, value in spec.get("rlimits", []):
         resource.setrlimit(which, (value, value))
     if spec.get("enter") is not None:
         _enter(int(spec["enter"]), lifeline)  # returns in the kernel, inside the sandbox
-        _grow_descriptor_table()  # a fork copies only the part of the table in use
     elif spec.get("unshare_net"):
         _check(_c().unshare(_CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+    _grow_descriptor_table()  # in the kernel process (after _enter's fork), with one thread
     if spec.get("landlock"):
         _landlock_scope()
     _prctl(_PR_SET_DUMPABLE, 1)  # the template is not; the host reads a kernel's /proc files

@@ -37,19 +37,27 @@ def _stat_fields(path: Path) -> dict[str, int]:
     return found
 
 
-def system_oom_kills() -> int | None:
-    """OOM kills on this machine since boot (any cgroup's, and the machine's own). Read
-    around every cell: one field found in the bytes, not 200 lines parsed (1 ms)."""
+def _stat_field(path: Path, name: str) -> int | None:
+    """One field of a ``name value`` file, found in its bytes rather than every line
+    parsed (/proc/vmstat has 200 lines and is read around every cell: 1 ms saved)."""
     try:
-        with open("/proc/vmstat", "rb") as f:
-            data = f.read()
+        data = b"\n" + path.read_bytes()
     except OSError:
         return None
-    start = data.find(b"\noom_kill ")
+    key = b"\n" + name.encode() + b" "
+    start = data.find(key)
     if start < 0:
         return None
-    value = data[start + 10:data.find(b"\n", start + 10)]
-    return int(value) if value.isdigit() else None
+    end = data.find(b"\n", start + len(key))
+    try:
+        return int(data[start + len(key):end if end >= 0 else None])
+    except ValueError:
+        return None
+
+
+def system_oom_kills() -> int | None:
+    """OOM kills on this machine since boot (any cgroup's, and the machine's own)."""
+    return _stat_field(Path("/proc/vmstat"), "oom_kill")
 
 
 class MemoryProbe(abc.ABC):
@@ -94,7 +102,7 @@ class CgroupMemory(MemoryProbe):
 
     def oom_kills(self) -> int | None:
         name = "memory.oom_control" if self.version == 1 else "memory.events"
-        return _stat_fields(self.directory / name).get("oom_kill")
+        return _stat_field(self.directory / name, "oom_kill")
 
     def limit_reached(self) -> bool | None:
         if self.version == 2:

@@ -111,7 +111,7 @@ class Checkpoint:
     """One frozen copy of a kernel, and the host's control socket to it (a fork point)."""
 
     def __init__(self, link: Link, pid: int, place: Place, info: CheckpointInfo,
-                 files: dict[str, tuple[int, int]]) -> None:
+                 files: dict[str, tuple[int, int]], kernel_info: dict[str, Any] | None = None) -> None:
         self.link = link
         self.pid = pid
         self.place = place.acquire()
@@ -121,7 +121,7 @@ class Checkpoint:
         self._children = ChildLedger()
         self._reader = asyncio.create_task(self._read(), name="checkpoint-reader")
         self.closed = False
-        self.kernel_info: dict[str, Any] | None = None
+        self.kernel_info = kernel_info
         """The kernel_info of the kernel it was made from (those forked from it are alike)."""
 
     async def _read(self) -> None:
@@ -254,8 +254,8 @@ class Checkpoints:
         info = CheckpointInfo(execution_count=int(result.get("execution_count", 0)), created_at=utcnow(),
                               memory_bytes=0, lost_threads=list(result.get("threads", [])),
                               pid=frozen.pid, take_s=round(time.monotonic() - started, 6))
-        checkpoint = Checkpoint(link, frozen.pid, kernel.place, info, _manifest(self.session.workdir))
-        checkpoint.kernel_info = kernel.kernel_info or None
+        checkpoint = Checkpoint(link, frozen.pid, kernel.place, info, _manifest(self.session.workdir),
+                                kernel.kernel_info or None)
         self.stack.append(checkpoint)
         self.dropped = await self._within_limits()
         return info

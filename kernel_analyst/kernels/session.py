@@ -137,10 +137,8 @@ class KernelSession:
             self._reopen(kernel, reason or "conversation reopened")
         else:
             self._audit = AuditTrail.create(self.notebook_path, self._notebook_metadata(kernel))
-        if kernel.versions is not None:  # read once by its template
+        if kernel.versions is not None:  # read once by its template: in the metadata already
             self._versions_recorded = True
-            if self.audit.metadata.get("kernel_analyst", {}).get("versions") != kernel.versions:
-                self.audit.update_metadata(versions=kernel.versions)  # a reopened notebook
         elif kernel.files is None and self.environment == KernelEnvironment():
             # The kernel runs this very interpreter: read package versions here, off the
             # path of the first result, instead of asking the kernel in the first cell.
@@ -154,7 +152,8 @@ class KernelSession:
         self._audit = AuditTrail.open(self.notebook_path)
         reopened = self._audit.metadata.setdefault("kernel_analyst", {}).get("reopened", [])
         self._audit.update_metadata(reopened=[*reopened, utcnow()], isolation=kernel.isolation,
-                                    backend=self._backend.name, limits=self.limits.to_dict())
+                                    backend=self._backend.name, limits=self.limits.to_dict(),
+                                    **_known_versions(kernel))
         if kernel.reattached:
             self._mark("Conversation continued by another process; its kernel was still running, "
                        "so every variable is as it was.", "reattached")
@@ -177,10 +176,12 @@ class KernelSession:
                                 attach=attach, owner=self.owner)
         return await self._backend.start(request)
 
-    def _attach(self, kernel: RunningKernel) -> None:
+    def _attach(self, kernel: RunningKernel, *, numbered: bool = False) -> None:
+        """Use ``kernel`` from now on; ``numbered``: it already numbers its next cell after
+        the notebook's last (else that is set before its first request)."""
         self._kernel = kernel
         self._loss_reported = False
-        self._renumber = True
+        self._renumber = not numbered
 
     def _notebook_metadata(self, kernel: RunningKernel) -> dict[str, Any]:
         return {
@@ -194,7 +195,7 @@ class KernelSession:
                 "environment": self.environment.describe(),
                 "limits": self.limits.to_dict(),
                 "files": [],
-                **({"versions": kernel.versions} if kernel.versions is not None else {}),
+                **_known_versions(kernel),
             },
         }
 
@@ -766,8 +767,7 @@ class KernelSession:
     def _use_kernel(self, kernel: RunningKernel) -> None:
         """Put ``kernel`` (with this conversation's namespace) in place of the current one
         (numbering its cells on from the notebook's already: see ``Checkpoints.undo``)."""
-        self._attach(kernel)
-        self._renumber = False
+        self._attach(kernel, numbered=True)
         if self._audit is not None:
             self._audit.forget_displays()
         if self._quota is not None:
@@ -882,6 +882,11 @@ class _LateOutput:
         if self.index is not None and self.audit is not None:
             log.info("late %s added to cell %d", msg_type, self.index)
             self.audit.refresh([self.index])
+
+
+def _known_versions(kernel: RunningKernel) -> dict[str, Any]:
+    """The ``versions`` notebook metadata, when the kernel knows them without a request."""
+    return {"versions": kernel.versions} if kernel.versions is not None else {}
 
 
 def _silent_content(expressions: dict[str, str], *, code: str = "") -> dict[str, Any]:
