@@ -189,3 +189,56 @@ def test_number_style(cells: list[str], decimal: str, thousands: str | None) -> 
 def test_date_format(cells: list[str], fmt: str | None) -> None:
     guess = _values.date_format(cells)
     assert (guess.format if guess else None) == fmt
+
+
+# Rows counted by hand from the raw bytes (benchmarks/messy_cases.py): a line of only
+# delimiters and a note under the table are not rows.
+ROWS_BY_HAND = {
+    "csvkit_realdata_Datagov_FY10_EDU_recp_by_State.csv": 53,  # two "Note: ..." lines under the table
+    "csvkit_realdata_FY09_EDU_Recipients_by_State.csv": 52,  # a last line of only commas
+    "csvkit_test_empty_columns.csv": 2,
+    "frictionless_structure-errors.csv": 3,  # ",," inside the table
+    "csvkit_blanks.csv": 1,  # a row of missing-value markers is a row
+    "frictionless_issue-647_latin1_semicolon.csv": 882,
+    "frictionless_issue-811_latin1_semicolon_multiline_header.csv": 7904,
+    "seaborn_raw_planets_commented.csv": 1035,
+    "csvkit_mac_newlines.csv": 2,
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROWS_BY_HAND))
+def test_rows_read_and_counted_as_by_hand(name: str) -> None:
+    plan = detect(MESSY / name)
+    namespace: dict[str, Any] = {"pd": pd}
+    exec(plan.code(var="df", path=str(MESSY / name)), namespace)
+    assert len(namespace["df"]) == ROWS_BY_HAND[name]
+    assert plan.shape is not None and plan.shape.rows == ROWS_BY_HAND[name]
+    assert [c for c, _ in plan.shape.columns] == [str(c) for c in namespace["df"].columns]
+
+
+def test_notes_under_a_table_are_left_out_and_its_numbers_stay_numbers() -> None:
+    plan = detect(MESSY / "csvkit_realdata_Datagov_FY10_EDU_recp_by_State.csv")
+    assert plan.read_csv_kwargs()["nrows"] == 53
+    assert "nrows=53,  # the table's rows; the lines under it are notes or empty" in plan.code()
+    assert any("not rows of the table" in note for note in plan.notes)
+    assert plan.shape is not None and dict(plan.shape.columns)["TOTAL"] == "int64"
+
+
+def test_the_compact_call_reads_the_same_table() -> None:
+    path = MESSY / "frictionless_table-with-accents_latin1_semicolon_decimalcomma.csv"
+    plan = detect(path)
+    compact = plan.code(var="df", path=str(path), compact=True)
+    assert "#" not in compact and compact.count("\n") == 0
+    assert "sep=';'" in compact and "decimal=','" in compact and "encoding='cp1252'" in compact
+    full: dict[str, Any] = {"pd": pd}
+    short: dict[str, Any] = {"pd": pd}
+    exec(plan.code(var="df", path=str(path)), full)
+    exec(compact, short)
+    pd.testing.assert_frame_equal(full["df"], short["df"])
+
+
+def test_a_data_row_after_a_note_keeps_the_note_as_a_row(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("a,b,c\n1,2,3\nonly text,,\n4,5,6\n,,\n", encoding="utf-8")
+    plan = detect(path)
+    assert plan.shape is not None and plan.shape.rows == 3 and plan.read_csv_kwargs()["nrows"] == 3

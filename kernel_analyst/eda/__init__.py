@@ -11,7 +11,7 @@ Imports no LangChain: ``kernel-analyst eda`` and ``verify`` stay light.
 
 from .exceptions import EdaError, ReaderMissingError, UnreadableFileError
 from .html import notebook_html, write_html
-from .loader import ExcelPlan, JsonPlan, LoadPlan, ParquetPlan, Plan, detect
+from .loader import ExcelPlan, JsonPlan, LoadPlan, ParquetPlan, Plan, TableShape, detect
 from .options import PlaybookOptions
 from .playbook import (
     STEPS,
@@ -40,6 +40,7 @@ __all__ = [
     "Progress",
     "ReaderMissingError",
     "StepResult",
+    "TableShape",
     "UnreadableFileError",
     "detect",
     "notebook_html",

@@ -30,6 +30,7 @@ from typing import Any
 
 from . import _values
 from ._encoding import EncodingGuess, detect_encoding, fits
+from ._shape import TableShape
 from ._source import Source, reading_code
 from .exceptions import UnreadableFileError
 
@@ -41,7 +42,13 @@ MAX_DISTINCT = 500
 DENSITY_ROWS = 200
 MAX_SCAN_ROWS = 2_000_000
 DELIMITERS = ",;\t|"
+MAX_FOOTER = 10
+"""Lines under a table that can be notes rather than rows, at most."""
 _EXAMPLES = 10
+_NA_TOKENS = frozenset({"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+                        "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
+                        *_values.EXTRA_NA})
+"""pandas' default missing-value spellings, and the ones the loader adds per column."""
 
 @dataclass(frozen=True)
 class RaggedRows:
@@ -114,6 +121,14 @@ class LoadPlan:
     """``gzip``, ``bz2``, ``xz`` or ``zip`` when the file is compressed."""
     member: str | None = None
     """The table's name inside a ZIP archive."""
+    nrows: int | None = None
+    """Rows to read, when lines under the table are notes or hold only delimiters (``Note:
+    totals include ...``, ``,,,,``): the table's own rows, counted by the full scan."""
+    blank_rows: int = 0
+    """Rows inside the table that hold only delimiters: dropped after reading."""
+    shape: TableShape | None = None
+    """The columns and dtypes the loading code makes (a sample read with these options)
+    and the row count, where the full scan counted it."""
 
     @property
     def format(self) -> str:
@@ -131,6 +146,10 @@ class LoadPlan:
             parts.append(f"{self.skiprows} line(s) above the header skipped")
         if self.ragged is not None:
             parts.append(f"{self.ragged.count:,} ragged row(s) kept (see Loading)")
+        if self.nrows is not None:
+            parts.append("lines under the table left out")
+        if self.blank_rows:
+            parts.append(f"{self.blank_rows:,} row(s) of only delimiters dropped")
         return ", ".join(parts)
 
     def read_csv_kwargs(self) -> dict[str, Any]:
@@ -156,27 +175,43 @@ class LoadPlan:
             "parse_dates": list(self.dates) or None,
             "date_format": dict(self.dates) or None,
             "low_memory": None if self.low_memory else False,
+            "nrows": self.nrows,
         }
         kwargs.update({k: v for k, v in optional.items() if v is not None})
         return kwargs
 
-    def code(self, var: str = "df", path: str | None = None) -> str:
-        """The loading cell: one plain ``pd.read_csv`` call, option by option."""
-        lines = [f"{var} = pd.read_csv(", "    {src},"]
+    def code(self, var: str = "df", path: str | None = None, *, compact: bool = False) -> str:
+        """The loading cell: one plain ``pd.read_csv`` call, option by option, each choice
+        commented; ``compact``: the call on one line without comments (for a model's note)."""
+        kwargs = self.read_csv_kwargs()
+        if compact:
+            options = "".join(f", {key}={value!r}" for key, value in kwargs.items())
+            lines = [f"{var} = pd.read_csv({{src}}{options})"]
+        else:
+            lines = [f"{var} = pd.read_csv(", "    {src},"]
+            comments = self._comments()
+            for key, value in kwargs.items():
+                comment = comments.get(key, "")
+                lines.append(f"    {key}={value!r},{'  # ' + comment if comment else ''}")
+            lines.append(")")
+        lines = reading_code(path or self.file, self.compression, self.member, lines, compact=compact)
+        for col, fmt in self.utc_dates.items():
+            lines.append(f"{var}[{col!r}] = pd.to_datetime({var}[{col!r}], format={fmt!r}, utc=True, "
+                         "errors='coerce')" + ("" if compact else "  # mixed UTC offsets"))
+        if self.blank_rows:
+            lines.append(f"{var} = {var}.dropna(how='all')" + ("" if compact else
+                         f"  # {self.blank_rows:,} row(s) holding only delimiters"))
+        return "\n".join(lines)
+
+    def _comments(self) -> dict[str, str]:
         comments = dict(_OPTION_COMMENTS)
         if self.names is not None and self.header is not None:
             above = f"{self.skiprows} line(s) above the header, then " if self.skiprows else ""
             comments["skiprows"] = f"{above}the header line, which `names` replaces"
             comments["names"] = "the header's names, plus extra_N for the values of longer rows"
-        for key, value in self.read_csv_kwargs().items():
-            comment = comments.get(key, "")
-            lines.append(f"    {key}={value!r},{'  # ' + comment if comment else ''}")
-        lines.append(")")
-        lines = reading_code(path or self.file, self.compression, self.member, lines)
-        for col, fmt in self.utc_dates.items():
-            lines.append(f"{var}[{col!r}] = pd.to_datetime({var}[{col!r}], format={fmt!r}, utc=True, "
-                         "errors='coerce')  # mixed UTC offsets")
-        return "\n".join(lines)
+        if self.nrows is not None:
+            comments["nrows"] = "the table's rows; the lines under it are notes or empty"
+        return comments
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
@@ -297,6 +332,8 @@ class _Structure:
     width: int
     comment: str | None
     notes: list[str]
+    typical: float = 1.0
+    """The median number of filled cells of a row as wide as the header."""
 
 
 def _records(text: str, sep: str, spaces: bool, limit: int) -> list[tuple[int, list[str]]]:
@@ -335,7 +372,13 @@ def _structure(text: str, sep: str, spaces: bool) -> _Structure:
     comment = _body_comment(header_fields, body)
     if comment:
         notes.append("Lines starting with `#` inside the data are comments.")
-    return _Structure(skiprows, header_lines, header, header_fields, len(header_fields), comment, notes)
+    return _Structure(skiprows, header_lines, header, header_fields, len(header_fields), comment, notes,
+                      _typical_filled(body, len(header_fields)))
+
+
+def _typical_filled(rows: list[list[str]], width: int) -> float:
+    dense = [_filled(r) for r in rows[:DENSITY_ROWS] if len(r) == width]
+    return float(statistics.median(dense)) if dense else 1.0
 
 
 def _modal_width(rows: list[list[str]]) -> int:
@@ -380,13 +423,62 @@ def _body_comment(header: list[str], body: list[list[str]]) -> str | None:
 # -- ragged rows -------------------------------------------------------------------------
 
 
-def _scan(source: Source, plan: LoadPlan, expected: int) -> RaggedRows:
+@dataclass
+class _Scan:
+    """What the full scan found: ragged rows, and which rows are the table's own."""
+
+    ragged: RaggedRows
+    rows: int
+    """Rows up to the table's last (notes and empty lines under it not counted)."""
+    trailing: int
+    """Rows under the table's last: notes (one text cell in a wide table) or only delimiters."""
+    blank_inside: int
+    """Rows inside the table that hold only delimiters."""
+    na_only_inside: int
+    """Rows inside the table whose every cell is empty or a missing-value marker (not all empty)."""
+
+
+class _RowCounter:
+    """Counts the table's own rows while the scan streams them."""
+
+    def __init__(self, typical: float) -> None:
+        self.notes_possible = typical >= 3
+        self.seen = self.last = 0
+        self.blank_inside = self.na_only_inside = 0
+        self._blank_pending = self._na_pending = 0
+
+    def add(self, row: list[str]) -> None:
+        self.seen += 1
+        cells = [c.strip() for c in row]
+        if not any(cells):
+            self._blank_pending += 1
+            return
+        filled = [c for c in cells if c]
+        if self.notes_possible and len(filled) == 1 and not _numeric(filled[0]):
+            return  # a note, unless a row of the table follows it
+        self._na_pending += all(c in _NA_TOKENS for c in cells)
+        self.blank_inside += self._blank_pending
+        self.na_only_inside += self._na_pending
+        self._blank_pending = self._na_pending = 0
+        self.last = self.seen
+
+    def trailing(self) -> int:
+        return self.seen - self.last
+
+
+def _numeric(cell: str) -> bool:
+    return _values.is_number(cell, _values.NumberStyle()) or cell.replace(",", "").replace(".", "").isdigit()
+
+
+def _scan(source: Source, plan: LoadPlan, structure: _Structure) -> _Scan:
+    expected = structure.width
     longer = shorter = scanned = 0
     widest = expected
     examples: list[tuple[int, int]] = []
     complete = True
+    counter = _RowCounter(structure.typical)
     csv.field_size_limit(2**31 - 1)
-    first_data = plan.skiprows + plan.header_lines
+    first_data = plan.skiprows + (plan.header_lines if plan.header is not None else 0)
     with source.open() as raw, io.TextIOWrapper(raw, encoding=plan.encoding, errors="replace",
                                                 newline="") as f:
         reader = csv.reader((line.replace("\x00", "") for line in f), delimiter=plan.sep,
@@ -398,6 +490,7 @@ def _scan(source: Source, plan: LoadPlan, expected: int) -> RaggedRows:
                 if line < first_data or not row or (plan.comment and row[0].startswith(plan.comment)):
                     continue
                 scanned += 1
+                counter.add(row)
                 if len(row) != expected:
                     longer += len(row) > expected
                     widest = max(widest, len(row))
@@ -409,12 +502,14 @@ def _scan(source: Source, plan: LoadPlan, expected: int) -> RaggedRows:
                     break
         except csv.Error:
             complete = False
-    return RaggedRows(expected, longer, shorter, widest, tuple(examples), scanned, complete)
+    ragged = RaggedRows(expected, longer, shorter, widest, tuple(examples), scanned, complete)
+    return _Scan(ragged, counter.last, counter.trailing(), counter.blank_inside, counter.na_only_inside)
 
 
 def _with_ragged(plan: LoadPlan, source: Source, structure: _Structure) -> LoadPlan:
     # The header line itself is line ``skiprows`` (0-based); the scan starts after it.
-    ragged = _scan(source, plan, structure.width)
+    scan = _scan(source, plan, structure)
+    ragged = scan.ragged
     notes = list(plan.notes)
     if not ragged.complete:
         notes.append(f"Ragged-row scan covered the first {ragged.scanned:,} rows only.")
@@ -427,7 +522,27 @@ def _with_ragged(plan: LoadPlan, source: Source, structure: _Structure) -> LoadP
         names = (*_pandas_names(structure.header_fields), *extra)
     if ragged.count:
         notes.append(_ragged_note(ragged))
-    return replace(plan, ragged=ragged if ragged.count else None, names=names, notes=tuple(notes))
+    nrows, blank, rows = _table_rows(scan, notes)
+    shape = TableShape((), rows) if rows is not None else None
+    return replace(plan, ragged=ragged if ragged.count else None, names=names, notes=tuple(notes),
+                   nrows=nrows, blank_rows=blank, shape=shape)
+
+
+def _table_rows(scan: _Scan, notes: list[str]) -> tuple[int | None, int, int | None]:
+    """``nrows``, the rows of only delimiters to drop, and the table's row count (None
+    when the scan did not cover the whole file)."""
+    if not scan.ragged.complete:
+        return None, 0, None
+    nrows = None
+    if 0 < scan.trailing <= MAX_FOOTER and scan.rows:
+        nrows = scan.rows
+        notes.append(f"The last {scan.trailing} line(s) are not rows of the table (notes under it, or only "
+                     f"delimiters): only the {scan.rows:,} rows above them are read (`nrows`).")
+    last = scan.rows if nrows is not None else scan.ragged.scanned
+    blank = scan.blank_inside if scan.na_only_inside == 0 else 0
+    if blank:
+        notes.append(f"{blank:,} row(s) inside the table hold only delimiters: dropped after reading.")
+    return nrows, blank, last - blank
 
 
 def _ragged_note(ragged: RaggedRows) -> str:
@@ -461,8 +576,23 @@ def _read_sample(source: Source, plan: LoadPlan, **extra: Any) -> Any:
     import pandas as pd
 
     kwargs = {**plan.read_csv_kwargs(), **extra}
+    rows = min(int(kwargs.pop("nrows", SAMPLE_ROWS)), SAMPLE_ROWS)
     with source.open() as f:
-        return pd.read_csv(f, nrows=SAMPLE_ROWS, **kwargs)
+        return pd.read_csv(f, nrows=rows, **kwargs)
+
+
+def _shaped(plan: LoadPlan, sample: Any) -> LoadPlan:
+    """``plan`` with the columns and dtypes its code makes, from ``sample`` read with its
+    options (and the lines its code runs after the read)."""
+    import pandas as pd
+
+    for col, fmt in plan.utc_dates.items():
+        if col in sample.columns:
+            sample[col] = pd.to_datetime(sample[col], format=fmt, utc=True, errors="coerce")
+    if plan.blank_rows:
+        sample = sample.dropna(how="all")
+    rows = plan.shape.rows if plan.shape is not None else None
+    return replace(plan, shape=TableShape.of_frame(sample, rows))
 
 
 def _with_values(plan: LoadPlan, source: Source) -> LoadPlan:
@@ -530,17 +660,16 @@ def _describe_columns(notes: list[str], index_col: int | None, na: dict[str, tup
 def _validated(candidate: LoadPlan, fallback: LoadPlan, source: Source) -> LoadPlan:
     """The candidate if a sample reads with it, else the plain structural options."""
     try:
-        _read_sample(source, candidate)
-        return candidate
+        return _shaped(candidate, _read_sample(source, candidate))
     except Exception as exc:  # a value rule was wrong for this file; fall back to the basics
         note = f"Value-level options were dropped: pandas refused them ({_first_line(exc)})."
         plain = replace(fallback, notes=(*fallback.notes, note))
     try:
-        _read_sample(source, plain)
+        sample = _read_sample(source, plain)
     except Exception as exc:
         raise UnreadableFileError(
             f"{source.path.name}: pandas cannot read it as a table: {_first_line(exc)}") from exc
-    return plain
+    return _shaped(plain, sample)
 
 
 def _first_line(exc: BaseException) -> str:

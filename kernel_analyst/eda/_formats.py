@@ -19,6 +19,7 @@ from typing import Any
 
 from . import _values
 from ._delimited import _header_index, _modal_width
+from ._shape import TableShape
 from ._source import STREAM_ERRORS, Source, reading_code
 from .exceptions import ReaderMissingError, UnreadableFileError
 
@@ -60,6 +61,9 @@ class _StoredTable:
     Parquet store real dates, so theirs is empty)."""
     utc_dates: dict[str, str] = field(default_factory=dict)
     """Unused outside CSV (kept so every plan has the same date fields)."""
+    shape: TableShape | None = None
+    """The columns and dtypes the loading code makes (from a sample read the same way)
+    and the row count where the file records it; None where they could not be read."""
 
 
 @dataclass(frozen=True)
@@ -87,13 +91,17 @@ class ExcelPlan(_StoredTable):
         return (f"spreadsheet (.{self.kind}), {len(self.sheets)} sheet(s); sheet {self.sheet!r} profiled"
                 + (f", {self.skiprows} row(s) above the header skipped" if self.skiprows else ""))
 
-    def code(self, var: str = "df", path: str | None = None) -> str:
-        """The loading cell: list the sheets, read one."""
+    def code(self, var: str = "df", path: str | None = None, *, compact: bool = False) -> str:
+        """The loading cell: list the sheets, read one; ``compact``: only the read, one line."""
         skip = f", skiprows={self.skiprows}" if self.skiprows else ""
-        call = ["with pd.ExcelFile({src}, engine='calamine') as book:",
-                "    print(f\"{len(book.sheet_names)} sheet(s): {book.sheet_names}\")",
-                f"    {var} = pd.read_excel(book, sheet_name={self.sheet!r}{skip})  # the sheet profiled"]
-        return "\n".join(reading_code(path or self.file, self.compression, self.member, call, seekable=True))
+        if compact:
+            call = [f"{var} = pd.read_excel({{src}}, sheet_name={self.sheet!r}{skip}, engine='calamine')"]
+        else:
+            call = ["with pd.ExcelFile({src}, engine='calamine') as book:",
+                    "    print(f\"{len(book.sheet_names)} sheet(s): {book.sheet_names}\")",
+                    f"    {var} = pd.read_excel(book, sheet_name={self.sheet!r}{skip})  # the sheet profiled"]
+        return "\n".join(reading_code(path or self.file, self.compression, self.member, call, seekable=True,
+                                       compact=compact))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
@@ -126,8 +134,22 @@ def detect_excel(source: Source, name: str, kind: str, sheet: str | None) -> Exc
         notes.insert(0, f"Stored: {source.describe()}.")
     if skiprows:
         notes.append(f"Skipped {skiprows} row(s) above the header (titles or notes).")
+    height = next(rows for n, rows, _ in sheets if n == chosen)
     return ExcelPlan(name, kind, chosen, tuple(sheets), skiprows, compression=source.compression,
-                     member=source.member, notes=tuple(notes))
+                     member=source.member, notes=tuple(notes),
+                     shape=_excel_shape(data, chosen, skiprows, max(height - skiprows - 1, 0)))
+
+
+def _excel_shape(data: bytes, sheet: str, skiprows: int, rows: int) -> TableShape | None:
+    """The columns of the first rows of the sheet, read as the loading cell reads it."""
+    import pandas as pd
+
+    try:
+        sample = pd.read_excel(io.BytesIO(data), sheet_name=sheet, skiprows=skiprows, nrows=_SAMPLE_RECORDS,
+                               engine="calamine")
+    except Exception:  # the workbook opened above; a sample that fails leaves the shape unknown
+        return None
+    return TableShape.of_frame(sample, rows)
 
 
 def _bytes(source: Source) -> bytes:
@@ -175,10 +197,12 @@ class ParquetPlan(_StoredTable):
         """One line on how the file is read, for the summary."""
         return f"Parquet, {self.rows:,} rows x {self.columns:,} columns in the footer"
 
-    def code(self, var: str = "df", path: str | None = None) -> str:
-        """The loading cell: one ``pd.read_parquet`` call."""
-        call = [f"{var} = pd.read_parquet({{src}}, engine='pyarrow')  # column types come from the file"]
-        return "\n".join(reading_code(path or self.file, self.compression, self.member, call, seekable=True))
+    def code(self, var: str = "df", path: str | None = None, *, compact: bool = False) -> str:
+        """The loading cell: one ``pd.read_parquet`` call (``compact``: without the comment)."""
+        comment = "" if compact else "  # column types come from the file"
+        call = [f"{var} = pd.read_parquet({{src}}, engine='pyarrow'){comment}"]
+        return "\n".join(reading_code(path or self.file, self.compression, self.member, call, seekable=True,
+                                       compact=compact))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
@@ -202,7 +226,24 @@ def detect_parquet(source: Source, name: str) -> ParquetPlan:
     if source.compression:
         notes.insert(0, f"Stored: {source.describe()}.")
     return ParquetPlan(name, meta.num_rows, meta.num_columns, compression=source.compression,
-                       member=source.member, notes=tuple(notes))
+                       member=source.member, notes=tuple(notes),
+                       shape=_parquet_shape(meta.schema.to_arrow_schema(), meta.num_rows))
+
+
+def _parquet_shape(arrow_schema: Any, rows: int) -> TableShape | None:
+    """The columns of a Parquet file with the dtypes ``pd.read_parquet`` gives them (an
+    empty table of the file's schema, converted the same way)."""
+    try:
+        return TableShape.of_frame(arrow_schema.empty_table().to_pandas(), rows)
+    except Exception:  # an Arrow type pandas cannot take: the shape stays unknown
+        return None
+
+
+def _without_comment(line: str) -> str:
+    """A line of generated code without its trailing ``  # comment`` (our own comments
+    follow two spaces and a hash, outside any string)."""
+    code, sep, _ = line.partition("  # ")
+    return code.rstrip() if sep and code.count("'") % 2 == 0 and code.count('"') % 2 == 0 else line
 
 
 # -- JSON -----------------------------------------------------------------------------------
@@ -234,15 +275,17 @@ class JsonPlan(_StoredTable):
         return (f"{'JSON lines' if self.lines else 'JSON'} ({self.layout}{where}"
                 + (", nested objects flattened" if self.nested else "") + ")")
 
-    def code(self, var: str = "df", path: str | None = None) -> str:
-        """The loading cell: parse, then make a table; text dates converted when every value parses."""
+    def code(self, var: str = "df", path: str | None = None, *, compact: bool = False) -> str:
+        """The loading cell: parse, then make a table; text dates converted when every value
+        parses (``compact``: the same code without its comments)."""
         if self.lines and not self.nested:
             call = [f"{var} = pd.read_json({{src}}, lines=True, dtype=False)"
                     "  # JSON types kept; dates below"]
-            lines = reading_code(path or self.file, self.compression, self.member, call)
+            lines = reading_code(path or self.file, self.compression, self.member, call, compact=compact)
         else:
             lines = [*self._parse_lines(path or self.file), self._table_line(var)]
-        return "\n".join(lines + self._date_lines(var))
+        lines += self._date_lines(var)
+        return "\n".join(_without_comment(line) for line in lines) if compact else "\n".join(lines)
 
     def _parse_lines(self, file: str) -> list[str]:
         parse = ("records = [json.loads(line) for line in f if line.strip()]" if self.lines
@@ -288,12 +331,30 @@ def detect_json(source: Source, name: str, kind: str) -> JsonPlan:
     notes = [f"{'JSON lines' if lines else 'JSON document'}: " + _layout_note(layout, record_path, nested)]
     if source.compression:
         notes.insert(0, f"Stored: {source.describe()}.")
-    dates = _json_dates(records, layout, nested)
+    frame = _json_frame(records, layout)
+    dates = _json_dates(frame)
     if dates:
         listed = ", ".join(f"`{c}` ({f})" for c, f in dates.items())
         notes.append(f"Text columns that look like dates: {listed}; converted only when every value parses.")
+    rows = None if lines else _json_rows(sample, layout, record_path, records)
     return JsonPlan(name, lines, layout, record_path, nested, compression=source.compression,
-                    member=source.member, notes=tuple(notes), dates=dates)
+                    member=source.member, notes=tuple(notes), dates=dates,
+                    shape=_json_shape(frame, dates, rows))
+
+
+def _json_rows(doc: Any, layout: str, record_path: str | None, records: list[Any]) -> int | None:
+    """Rows of a whole JSON document (JSON lines are only sampled: None)."""
+    if layout == "records":
+        return len(doc[record_path] if record_path else doc)
+    if layout == "rows":
+        return max(len(doc) - 1, 0)
+    return len(records) if len(records) < _SAMPLE_RECORDS else None
+
+
+def _json_shape(frame: Any, dates: dict[str, str], rows: int | None) -> TableShape:
+    columns = [(str(c), "datetime64[ns]" if str(c) in dates else str(dtype))
+               for c, dtype in frame.dtypes.items()]
+    return TableShape(tuple(columns), rows)
 
 
 def _json_document(source: Source) -> Any:
@@ -339,10 +400,14 @@ def _layout_note(layout: str, record_path: str | None, nested: bool) -> str:
     return f"{where}; JSON types are kept as they are.{flat}"
 
 
-def _json_dates(records: list[Any], layout: str, nested: bool) -> dict[str, str]:
+def _json_frame(records: list[Any], layout: str) -> Any:
+    """A sample of the table the loading code makes."""
     import pandas as pd
 
-    frame = pd.json_normalize(records[:_SAMPLE_RECORDS]) if layout == "records" else pd.DataFrame(records)
+    return pd.json_normalize(records[:_SAMPLE_RECORDS]) if layout == "records" else pd.DataFrame(records)
+
+
+def _json_dates(frame: Any) -> dict[str, str]:
     found: dict[str, str] = {}
     for col in frame.columns:
         values = frame[col].dropna()

@@ -187,21 +187,23 @@ _MODULES = {"gzip": "gzip", "bz2": "bz2", "xz": "lzma", "zip": "zipfile"}
 
 
 def reading_code(file: str, compression: str | None, member: str | None, call: list[str], *,
-                 seekable: bool = False) -> list[str]:
+                 seekable: bool = False, compact: bool = False) -> list[str]:
     """The loading cell's lines: ``call`` (a reader call whose first argument is ``{src}``),
     preceded by the lines that open a compressed file. ``seekable``: the reader needs
-    random access (Parquet, Excel), so the decompressed bytes go into memory first."""
+    random access (Parquet, Excel), so the decompressed bytes go into memory first;
+    ``compact``: without the comments (for a model's note)."""
     if compression is None:
         return [line.replace("{src}", repr(file)) for line in call]
     module = _MODULES[compression]
     lines = [f"import {module}"] + (["import io"] if seekable else [])
     if compression == "zip":
-        lines.append(f"with zipfile.ZipFile({file!r}) as archive, archive.open({member!r}) as f:  "
-                     "# a ZIP archive holding one table")
+        lines.append(f"with zipfile.ZipFile({file!r}) as archive, archive.open({member!r}) as f:"
+                     + ("" if compact else "  # a ZIP archive holding one table"))
     else:
-        lines.append(f"with {module}.open({file!r}) as f:  # {compression}-compressed "
-                     "(detected from the bytes)")
+        lines.append(f"with {module}.open({file!r}) as f:"
+                     + ("" if compact else f"  # {compression}-compressed (detected from the bytes)"))
     if seekable:
-        lines.append("    data = io.BytesIO(f.read())  # the reader needs random access")
+        note = "" if compact else "  # the reader needs random access"
+        lines.append(f"    data = io.BytesIO(f.read()){note}")
         return lines + [line.replace("{src}", "data") for line in call]
     return lines + ["    " + line.replace("{src}", "f") for line in call]

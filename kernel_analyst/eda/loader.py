@@ -13,14 +13,17 @@ from pathlib import Path
 
 from ._delimited import LoadPlan, RaggedRows, detect_delimited
 from ._formats import ExcelPlan, JsonPlan, ParquetPlan, detect_excel, detect_json, detect_parquet
+from ._shape import TableShape
 from ._source import sniff
 from .exceptions import UnreadableFileError
 
-__all__ = ["ExcelPlan", "JsonPlan", "LoadPlan", "ParquetPlan", "Plan", "RaggedRows", "detect"]
+__all__ = ["ExcelPlan", "JsonPlan", "LoadPlan", "ParquetPlan", "Plan", "RaggedRows", "TableShape", "detect"]
 
 Plan = LoadPlan | ExcelPlan | ParquetPlan | JsonPlan
 """A loading plan of any format; all have ``file``, ``format``, ``notes``, ``dates``,
-``utc_dates``, ``describe()``, ``code()`` and ``to_dict()``."""
+``utc_dates``, ``shape`` (:class:`TableShape`: the columns and dtypes the code makes, and the
+rows where known cheaply), ``describe()``, ``code()`` (``compact=True``: without comments,
+for a model's note) and ``to_dict()``."""
 
 
 def detect(path: str | Path, *, name: str | None = None, sheet: str | None = None) -> Plan:
