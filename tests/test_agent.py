@@ -55,7 +55,7 @@ async def test_titanic_multi_step_analysis(manager: SessionManager) -> None:
         tool_call("df.groupby('class')['survived'].mean().round(2)"),
         lambda call: "First class survived most: " + re.findall(r"First +([\d.]+)", call.last_tool_output)[0],
     ])
-    analyst = Analyst(model, manager)
+    analyst = Analyst(model, manager, profile_files=False)  # the model loads the table itself
     answer = await analyst.ask("agent-titanic", "Which class survived most?", files=[TITANIC])
 
     assert answer.stop_reason == "answered" and answer.ok
@@ -99,7 +99,8 @@ async def test_error_then_correction(manager: SessionManager) -> None:
         fix,
         lambda call: f"The survival rate is {call.last_tool_output.splitlines()[0]}.",
     ])
-    answer = await Analyst(model, manager).ask(SCRATCH, "What share survived?", files=[TITANIC])
+    answer = await Analyst(model, manager, profile_files=False).ask(SCRATCH, "What share survived?",
+                                                                   files=[TITANIC])
 
     failed, fixed = answer.steps
     assert failed.execution.status == "error" and failed.execution.state == "kept"
@@ -108,8 +109,10 @@ async def test_error_then_correction(manager: SessionManager) -> None:
     assert re.fullmatch(r"Traceback \(trimmed; \d+ library frames omitted\):", lines[1])
     assert re.fullmatch(r"Cell In\[\d+\], line 3", lines[2])
     assert "site-packages" not in failed.observation and "The above exception" not in failed.observation
-    assert lines[-2] == "Variables: created df: pandas.DataFrame (891, 15)"  # made before the error
-    assert lines[-1].startswith("The DataFrames' columns are: df: survived, pclass, sex, age")  # the hint
+    assert lines[-3] == "Variables: created df: pandas.DataFrame (891, 15)"  # made before the error
+    assert lines[-2] == ("There is no column 'Survived'; the closest is 'survived' (mind spelling, case, "
+                         "spaces and invisible characters).")  # the hint
+    assert lines[-1].startswith("The DataFrames' columns are: df: survived, pclass, sex, age")
     assert fixed.execution.status == "ok" and fixed.observation.startswith("0.3838")
     assert answer.text == "The survival rate is 0.3838." and answer.stop_reason == "answered"
 
@@ -128,7 +131,7 @@ async def test_kernel_death_mid_question(manager: SessionManager) -> None:
         lambda call: f"{call.last_tool_output.splitlines()[1]} rows, after reloading.",
         lambda call: str(call.last_message.content).splitlines()[-1],
     ])
-    analyst = Analyst(model, manager)
+    analyst = Analyst(model, manager, profile_files=False)
     answer = await analyst.ask("agent-death", "How many rows?", files=[TITANIC])
 
     died = answer.steps[1].execution
@@ -168,7 +171,8 @@ async def test_the_model_is_told_what_recovery_restored(tmp_path: Path) -> None:
         after_restore,
     ])
     async with SessionManager(tmp_path, limits=test_limits(), recovery="replay") as private:
-        answer = await Analyst(model, private).ask("agent-recover", "Rows plus one?", files=[TITANIC])
+        analyst = Analyst(model, private, profile_files=False)
+        answer = await analyst.ask("agent-recover", "Rows plus one?", files=[TITANIC])
     restored = answer.steps[2].execution
     assert restored.recovery is not None and restored.recovery.complete
     assert answer.text == "892 rows, plus one." and answer.stop_reason == "answered"
@@ -176,13 +180,45 @@ async def test_the_model_is_told_what_recovery_restored(tmp_path: Path) -> None:
 
 async def test_max_steps_stops_the_loop(manager: SessionManager) -> None:
     model = ScriptedChatModel(function=lambda call: tool_call(f"n = 1 + {call.index}"))
-    answer = await Analyst(model, manager, max_steps=2).ask(SCRATCH, "Loop forever")
+    analyst = Analyst(model, manager, max_steps=2)
+    answer = await analyst.ask(SCRATCH, "Loop forever")
 
-    assert answer.stop_reason == "max_steps" and answer.text == ""
-    assert len(answer.steps) == 2 and len(model.calls) == 3  # one more call to let it answer
+    # Two steps, one more call that asked for code anyway, one asking for an answer without code.
+    assert answer.stop_reason == "max_steps" and answer.text == "" and not answer.partial
+    assert len(answer.steps) == 2 and len(model.calls) == 4
     assert answer.steps[-1].observation.endswith(
         "This was the last code run allowed for this question (2). Answer now with what you have found.")
+    assert str(model.calls[3].last_message.content).startswith("You have used all 2 code runs")
     assert cell_text(notebook_cells(answer)[-1]).startswith("### Stopped\n\nThe limit of 2 steps")
+    assert_history_is_valid(analyst.history(SCRATCH))  # the code it replied last is not kept
+
+
+async def test_a_step_limit_ends_with_a_grounded_partial_answer(manager: SessionManager) -> None:
+    model = ScriptedChatModel(script=[
+        tool_call("import pandas as pd\nt = pd.DataFrame({'x': [3, 4, 5]})\nprint(t['x'].sum())"),
+        tool_call("print(t['x'].mean())"),
+        tool_call("t['y'] = t['x'] ** 2"),  # past the limit: not run
+        "The sum of x is 12 and its mean is 4.0; the mean of y is missing.",
+    ])
+    analyst = Analyst(model, manager, max_steps=2)
+    answer = await analyst.ask(SCRATCH + "-partial", "Sum, mean of x and mean of y?")
+
+    assert answer.stop_reason == "max_steps" and answer.partial
+    assert answer.text == ("Partial answer (the step limit was reached before a full answer): The sum of x "
+                           "is 12 and its mean is 4.0; the mean of y is missing.")
+    assert answer.claims is not None and answer.claims.all_grounded, answer.claims.summary()
+    last = cell_text(notebook_cells(answer)[-1])
+    assert last.startswith("### Partial answer\n\nPartial answer") and "[12](#cell-id=" in last
+    assert_history_is_valid(analyst.history(SCRATCH + "-partial"))
+
+
+async def test_a_partial_answer_quotes_the_last_result_when_the_model_says_nothing(
+        manager: SessionManager) -> None:
+    model = ScriptedChatModel(function=lambda call: tool_call(f"print({call.index} * 7)"))
+    answer = await Analyst(model, manager, max_steps=2).ask(SCRATCH + "-quote", "Keep going")
+    assert answer.partial and answer.stop_reason == "max_steps"
+    assert answer.text == ("The step limit was reached before the model answered. The last result (step 2) "
+                           "was: 7")
 
 
 async def test_step_limit_inside_one_reply_then_an_answer(manager: SessionManager) -> None:
@@ -209,7 +245,7 @@ async def test_multi_turn_keeps_kernel_state_and_history(manager: SessionManager
         second_question,
         lambda call: f"The mean age is {call.last_tool_output}.",
     ])
-    analyst = Analyst(model, manager)
+    analyst = Analyst(model, manager, profile_files=False)
     first = await analyst.ask("agent-multiturn", "Load the titanic data.", files=[TITANIC])
     second = await analyst.ask("agent-multiturn", "What is the mean age?")
 

@@ -5,7 +5,9 @@ One test per reply shape seen from a real small model (Qwen2.5-Coder-1.5B behind
 llama.cpp's server): code in a ```python fence with no tool call, the call as JSON in a
 ```json fence, ``<tool_call>`` tags in the text, and an answer with numbers before any
 cell. Each time the code runs, its output reaches the model as the next message, the
-answer computed from it is printed, and the notebook holds the cell with its output.
+answer computed from it is printed, and the notebook holds the cell with its output. The CLI
+runs with ``--preload off`` here, so the model's own cell is the notebook's first (the
+default, a preloaded table, has tests of its own in ``test_agent_uploads.py``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ def _ask_cli(tmp_path: Path, replies: list[ScriptedReply], capsys: pytest.Captur
     with OpenAIServer(replies) as server:
         code = cli.main(["ask", str(SEABORN / "titanic.csv"), "What fraction of passengers survived?",
                          "--model", "openai:qwen", "--base-url", server.url, "--isolation", TEST_ISOLATION,
-                         "--session-dir", str(tmp_path / "runs"), "-o", str(out_nb), *extra])
+                         "--session-dir", str(tmp_path / "runs"), "-o", str(out_nb), "--preload", "off",
+                         *extra])
         requests = list(server.requests)
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -61,8 +64,8 @@ def test_code_written_as_text_runs_and_its_output_reaches_the_model(
     _, out, requests, nb = _ask_cli(tmp_path, replies, capsys)
 
     first, second = requests
-    assert "tools" in first  # auto offers the tool first
-    assert "tools" not in second  # ... and stops once the model shows it writes code
+    assert "tools" in first and "tools" in second  # auto keeps offering the tool: the prompt a server
+    assert second["messages"][0] == first["messages"][0]  # cached stays the same, system prompt included
     assert "```python block" in second["messages"][0]["content"]
     assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "user"]
     kept = second["messages"][2]["content"]
@@ -131,12 +134,15 @@ def test_an_answer_before_any_cell_is_sent_back_once(
     assert feedback["role"] == "user" and "without running any code" in feedback["content"]
     assert "```python block" in feedback["content"]
     # the invented answer is not read back, and a model that answered instead of calling the
-    # tool it was offered is asked for a python block from then on
+    # tool it was offered is asked for a python block (the system prompt, which offers both,
+    # stays as it was)
     assert [m["role"] for m in requests[1]["messages"]] == ["system", "user", "user"]
     assert all("0.6225" not in str(m["content"]) for m in requests[1]["messages"])
-    assert "tools" in requests[0] and "tools" not in requests[1]
-    assert "```python block" in requests[1]["messages"][0]["content"]
-    assert "Columns of titanic.csv (15): survived, pclass" in requests[0]["messages"][1]["content"]
+    assert requests[1]["messages"][0] == requests[0]["messages"][0]
+    note = requests[0]["messages"][1]["content"]
+    assert "`titanic.csv` (891 rows; delimited text, encoding utf-8, delimiter ','): read it with" in note
+    assert "    df = pd.read_csv('titanic.csv', encoding='utf-8', sep=',')\n" in note
+    assert "Columns: survived (int64), pclass (int64), sex (str), age (float64)," in note
     assert requests[2]["messages"][-1]["content"].startswith("Output of your code (step 1):\n0.38383")
     assert ANSWER in out and "not accepted yet" in out
     sources = [c.source for c in nb.cells]
@@ -243,18 +249,18 @@ async def test_the_briefings_profile_cell_is_not_work(manager: SessionManager) -
     from kernel_analyst.agent.testing import ScriptedChatModel
 
     # 900 is a guess (the profile says 891): sent back, since the profile cell is no work
-    model = ScriptedChatModel(script=["900 rows.", "```python\nprint(len(titanic))\n```", "891 rows."])
+    model = ScriptedChatModel(script=["900 rows.", "```python\nprint(len(df))\n```", "891 rows."])
     answer = await Analyst(model, manager, profile_files=True).ask(
         "protocols-profile", "How many rows?", files=[SEABORN / "titanic.csv"])
-    assert "Tables loaded for you" in str(model.calls[0].messages[-1].content)
+    assert "is already loaded as the DataFrame `df`" in str(model.calls[0].messages[-1].content)
     assert any("not accepted" in n for n in answer.notes)  # the profile alone did not count
-    assert [s.code for s in answer.steps] == ["print(len(titanic))"] and answer.text == "891 rows."
+    assert [s.code for s in answer.steps] == ["print(len(df))"] and answer.text == "891 rows."
     nb = nbformat.read(answer.notebook_path, as_version=4)
     roles = [c.metadata["kernel_analyst"].get("role") for c in _code_cells(nb)]
     assert roles == ["profile", None]
 
 
-async def test_only_the_latest_output_restates_the_question(manager: SessionManager) -> None:
+async def test_every_output_restates_the_question_and_is_never_rewritten(manager: SessionManager) -> None:
     from kernel_analyst.agent.testing import ScriptedChatModel
 
     question = "What is 6 times 7? Answer as @product[value]."
@@ -263,7 +269,8 @@ async def test_only_the_latest_output_restates_the_question(manager: SessionMana
     answer = await Analyst(model, manager, protocol="code").ask("protocols-reminder", question)
     assert answer.text == "@product[42]" and len(answer.steps) == 2
     first_output, second_output = model.calls[2].messages[-3], model.calls[2].messages[-1]
-    assert "6\n" in first_output.text and "The question was" not in first_output.text, "taken out again"
+    assert first_output == model.calls[1].messages[-1]  # as it was sent: a server's cached prompt holds
+    assert first_output.text.rstrip().endswith(f"The question was: {question}")
     assert "42" in second_output.text
     assert second_output.text.rstrip().endswith(f"The question was: {question}")
 

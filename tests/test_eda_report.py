@@ -267,10 +267,10 @@ async def test_the_agent_gets_profiles_before_its_first_step(manager: SessionMan
     answer = await analyst.ask(cid, "How many passengers?", files=[SEABORN / "titanic.csv"])
     assert answer.stop_reason == "answered" and not answer.steps  # no step spent on df.info()
     question = model.calls[0].messages[-1].text
-    assert "Tables loaded for you as DataFrames" in question
-    assert "titanic: 891 rows x 15 columns" in question and "- sex: str, no missing, 2 distinct" in question
+    assert "`titanic.csv` is already loaded as the DataFrame `df`" in question
+    assert "df: 891 rows x 15 columns" in question and "- sex: str, no missing, 2 distinct" in question
     session = await manager.session(cid)
-    assert "titanic" in {v.name for v in await session.variables()}
+    assert {v.name for v in await session.variables()} == {"df"}  # the profile's helpers are gone
     guessing = ScriptedChatModel(script=["About 900 passengers.", "Still 900."])
     await manager.close(cid)
     answer = await Analyst(guessing, manager, profile_files=True).ask(

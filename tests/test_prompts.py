@@ -30,7 +30,12 @@ SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 
            "cpu": "3.2 s", "memory": "1,234 MB of a 4,096 MB limit", "run": "run-0a1b2c3d4e",
            "limit": "4.0 GB", "numbers": "41.2%, 577",
            "question": "What is the mean fare? Answer as @mean_fare[value].",
-           "state": "finished", "action": "wait"}
+           "state": "finished", "action": "wait", "var": "df", "rows": "891 rows; ",
+           "problem": "the file is empty", "encoding": "cp1252", "sep": "`;`", "column": "'survived'",
+           "key": "'Survived'", "value": "'630308[495000-801000]'", "comparison": "df['smoker'] == True",
+           "dtype": "str", "values": "'No', 'Yes'", "line": "'nan'", "form": "@mean_fare[value]",
+           "problems": "missing: @mean_fare[...]", "reply": 3, "output": "891", "text": "The mean is 32.2.",
+           "files": "`titanic.csv`"}
 
 
 def render_all() -> str:
@@ -39,7 +44,7 @@ def render_all() -> str:
         parts.append(f"=== system prompt (protocol={protocol}, send_images={images})\n"
                      + prompting.system_prompt(tool_name="python", max_steps=15, budget=4000,
                                                send_images=images, protocol=protocol))
-    for protocol in ("tools", "code"):
+    for protocol in ("tools", "code", "auto"):
         parts.append(f"=== system prompt (protocol={protocol}, undo=True)\n"
                      + prompting.system_prompt(tool_name="python", max_steps=15, budget=4000,
                                                send_images=False, protocol=protocol, undo=True))

@@ -134,7 +134,8 @@ def test_auto_switches_to_code_when_the_model_writes_code_as_text() -> None:
     state = ProtocolState("auto")
     assert state.active is None and state.binds_tools and state.prompt_protocol == "tools"
     reading = read(state, QWEN_FENCE)
-    assert reading.switched_to == "code" and state.active == "code" and not state.binds_tools
+    assert reading.switched_to == "code" and state.active == "code"
+    assert state.binds_tools and state.system_prompt == "auto"  # what the model is offered stays
     assert [a.via for a in reading.actions] == [Via.PYTHON_FENCE] and not reading.is_answer
     assert reading.text.startswith("To find") and reading.kept_text is not None
     again = read(state, "```python\nprint(1)\n```")
@@ -192,7 +193,7 @@ def test_the_flags_offer_the_same_protocols() -> None:
     assert PROTOCOL_NAMES == PROTOCOLS
 
 
-# -- what an undecided auto conversation is told, and the columns in the question's note ------
+# -- what an auto conversation is told ------------------------------------------------------
 
 
 def test_an_undecided_auto_conversation_is_offered_a_python_block() -> None:
@@ -202,7 +203,8 @@ def test_an_undecided_auto_conversation_is_offered_a_python_block() -> None:
     assert state.system_prompt == "auto" and state.prompt_protocol == "tools"
     auto = system_prompt(tool_name="python", max_steps=5, budget=4000, send_images=False, protocol="auto")
     tools = system_prompt(tool_name="python", max_steps=5, budget=4000, send_images=False, protocol="tools")
-    assert "the `python` tool. If you cannot call tools, write the code in one ```python block" in auto
+    assert "the `python` tool. If you cannot call tools, write the code in a ```python block" in auto
+    assert "without calling the tool and without a ```python block" in auto
     assert "If you cannot call tools" not in tools
     state.fall_back_to_code()
     assert (state.system_prompt, state.binds_tools) == ("code", False)
@@ -215,23 +217,3 @@ def test_code_written_as_text_is_kept_as_its_code_only() -> None:
     reading = ProtocolState("auto").read(reply, tool_name="python")
     assert reading.kept_text == "```python\nimport pandas as pd\nprint(1)\n```"
     assert reading.text == "The mean is @mean[100.00]."  # still shown to the user and kept in the notebook
-
-
-@pytest.mark.parametrize(("name", "content", "expected"), [
-    ("a.csv", "x,y,z\n1,2,3\n", "Columns of a.csv (3): x, y, z"),
-    ("b.csv", "\ufeffName;Age;City\nBo;3;Oslo\n", "Columns of b.csv (3): Name, Age, City"),
-    ("c.tsv", "one\ttwo\n1\t2\n", "Columns of c.tsv (2): one, two"),
-    ("q.csv", '"Close Price","Open, first"\n1,2\n', "Columns of q.csv (2): Close Price, Open, first"),
-    ("wide.csv", ",".join(f"c{i}" for i in range(45)) + "\n",
-     "Columns of wide.csv (45): " + ", ".join(f"c{i}" for i in range(40)) + ", ..."),
-    ("notes.txt", "just a sentence\n", None),
-    ("data.parquet", "PAR1", None),
-    ("empty.csv", "", None),
-])
-def test_the_columns_of_an_uploaded_table(tmp_path: Path, name: str, content: str,
-                                          expected: str | None) -> None:
-    from kernel_analyst.agent.briefing import table_columns
-
-    path = tmp_path / name
-    path.write_text(content, encoding="utf-8")
-    assert table_columns(path, name) == expected

@@ -1,15 +1,13 @@
-"""What the model is told about the kernel before a question: files, variables, profiles.
+"""What the model is told about the kernel before a question: files and variables.
 
 Pure text builders (and the one variables read that keeps the analyst's view of the
 namespace current); the loop in :mod:`.analyst` attaches their result to each question.
+Uploaded tables are described by :mod:`.uploads` (the EDA loader's reading of each).
 """
 
 from __future__ import annotations
 
-import csv
-import os
 from collections.abc import Sequence
-from pathlib import Path
 
 from ..kernels.execution import Execution, VariableInfo
 from ..kernels.files import FileInfo
@@ -19,9 +17,6 @@ from .prompting import message
 _MAX_LISTED_FILES = 30
 _MAX_LISTED_COLUMNS = 25
 _MAX_CONTEXT_VARIABLES = 40
-_MAX_NOTE_COLUMNS = 40
-_HEADER_BYTES = 64 * 1024
-_DELIMITED = {".csv": ",", ".tsv": "\t", ".tab": "\t", ".txt": ","}
 _KERNEL_LISTING_CAP = 200  # the kernel lists at most this many variables (kernels/_kernel_startup.py)
 
 
@@ -50,43 +45,6 @@ def track_variables(variables: dict[str, VariableInfo], ex: Execution) -> list[s
     for name in ex.variables.deleted:
         variables.pop(name, None)
     return lost
-
-
-async def profiles(session: KernelSession, files: Sequence[str | os.PathLike[str]], names: list[str]) -> str:
-    """Load each uploaded table and return the compact profiles for the question's note."""
-    from ..eda.profile import profile_file
-
-    pairs = zip(files, names, strict=True)
-    found = [await profile_file(session, Path(path), name=name) for path, name in pairs]
-    texts = [p.text for p in found if p.ok]
-    return "\n" + message("profiles") + "\n" + "\n\n".join(texts) if texts else ""
-
-
-def table_columns(path: str | os.PathLike[str], name: str) -> str | None:
-    """A line naming the columns of an uploaded delimited table (its header row, read on the
-    host from the file's first 64 kB), so the model need not spend a step to find them; None
-    for other files."""
-    file = Path(path)
-    default = _DELIMITED.get(file.suffix.lower())
-    if default is None:
-        return None
-    try:
-        with file.open("rb") as f:
-            head = f.read(_HEADER_BYTES).decode("utf-8", errors="replace").lstrip("\ufeff")
-    except OSError:
-        return None
-    lines = head.splitlines()[:5]
-    if not lines:
-        return None
-    try:
-        delimiter = csv.Sniffer().sniff("\n".join(lines), delimiters=",;\t|").delimiter
-    except csv.Error:
-        delimiter = default
-    names = [c.strip() for c in next(csv.reader([lines[0]], delimiter=delimiter))]
-    if len(names) < 2:
-        return None
-    shown = ", ".join(names[:_MAX_NOTE_COLUMNS]) + (", ..." if len(names) > _MAX_NOTE_COLUMNS else "")
-    return message("table_columns", file=name, count=len(names), columns=shown)
 
 
 def describe_files(files: list[FileInfo], *, new: Sequence[str] = (), memory_mb: int | None = None) -> str:
@@ -142,5 +100,5 @@ def _size(size: int) -> str:
     return f"{size / 1_000_000:.1f} MB"
 
 
-__all__ = ["describe_files", "describe_variables", "profiles", "question_markdown", "refresh_variables",
+__all__ = ["describe_files", "describe_variables", "question_markdown", "refresh_variables",
            "track_variables"]

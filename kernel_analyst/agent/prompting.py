@@ -65,9 +65,9 @@ def system_prompt(*, tool_name: str, max_steps: int, budget: int, send_images: b
         how_to_run, how_to_answer = template("protocol_code.md").strip(), message("answer_code")
     elif protocol == "tools":
         how_to_run, how_to_answer = message("run_tools", tool_name=tool_name), message("answer_tools")
-    elif protocol == "auto":  # undecided: the tool, or a python block for a model that cannot call it
+    elif protocol == "auto":  # the tool, or a python block for a model that cannot call it
         how_to_run = message("run_tools", tool_name=tool_name) + " " + message("run_auto")
-        how_to_answer = message("answer_tools")
+        how_to_answer = message("answer_auto")
     else:
         raise ValueError(f"no system prompt for the protocol {protocol!r}; expected tools, code or auto")
     # A small model under ``code`` copies a comment line shown in its prompt as a step of its
@@ -77,7 +77,7 @@ def system_prompt(*, tool_name: str, max_steps: int, budget: int, send_images: b
     undo_rule = ""
     if undo:
         # One line, not wrapped: the directive's text must reach the model whole.
-        undo_rule = "- " + message("undo_rule_code" if protocol == "code" else "undo_rule_tools") + "\n"
+        undo_rule = "- " + message(f"undo_rule_{protocol}") + "\n"
     return render("system.md", max_steps=max_steps, budget=f"{budget:,}", figures_note=figures,
                   how_to_run=how_to_run, how_to_answer=how_to_answer, no_replay_rule=no_replay,
                   undo_rule=undo_rule).strip()

@@ -18,9 +18,17 @@ Protocols (:data:`PROTOCOLS`):
   evaluated.
 - ``auto`` (the default): native tool calls when the model makes them. A reply with no
   tool call that carries code in one of the text forms above is a step too, and the
-  conversation switches to ``code`` (the prompt from then on says so). Once a
-  conversation has made a native tool call it is a ``tools`` conversation for good, so a
-  fence inside its prose answer (an example snippet) is never run.
+  conversation switches to ``code``. The system prompt and the tools offered stay as they
+  were (the ``auto`` prompt describes both forms): a model server caches the prompt it has
+  seen, and a changed first message would cost the whole prompt again at every
+  conversation's first step. Once a conversation has made a native tool call it is a
+  ``tools`` conversation for good, so a fence inside its prose answer (an example snippet)
+  is never run.
+
+Code is never an answer: a reply that is only code with no fence and no prose runs as a
+step (``code``, ``auto``), or is sent back asking for the tool (``tools``); a reply that
+ends inside a code block that does not parse (cut at the length limit) runs nothing and is
+not an answer either.
 
 Every action records how its code arrived (:class:`Via`): the notebook cell's metadata
 and the step's events carry it.
@@ -57,6 +65,8 @@ class Via(str, enum.Enum):
     """A JSON call inside ``<tool_call>`` tags (Qwen/Hermes style)."""
     EXECUTE_TAG = "execute_python_tag"
     """Code inside ``<execute_python>`` tags."""
+    BARE_CODE = "bare_code"
+    """A reply that is only Python code, with no fence and no prose."""
 
 
 @dataclass(frozen=True)
@@ -106,11 +116,19 @@ class Reading:
     unreadable: bool = False
     """The text tried to call the tool (a JSON call in a fence or tags) but could not be
     read: the model is told so instead of the reply becoming the answer."""
+    cut: bool = False
+    """The reply ended inside a ```python block that was never closed and does not parse
+    (cut at the length limit): nothing runs, and it is not an answer either."""
+    code_only: bool = False
+    """Under ``tools``: the reply is only code written as text (never run there), so it
+    is not an answer either; the model is told to call the tool with it."""
 
     @property
     def is_answer(self) -> bool:
-        """True when the reply runs nothing (native calls of unknown tools still count)."""
-        return not self.actions and not self.invalid and not self.calls and not self.unreadable
+        """True when the reply runs nothing and is prose (native calls of unknown tools
+        still count); code is never an answer."""
+        return (not self.actions and not self.invalid and not self.calls and not self.unreadable
+                and not self.cut and not self.code_only)
 
 
 @dataclass
@@ -122,6 +140,8 @@ class ProtocolState:
     active: ActiveProtocol | None = None
     """What the conversation follows: fixed for ``tools`` and ``code``; for ``auto``
     None until the model's first action shows it."""
+    text_only: bool = False
+    """The model cannot be offered tools at all (it writes code as text from the start)."""
 
     def __post_init__(self) -> None:
         if self.requested not in PROTOCOLS:
@@ -131,8 +151,9 @@ class ProtocolState:
 
     @property
     def binds_tools(self) -> bool:
-        """Whether the model is offered the native tool (not once code-as-text is known)."""
-        return self.active != "code"
+        """Whether the model is offered the native tools: under ``tools`` and ``auto``, for
+        the whole conversation (so the prompt a server cached stays the same)."""
+        return self.requested != "code" and not self.text_only
 
     @property
     def prompt_protocol(self) -> ActiveProtocol:
@@ -150,16 +171,18 @@ class ProtocolState:
 
     @property
     def system_prompt(self) -> ProtocolName:
-        """Which system prompt the model is shown now: the protocol followed, or ``auto``
-        while an ``auto`` conversation is undecided (the tool, or a python block)."""
-        return self.active or self.requested
+        """Which system prompt the model is shown, for the whole conversation: ``code`` for a
+        model that cannot be offered tools, else the protocol requested (the ``auto``
+        prompt describes the tool and the python block alike)."""
+        return "code" if self.text_only else self.requested
 
     def fall_back_to_code(self) -> None:
-        """The model cannot bind tools, or answered instead of calling the tool it was offered:
-        an ``auto`` conversation writes code as text from now on."""
+        """The model cannot bind tools: an ``auto`` conversation writes code as text, and is
+        told so by its system prompt, from the start."""
         if self.requested == "tools":
             raise ValueError("the tools protocol needs a model that supports tool calling")
         self.active = "code"
+        self.text_only = True
 
     def read(self, text: str, tool_calls: Sequence[Mapping[str, Any]] = (),
              invalid_calls: Sequence[Mapping[str, Any]] = (), *, tool_name: str) -> Reading:
@@ -167,11 +190,11 @@ class ProtocolState:
         if tool_calls or invalid_calls:
             return self._read_native(text, tool_calls, invalid_calls, tool_name)
         if self.active == "tools":
-            return Reading(text=text)
-        found = find_code(text, tool_name=tool_name)
+            return Reading(text=text, code_only=is_code_only(text))
+        found = find_code(text, tool_name=tool_name) or bare_code(text)
         unreadable = found is None and looks_like_a_call(text, tool_name=tool_name)
         if found is None and not unreadable:
-            return Reading(text=text)
+            return Reading(text=text, cut=cut_fence(text))
         switched: ActiveProtocol | None = None
         if self.active is None:
             self.active = switched = "code"
@@ -292,6 +315,47 @@ def _fences(text: str) -> list[re.Match[str]]:
     return found
 
 
+def bare_code(text: str) -> FoundCode | None:
+    """A reply that is only Python code, with no fence and no prose: it runs as a step
+    (a model that forgot the fence meant it to run). A bare value (``42``, ``nan``) or a
+    name is prose, not code."""
+    code = text.strip()
+    if not code or "```" in code or not _parses(code):
+        return None
+    if not any(_does_something(node) for node in ast.parse(code).body):
+        return None
+    return FoundCode(Action(code, Via.BARE_CODE), "", text.rstrip())
+
+
+def _does_something(node: ast.stmt) -> bool:
+    """A statement that computes: not a bare value, a name, or ``x = 3.2`` (a model
+    stating its result as an assignment)."""
+    if isinstance(node, ast.Expr):
+        return isinstance(node.value, ast.Call)
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        return node.value is not None and not isinstance(node.value, (ast.Constant, ast.UnaryOp))
+    return True
+
+
+def cut_fence(text: str) -> bool:
+    """True when the reply ends inside a ```python block that was never closed and whose
+    code does not parse (the model ran out of tokens mid-block)."""
+    found = list(_FENCE.finditer(text))
+    tail = _OPEN_FENCE.search(text, found[-1].end() if found else 0)
+    return (tail is not None and tail.group(2).lower() in _PYTHON_LANGUAGES | {""}
+            and not _parses(tail.group(3)))
+
+
+def is_code_only(text: str) -> bool:
+    """True when a reply is nothing but code: one or more fences and no prose around
+    them, an open fence, or bare code."""
+    if bare_code(text) is not None or cut_fence(text):
+        return True
+    blocks = list(_FENCE.finditer(text))
+    prose = _FENCE.sub("", text).strip()
+    return bool(blocks) and not prose and any(m.group(2).lower() in _PYTHON_LANGUAGES for m in blocks)
+
+
 def _strip_fence(text: str) -> str:
     """Code inside tags, without a fence the model may have put around it."""
     match = _FENCE.search(text)
@@ -351,4 +415,5 @@ def _call_code(data: Any, tool_name: str) -> str | None:
 
 
 __all__ = ["PROTOCOLS", "Action", "ActiveProtocol", "FoundCode", "InvalidCall", "ProtocolName",
-           "ProtocolState", "Reading", "Via", "find_code", "looks_like_a_call"]
+           "ProtocolState", "Reading", "Via", "bare_code", "cut_fence", "find_code", "is_code_only",
+           "looks_like_a_call"]

@@ -89,7 +89,8 @@ class Answer:
     notebook_path: Path
     """The conversation's audit notebook (every step, the question and the answer)."""
     stop_reason: StopReason
-    """``answered``; ``max_steps`` (the step limit was reached first); ``error`` (the model
+    """``answered``; ``max_steps`` (the step limit was reached first, or the model's
+    replies ran nothing several times in a row: see :attr:`partial`); ``error`` (the model
     call or the kernel failed; see :attr:`error`)."""
     conversation_id: str = ""
     """The conversation this answer belongs to."""
@@ -113,6 +114,10 @@ class Answer:
     """Every number of the answer, grounded in the cell that produced it, derived from two
     such numbers, or unsupported (:mod:`kernel_analyst.claims`); ``claims.summary()`` is
     the one line to show beside the answer. None when there was no answer."""
+    partial: bool = False
+    """True when the steps ran out (``stop_reason == "max_steps"``) and :attr:`text` is the
+    best partial answer the cells support: what the model said when asked to answer without
+    more code, or the last result a cell printed; its text says it is partial."""
 
     @property
     def ok(self) -> bool:
@@ -135,6 +140,7 @@ class Answer:
             "protocol": self.protocol,
             "notes": list(self.notes),
             "claims": self.claims.to_dict() if self.claims else None,
+            "partial": self.partial,
         }
 
     @classmethod
@@ -155,4 +161,5 @@ class Answer:
             protocol=str(data.get("protocol", "tools")),
             notes=list(data.get("notes", [])),
             claims=Grounding.from_dict(data["claims"]) if data.get("claims") else None,
+            partial=bool(data.get("partial", False)),
         )

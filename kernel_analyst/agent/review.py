@@ -2,7 +2,7 @@
 
 An answer is sent back in ONE short message that lists every reason found, and each
 reason at most once per question, so a model that insists still gets its answer through
-(and ``max_steps`` bounds the loop either way). Today's reason:
+(and ``max_steps`` bounds the loop either way). The reasons:
 
 - ``no_work``: the conversation has data files and no code has run in it yet, so the
   answer cannot come from the data (the failure a small local model showed: code written
@@ -14,6 +14,14 @@ reason at most once per question, so a model that insists still gets its answer 
   grounded in its cells (:mod:`kernel_analyst.claims`: outputs, results, recorded
   variables, code), derived from two of them, or unsupported; unsupported ones are named,
   and the model gets one more turn to compute them in a cell or leave them out.
+
+- ``empty``: the answer is only ``nan``, ``None`` or an empty value (alone or in every
+  ``@name[value]``): no finding, usually a filter that matched no row
+  (:func:`kernel_analyst.agent.checks.empty_answer`).
+
+- ``form``: the question says how the answer must be written (``@name[value]``
+  templates, decimals: :class:`kernel_analyst.agent.form.AnswerForm`) and the answer does
+  not follow it; the feedback names the form.
 
 The grounding of the last answer reviewed is kept (:attr:`AnswerReview.grounding`): it
 goes with the answer that is finally returned, sent back or not.
@@ -27,6 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..claims import Grounding, SourceIndex, ground
+from .checks import empty_answer
+from .form import AnswerForm
 from .prompting import message
 
 _MAX_NAMED = 8
@@ -41,6 +51,8 @@ class ReviewSettings:
     """Send back an answer given before any code ran in a conversation with data files."""
     check_numbers: bool = True
     """Send back an answer with numbers no cell produced, naming them (once code ran)."""
+    check_form: bool = True
+    """Send back an empty (``nan``) answer, and one not in the form the question asks for."""
 
 
 @dataclass
@@ -73,11 +85,25 @@ class AnswerReview:
             named = ", ".join(c.text for c in unsupported[:_MAX_NAMED]) + more
             key = "feedback_unsupported_code" if protocol == "code" else "feedback_unsupported_tools"
             reasons.append(("unsupported", message(key, numbers=named, tool_name=tool_name)))
+        if self.settings.check_form:
+            reasons += _form_reasons(answer, question)
         fresh = [(key, text) for key, text in reasons if key not in self.sent]
         if not fresh:
             return None
         self.sent.update(key for key, _ in fresh)
         return message("feedback", reasons="".join(f"\n{text}" for _, text in fresh))
+
+
+def _form_reasons(answer: str, question: str) -> list[tuple[str, str]]:
+    reasons = []
+    empty = empty_answer(answer)
+    if empty is not None:
+        reasons.append(("empty", message("feedback_empty", value=empty)))
+    form = AnswerForm.of(question)
+    problems = form.problems(answer)
+    if problems:
+        reasons.append(("form", message("feedback_form", form=form.template, problems="; ".join(problems))))
+    return reasons
 
 
 _NUMBER_RE = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")

@@ -9,6 +9,7 @@ re-runnable cell and returns the same text. Both run one implementation
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import inspect
 import keyword
@@ -20,7 +21,7 @@ from typing import Any
 from ..kernels import Execution, KernelSession
 from . import _profile_impl
 from ._outofcore import LARGE_SHARE, text_bytes
-from .loader import detect
+from .loader import Plan, detect
 
 __all__ = ["DEFAULT_PROFILE_BUDGET", "ProfiledFile", "profile", "profile_file", "variable_name"]
 
@@ -68,37 +69,49 @@ class ProfiledFile:
 
 
 async def profile_file(session: KernelSession, source: str | Path, *, name: str | None = None,
-                       variable: str | None = None, budget: int = DEFAULT_PROFILE_BUDGET) -> ProfiledFile:
+                       variable: str | None = None, budget: int = DEFAULT_PROFILE_BUDGET,
+                       plan: Plan | None = None, annotations: dict[str, Any] | None = None) -> ProfiledFile:
     """Load an uploaded file as a DataFrame in ``session`` and profile it.
 
-    ``source`` is the file on the host (read to decide how to load it); ``name`` its name
-    in the session (default: the same name). The cell that does it lands in the audit
-    trail: the loading code the playbook would write, then the profile function and its
-    call. An unreadable file is reported in ``text``; nothing runs for it.
+    ``source`` is the file on the host (read to decide how to load it, unless ``plan``
+    says already); ``name`` its name in the session (default: the same name). The cell that
+    does it lands in the audit trail (with ``annotations`` beside its ``role: profile``):
+    the loading code the playbook would write, then the profile function and its call. An
+    unreadable file is reported in ``text``; nothing runs for it.
     """
     from .exceptions import UnreadableFileError
 
     file = name or Path(source).name
     var = variable or variable_name(file)
-    try:
-        plan = await asyncio.to_thread(detect, source, name=file)
-    except UnreadableFileError as exc:
-        return ProfiledFile(file, var, f"{file}: not loaded ({exc})", None)
+    if plan is None:
+        try:
+            plan = await asyncio.to_thread(detect, source, name=file)
+        except UnreadableFileError as exc:
+            return ProfiledFile(file, var, f"{file}: not loaded ({exc})", None)
     memory_mb = session.limits.memory_mb
     size = text_bytes(Path(source), plan)
     if memory_mb and size > LARGE_SHARE * memory_mb * 2**20:
         return ProfiledFile(file, var, f"{file}: not loaded into pandas: {size / 2**20:,.0f} MiB of table is "
                                        f"too much for the kernel's {memory_mb:,} MiB; query it with DuckDB "
                                        f"(duckdb.sql(\"SELECT ... FROM '{file}'\"))", None)
-    code = "\n".join(["from typing import Any", "", "import numpy as np", "import pandas as pd", "",
+    code = "\n".join(["from typing import Any as _Any", "", "import numpy as np", "import pandas as pd", "",
                       plan.code(var=var), "",
-                      _function_source(), "", f"print(profile_frame({var}, {var!r}, {int(budget)}))"])
-    ex = await session.execute(code, annotations={"role": "profile"})
+                      _function_source(), "", f"print(profile_frame({var}, {var!r}, {int(budget)}))",
+                      f"del {', '.join(_helper_names())}  # the profile's helpers leave the namespace as it was"])
+    ex = await session.execute(code, annotations={**(annotations or {}), "role": "profile"})
     text = ex.text.strip() if ex.ok else f"{file}: loading failed ({ex.error or ex.status})"
     return ProfiledFile(file, var, text, ex)
+
+
+def _helper_names() -> list[str]:
+    """The functions the profile's code defines, deleted after it ran (its ``Any`` is
+    ``_Any``, a name the variable listing hides)."""
+    tree = ast.parse(inspect.getsource(_profile_impl))
+    return [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
 
 
 def _function_source() -> str:
     source = inspect.getsource(_profile_impl)
     body = source.split("import pandas as pd\n", 1)[1]  # the module's imports are in the cell already
+    body = re.sub(r"\bAny\b", "_Any", body)
     return f"# The compact profile (kernel_analyst.eda.profile), here so the cell re-runs alone.{body}"

@@ -166,6 +166,10 @@ class ModelSettings:
     """Send figures to the model as images: see :data:`IMAGES_MODES`."""
     protocol: str = "auto"
     """How the model runs code: see :data:`PROTOCOL_NAMES`."""
+    preload: bool = True
+    """Load each uploaded table into a DataFrame before the model's first step (the EDA
+    loader's code, a recorded cell) and show the model its profile; False: show the loader's
+    code for the model to run (``--preload off``)."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """More keywords for the model class (``temperature=0``, ``timeout=30`` ...)."""
 

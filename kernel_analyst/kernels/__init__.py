@@ -18,7 +18,7 @@ from .exceptions import (
     UnsafeFileNameError,
     VariableFetchError,
 )
-from .execution import Execution, ExecutionError, VariableChanges, VariableInfo
+from .execution import ColumnValues, Execution, ExecutionError, VariableChanges, VariableInfo
 from .files import FileInfo
 from .limits import Limits
 from .manager import ConversationInfo, SessionManager
@@ -27,6 +27,7 @@ from .runs import Run, RunStatus
 from .session import KernelSession
 
 __all__ = [
+    "ColumnValues",
     "ConversationInfo",
     "DiskQuotaError",
     "EndCause",

@@ -331,6 +331,19 @@ def _kernel_analyst_setup(max_output_chars, max_rich_chars):
             items = list(self._user_items())[: self.max_variables]
             return _Json([self.info(n, v) for n, v in items])
 
+        def column_values(self, name, column, probes, limit):
+            """A column's most common values, and whether any of ``probes`` equals one of
+            them the way ``series == probe`` compares (for the agent's checks)."""
+            try:
+                series = shell.user_ns[name][column]
+                counts = series.value_counts(dropna=True)
+                matched = any(bool((series == probe).any()) for probe in probes)
+                values = [v.item() if hasattr(v, "item") else v for v in list(counts.index[:limit])]
+                return _Json({"values": values, "distinct": int(len(counts)), "dtype": str(series.dtype),
+                              "matched": matched})
+            except Exception as exc:
+                return _Json({"error": repr(exc)})
+
         def fetch(self, name, fmt, max_bytes):
             if name not in shell.user_ns:
                 return _Json({"error": f"no variable named {name!r}"})

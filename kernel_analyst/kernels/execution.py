@@ -99,6 +99,20 @@ class VariableInfo:
 
 
 @dataclass(frozen=True)
+class ColumnValues:
+    """What a kernel holds in one column of a DataFrame (:meth:`KernelSession.column_values`)."""
+
+    values: tuple[Any, ...]
+    """Its most common values, most common first (capped)."""
+    distinct: int
+    """How many distinct values it holds (missing values not counted)."""
+    dtype: str
+    """Its dtype."""
+    matched: bool
+    """True when a value asked about equals at least one of its values (as ``==`` compares)."""
+
+
+@dataclass(frozen=True)
 class VariableChanges:
     """What one execution did to the namespace."""
 

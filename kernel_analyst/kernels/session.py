@@ -15,7 +15,7 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -42,7 +42,7 @@ from .exceptions import (
     SessionClosedError,
     VariableFetchError,
 )
-from .execution import Execution, ExecutionError, OutputCollector, VariableChanges, VariableInfo
+from .execution import ColumnValues, Execution, ExecutionError, OutputCollector, VariableChanges, VariableInfo
 from .files import FileInfo
 from .limits import Limits
 from .recovery import Recoverer, RecoveryPolicy, RecoveryReport, cells_to_restore
@@ -713,6 +713,27 @@ class KernelSession:
         if "error" in data:
             raise VariableFetchError(str(data["error"]))
         return data["value"]
+
+    async def column_values(self, frame: str, column: str, values: Sequence[Any] = (), *,
+                            limit: int = 20) -> ColumnValues | None:
+        """What the DataFrame ``frame`` holds in ``column`` (its most common values, at most
+        ``limit``), and whether one of ``values`` equals one of them as ``==`` compares,
+        without adding a cell. None when there is no such column, the kernel did not answer
+        or a background run holds the kernel (this never waits behind one)."""
+        self._check_open()
+        literals = [v for v in values if isinstance(v, (str, int, float, bool)) and v == v and
+                    v not in (float("inf"), float("-inf"))]
+        if not frame.isidentifier() or self.runs.active is not None:
+            return None
+        expr = f"_kernel_analyst.column_values({frame!r}, {column!r}, {literals!r}, {int(limit)})"
+        async with self._turn():
+            await self._ready(None)
+            result = await self._silent({"v": expr}, timeout=10.0)
+        data = expression_json(result.get("v")) if result else None
+        if not isinstance(data, dict) or "error" in data:
+            return None
+        return ColumnValues(tuple(data.get("values", [])), int(data.get("distinct", 0)),
+                            str(data.get("dtype", "")), bool(data.get("matched")))
 
     # -- checkpoints (kernels/checkpoints.py) ------------------------------------------
 

@@ -100,7 +100,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_timeout_s=args.max_timeout, idle_timeout_s=args.idle_timeout or None,
         max_background_timeout_s=args.max_background_timeout,
         pool_size=args.pool_size, model=model.spec, base_url=model.base_url, max_steps=model.max_steps,
-        images=model.images, protocol=model.protocol, gateway_url=kernel.gateway_url,
+        images=model.images, protocol=model.protocol, preload=model.preload, gateway_url=kernel.gateway_url,
         gateway_env=dict(kernel.gateway_env),
         gateway_users=dict(kernel.gateway_users), database_url=_database(args.database, kernel),
         recovery=args.recovery)

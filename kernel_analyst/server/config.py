@@ -149,6 +149,8 @@ class ServerConfig:
     protocol: str = "auto"
     """How the model runs code: ``auto``, ``tools`` or ``code`` (``--protocol``; see
     :mod:`kernel_analyst.agent.protocols`)."""
+    preload: bool = True
+    """Load each uploaded table into a DataFrame before the model's first step (``--preload``)."""
     gateway_url: str | None = None
     """Run kernels on this Jupyter Kernel/Enterprise Gateway (token from
     ``KERNEL_ANALYST_GATEWAY_TOKEN``); None: local kernels, unless
@@ -183,7 +185,7 @@ class ServerConfig:
     def model_settings(self) -> ModelSettings:
         """The model fields as the front ends' :class:`ModelSettings`."""
         return ModelSettings(spec=self.model, base_url=self.base_url, max_steps=self.max_steps,
-                             images=self.images, protocol=self.protocol)
+                             images=self.images, protocol=self.protocol, preload=self.preload)
 
     def with_(self, **changes: Any) -> ServerConfig:
         """A copy with some fields changed."""

@@ -1,0 +1,214 @@
+"""Results that cannot be right: cheap checks on what a step produced, said in one line each.
+
+A small model filters ``df[df['smoker'] == True]`` on a column of ``'Yes'``/``'No'``,
+prints ``nan`` and answers ``nan``. These checks look at a step's code and outcome and
+say what is wrong before the model builds on it:
+
+- **a comparison against a value the column never holds**: ``==``, ``!=``, ``isin`` and
+  ``query("col == 'x'")`` on a column of a DataFrame the conversation has, against a
+  literal. A type that cannot match (``True`` or ``'1'`` against an ``int64`` column,
+  ``3`` against text) is judged from the dtypes the variable listing already has; text
+  against text asks the kernel for the column's values once, in a request that adds no
+  cell (:meth:`~kernel_analyst.kernels.KernelSession.column_values`), and the note lists
+  them;
+- **an empty selection**: a DataFrame or Series the step created or changed with 0 rows;
+- **a NaN or empty result printed as the finding**: the step's last output line is
+  ``nan``, ``None``, ``[]``, an empty DataFrame or Series, or ``name: nan``.
+
+:func:`empty_answer` is the same judgement on an answer's text, for the review.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..kernels import ColumnValues, Execution, VariableInfo
+from .prompting import message
+
+ValueLookup = Callable[[str, str, tuple[Any, ...]], Awaitable[ColumnValues | None]]
+"""Asks the kernel for a column's values: (frame, column, the literals compared with)."""
+
+_MAX_COMPARISONS = 4
+_MAX_SHOWN_VALUES = 12
+_EMPTY_VALUE = r"(?:nan|NaN|None|NaT|<NA>|\[\]|\{\}|set\(\)|''|\"\"|Series\(\[\],.*\)|Index\(\[\],.*\))"
+_EMPTY_LINE_RE = re.compile(rf"^\s*(?:[^:=]{{0,80}}[:=]\s*)?{_EMPTY_VALUE}\s*$")
+_EMPTY_FRAME_RE = re.compile(r"^Empty DataFrame$|^Series\(\[\], |^Index\(\[\], ", re.MULTILINE)
+_NUMERIC = ("int", "float", "uint", "complex")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A column of a DataFrame compared with literal values in a step's code."""
+
+    frame: str
+    """The DataFrame's name."""
+    column: str
+    """The column."""
+    values: tuple[Any, ...]
+    """The literal values it is compared with."""
+    text: str
+    """The comparison as written (for the note)."""
+
+
+def comparisons(code: str, frames: Mapping[str, VariableInfo]) -> list[Comparison]:
+    """The comparisons of known DataFrame columns with literals in ``code`` (at most four)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return []
+    found: list[Comparison] = []
+    for node in ast.walk(tree):
+        found.extend(_compared(node, code, frames))
+    unique = {(c.frame, c.column, c.values): c for c in found}
+    return list(unique.values())[:_MAX_COMPARISONS]
+
+
+def _compared(node: ast.AST, code: str, frames: Mapping[str, VariableInfo]) -> list[Comparison]:
+    if _equality(node):
+        assert isinstance(node, ast.Compare)
+        left, right = node.left, node.comparators[0]
+        for column_side, literal in ((left, right), (right, left)):
+            target = _column(column_side, frames)
+            if target is not None and isinstance(literal, ast.Constant):
+                return [Comparison(*target, (literal.value,), _segment(code, node))]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        listed = node.args and isinstance(node.args[0], (ast.List, ast.Tuple, ast.Set))
+        if node.func.attr == "isin" and listed:
+            target = _column(node.func.value, frames)
+            values = tuple(e.value for e in node.args[0].elts  # type: ignore[attr-defined]
+                           if isinstance(e, ast.Constant))
+            if target is not None and values:
+                return [Comparison(*target, values, _segment(code, node))]
+        if node.func.attr == "query" and node.args and isinstance(node.args[0], ast.Constant):
+            name = node.func.value.id if isinstance(node.func.value, ast.Name) else ""
+            if name in frames and isinstance(node.args[0].value, str):
+                return _in_query(name, node.args[0].value, frames)
+    return []
+
+
+def _equality(node: ast.AST) -> bool:
+    """``a == b`` or ``a != b`` (one comparison)."""
+    return (isinstance(node, ast.Compare) and len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.Eq, ast.NotEq)))
+
+
+def _column(node: ast.AST, frames: Mapping[str, VariableInfo]) -> tuple[str, str] | None:
+    """``(frame, column)`` for ``df['col']``, ``df.col`` or ``df.loc[:, 'col']`` of a known frame."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+        key = node.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return _known(node.value.id, key.value, frames)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return _known(node.value.id, node.attr, frames)
+    return None
+
+
+def _known(frame: str, column: str, frames: Mapping[str, VariableInfo]) -> tuple[str, str] | None:
+    info = frames.get(frame)
+    return (frame, column) if info is not None and column in (info.columns or []) else None
+
+
+def _in_query(frame: str, expression: str, frames: Mapping[str, VariableInfo]) -> list[Comparison]:
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except (SyntaxError, ValueError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not _equality(node):
+            continue
+        assert isinstance(node, ast.Compare)
+        sides = (node.left, node.comparators[0])
+        for name, literal in (sides, sides[::-1]):
+            if (isinstance(name, ast.Name) and isinstance(literal, ast.Constant)
+                    and _known(frame, name.id, frames) is not None):
+                found.append(Comparison(frame, name.id, (literal.value,), expression))
+    return found
+
+
+def _segment(code: str, node: ast.AST) -> str:
+    text = ast.get_source_segment(code, node) or ""
+    return " ".join(text.split())[:120]
+
+
+# -- judging ------------------------------------------------------------------------------------------
+
+
+def never_matches_by_type(comparison: Comparison, dtype: str) -> bool | None:
+    """True when no value of a column of ``dtype`` can equal the literals; None when the
+    dtype cannot tell (text against text, an ``object`` column)."""
+    numeric = dtype.startswith(_NUMERIC)
+    texty = dtype in ("str", "string") or dtype.startswith("string")
+    literals = comparison.values
+    if all(isinstance(v, bool) for v in literals):
+        return True if numeric is False and texty else None
+    if all(isinstance(v, str) for v in literals):
+        return True if numeric else None
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in literals):
+        return True if texty else None
+    return None
+
+
+async def comparison_notes(code: str, variables: Mapping[str, VariableInfo],
+                           lookup: ValueLookup | None) -> list[str]:
+    """One line for each comparison in ``code`` against a value its column never holds."""
+    frames = {name: info for name, info in variables.items() if info.columns}
+    notes = []
+    for comparison in comparisons(code, frames):
+        dtype = (frames[comparison.frame].dtypes or {}).get(comparison.column, "")
+        by_type = never_matches_by_type(comparison, dtype)
+        facts = await lookup(comparison.frame, comparison.column, comparison.values) if lookup else None
+        column = repr(comparison.column)
+        if facts is not None and not facts.matched and facts.values:
+            notes.append(message("check_values", comparison=comparison.text, column=column,
+                                 values=_values(facts), dtype=facts.dtype))
+        elif by_type and facts is None:
+            notes.append(message("check_type", comparison=comparison.text, column=column, dtype=dtype))
+    return notes
+
+
+def _values(facts: ColumnValues) -> str:
+    shown = ", ".join(repr(v) for v in facts.values[:_MAX_SHOWN_VALUES])
+    more = facts.distinct - min(len(facts.values), _MAX_SHOWN_VALUES)
+    return shown + (f" and {more:,} more" if more > 0 else "")
+
+
+def result_notes(ex: Execution) -> list[str]:
+    """Lines on an empty selection or a NaN/empty result (nothing for a failed step)."""
+    if ex.status != "ok":
+        return []
+    notes = []
+    for info in [*ex.variables.created, *ex.variables.changed]:
+        if info.shape and info.shape[0] == 0 and info.type.endswith(("DataFrame", "Series")):
+            notes.append(message("check_empty_selection", name=info.name, type=info.type.rsplit(".", 1)[-1]))
+    last = last_output_line(ex)
+    if last is not None and (_EMPTY_LINE_RE.match(last) or _EMPTY_FRAME_RE.search(ex.text)):
+        notes.append(message("check_empty_result", line=repr(last[:80])))
+    return notes
+
+
+def last_output_line(ex: Execution) -> str | None:
+    """The last non-empty line of the step's text output (None without any)."""
+    lines = [line for line in ex.text.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else None
+
+
+def empty_answer(text: str) -> str | None:
+    """The empty value an answer amounts to (``nan``, ``None``, ``[]`` ..., alone or in
+    every ``@name[value]``), or None when it says something."""
+    stripped = text.strip().strip("*_`").strip()
+    values = re.findall(r"@\w+\[(.*?)\]", stripped)
+    if values:
+        empty = [v for v in values if re.fullmatch(_EMPTY_VALUE, v.strip()) or not v.strip()]
+        return empty[0] or "an empty value" if empty and len(empty) == len(values) else None
+    if not stripped:
+        return None
+    return stripped if re.fullmatch(_EMPTY_VALUE + r"\.?", stripped) else None
+
+
+__all__ = ["Comparison", "ValueLookup", "comparison_notes", "comparisons", "empty_answer", "last_output_line",
+           "never_matches_by_type", "result_notes"]

@@ -1,0 +1,210 @@
+"""Errors that teach: one line (or a code block) after a failed step that says what went
+wrong in terms of the user's data, and what to run instead.
+
+Small models repeat a failing cell with the wrong fix: ``encoding='latin1'`` added to a
+file that also needs ``sep=';'``, the same ``astype(int)`` on text like
+``630308[495000-801000]``. The uploads' loader (:mod:`.uploads`) knows how each table
+reads, so an error about reading one is answered with its call:
+
+- a decode error names the file's real encoding;
+- a ``ParserError`` gives the call whose options were checked on the file;
+- a ``KeyError`` on a DataFrame whose one column name holds the file's delimiter says it
+  was read with the wrong separator; a ``KeyError`` close to an existing column names it
+  (a stray byte-order mark, case, spaces); otherwise the frames' columns are listed;
+- a conversion error shows a value that is not a plain number.
+
+The same error twice in a row gets a different, more concrete hint: the file's first lines
+and the loader's call, or the code that takes the number out of the text, instead of the
+same sentence again. :class:`ErrorTeacher` remembers the last error of a conversation.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..kernels import Execution, VariableInfo
+from .prompting import message
+from .uploads import UploadedTable
+
+_MAX_FRAMES = 3
+_MAX_COLUMNS = 40
+_LITERAL_RE = re.compile(r"""['"]([^'"\n]{1,200})['"]""")
+_VALUE_RE = re.compile(r""":\s*'([^']{1,80})'""")
+_CONVERSION = ("invalid literal for int()", "could not convert string to float", "Unable to parse string",
+               "invalid literal for float()")
+_DELIMITERS = {";": "`;`", "\t": "TAB", "|": "`|`", ",": "`,`"}
+
+
+@dataclass
+class ErrorTeacher:
+    """The hints of one conversation (it remembers the last step's error)."""
+
+    last: tuple[str, str] | None = None
+    """``(ename, evalue)`` of the previous step, when it failed."""
+    tables: dict[str, UploadedTable] = field(default_factory=dict)
+    """Every table uploaded in the conversation, by name."""
+
+    def hint(self, ex: Execution, code: str, variables: Mapping[str, VariableInfo]) -> str:
+        """The hint for a step's outcome ("" when it did not fail or nothing useful is known)."""
+        if ex.error is None:
+            self.last = None
+            return ""
+        key = (ex.error.ename, ex.error.evalue)
+        repeated = key == self.last
+        self.last = key
+        table = self._table_in(code)
+        for teach in (self._decode, self._parser, self._separator, self._close_column, self._conversion,
+                      self._missing_file):
+            text = teach(ex, table, variables, repeated)
+            if text:
+                return text
+        if ex.error.ename == "KeyError":
+            return _columns_hint(variables)
+        return message("hint_repeat") if repeated else ""
+
+    # -- which table --------------------------------------------------------------------------
+
+    def _table_in(self, code: str) -> UploadedTable | None:
+        """The table the code names, or the only readable one."""
+        readable = [t for t in self.tables.values() if t.plan is not None]
+        named = [t for t in readable if t.file in _literals(code)]
+        if named:
+            return named[0]
+        return readable[0] if len(readable) == 1 else None
+
+    def _read_it(self, table: UploadedTable, repeated: bool) -> str:
+        """The loader's call (and, for a repeat, the file's first lines first)."""
+        parts = []
+        if repeated:
+            lines = table.first_lines()
+            if lines:
+                parts += [message("hint_first_lines", file=table.file), _block(lines, "text")]
+            parts.append(message("hint_repeat_file"))
+        parts.append(_block(table.call(), "python"))
+        if table.variable is not None:
+            parts.append(message("hint_loaded", file=table.file, var=table.variable))
+        return "\n".join(parts)
+
+    # -- the errors -------------------------------------------------------------------------
+
+    def _decode(self, ex: Execution, table: UploadedTable | None, _: Mapping[str, VariableInfo],
+                repeated: bool) -> str:
+        assert ex.error is not None
+        decode = ex.error.ename in ("UnicodeDecodeError", "UnicodeError")
+        if not decode or table is None or table.plan is None:
+            return ""
+        encoding = getattr(table.plan, "encoding", None) or table.plan.describe()
+        text = message("hint_decode", file=table.file, encoding=encoding)
+        return text + "\n" + self._read_it(table, repeated)
+
+    def _parser(self, ex: Execution, table: UploadedTable | None, _: Mapping[str, VariableInfo],
+                repeated: bool) -> str:
+        assert ex.error is not None
+        if table is None or table.plan is None:
+            return ""
+        if ex.error.ename != "ParserError" and "Error tokenizing data" not in ex.error.evalue:
+            return ""
+        text = message("hint_parser", file=table.file, how=table.plan.describe())
+        return text + "\n" + self._read_it(table, repeated)
+
+    def _separator(self, ex: Execution, table: UploadedTable | None, variables: Mapping[str, VariableInfo],
+                   repeated: bool) -> str:
+        assert ex.error is not None
+        if ex.error.ename != "KeyError":
+            return ""
+        for info in variables.values():
+            if not info.columns or len(info.columns) != 1:
+                continue
+            column = info.columns[0]
+            owner = self._file_with_delimiter_in(column) or table
+            sep = getattr(owner.plan, "sep", None) if owner is not None else None
+            if owner is None or sep is None or sep not in column:
+                continue
+            text = message("hint_separator", var=info.name, column=repr(_short(column)), file=owner.file,
+                           sep=_DELIMITERS.get(sep, repr(sep)))
+            return text + "\n" + self._read_it(owner, repeated)
+        return ""
+
+    def _file_with_delimiter_in(self, column: str) -> UploadedTable | None:
+        for table in self.tables.values():
+            sep = getattr(table.plan, "sep", None)
+            shape = table.plan.shape if table.plan is not None else None
+            if (sep and sep in column and shape is not None and shape.columns
+                    and column.split(sep)[0].strip('"\ufeff ') == shape.columns[0][0].strip()):
+                return table
+        return None
+
+    def _close_column(self, ex: Execution, _: UploadedTable | None, variables: Mapping[str, VariableInfo],
+                      repeated: bool) -> str:
+        assert ex.error is not None
+        if ex.error.ename != "KeyError":
+            return ""
+        key = ex.error.evalue.strip().strip("'\"")
+        columns = [c for info in variables.values() for c in (info.columns or [])]
+        if not key or key in columns:
+            return ""
+        folded = {_fold(c): c for c in columns}
+        match = folded.get(_fold(key))
+        if match is None:
+            close = difflib.get_close_matches(key, columns, n=1, cutoff=0.8)
+            match = close[0] if close else None
+        if match is None:
+            return ""
+        text = message("hint_close_column", key=repr(key), column=repr(match))
+        return text + "\n" + _columns_hint(variables)
+
+    def _conversion(self, ex: Execution, _: UploadedTable | None, __: Mapping[str, VariableInfo],
+                    repeated: bool) -> str:
+        assert ex.error is not None
+        conversion = any(m in ex.error.evalue for m in _CONVERSION)
+        if ex.error.ename not in ("ValueError", "TypeError") or not conversion:
+            return ""
+        found = _VALUE_RE.search(ex.error.evalue) or _LITERAL_RE.search(ex.error.evalue)
+        value = repr(found.group(1)) if found else "in the error above"
+        return message("hint_conversion_repeat" if repeated else "hint_conversion", value=value)
+
+    def _missing_file(self, ex: Execution, _: UploadedTable | None, __: Mapping[str, VariableInfo],
+                      repeated: bool) -> str:
+        assert ex.error is not None
+        if ex.error.ename != "FileNotFoundError" or not self.tables:
+            return ""
+        listed = ", ".join(f"`{name}`" for name in self.tables)
+        return message("hint_no_file", files=listed)
+
+
+def _literals(code: str) -> set[str]:
+    """The string constants of ``code`` (a regex pass when it does not parse)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return set(_LITERAL_RE.findall(code))
+    return {node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+
+
+def _fold(name: str) -> str:
+    return "".join(name.replace("\ufeff", "").split()).casefold()
+
+
+def _short(text: str, width: int = 80) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _block(text: str, language: str) -> str:
+    return f"```{language}\n{text}\n```"
+
+
+def _columns_hint(variables: Mapping[str, VariableInfo]) -> str:
+    """The columns of the DataFrames the model has (after a KeyError)."""
+    frames = [v for v in variables.values() if v.columns][:_MAX_FRAMES]
+    if not frames:
+        return ""
+    listed = "; ".join(f"{v.name}: {', '.join((v.columns or [])[:_MAX_COLUMNS])}" for v in frames)
+    return message("key_error_columns", frames=listed)
+
+
+__all__ = ["ErrorTeacher"]

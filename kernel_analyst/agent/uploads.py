@@ -1,0 +1,175 @@
+"""The tables a user uploads: how each is read, and what the model is told about it.
+
+One reader owns "how to read this file": :func:`kernel_analyst.eda.detect`, the loader the
+EDA playbook uses (encoding, delimiter, decimal comma, title rows, notes under the table,
+Excel, Parquet, JSON, compressed or zipped). For each uploaded table the model's note
+gives that loader's own call and what it found: the dialect's choices, the row count where
+it is cheap, and the columns with their dtypes. By default (``preload``) the table is
+also loaded into a DataFrame before the model's first step, by a cell recorded in the
+audit notebook (the loader's code and a compact profile, :mod:`kernel_analyst.eda.profile`),
+and the note gives that DataFrame's profile instead of the columns alone: a small model
+then starts from data that is already read right instead of from ``pd.read_csv('file')``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import keyword
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..eda.exceptions import UnreadableFileError
+from ..eda.loader import Plan, detect
+from ..eda.profile import profile_file, variable_name
+from ..kernels import KernelSession
+from .prompting import message
+
+TABLE_SUFFIXES = frozenset({".csv", ".tsv", ".tab", ".txt", ".dat", ".psv", ".xlsx", ".xlsm", ".xls", ".ods",
+                            ".parquet", ".pq", ".json", ".jsonl", ".ndjson"})
+"""File endings of the tables the loader reads (before a compression ending)."""
+_MAYBE_PROSE = frozenset({".txt", ".dat"})
+"""Endings of files that are tables only when the loader finds more than one column."""
+_COMPRESSED = frozenset({".gz", ".bz2", ".xz", ".zip"})
+_NOTE_COLUMNS = 40
+_PROFILE_BUDGET = 1800
+
+
+@dataclass(frozen=True)
+class UploadedTable:
+    """One uploaded file that is a table, as the loader reads it."""
+
+    file: str
+    """Its name in the session's working directory."""
+    plan: Plan | None
+    """How the loader reads it; None when it could not be read as a table."""
+    problem: str = ""
+    """Why it could not be read (the loader's message), when ``plan`` is None."""
+    variable: str | None = None
+    """The DataFrame it was loaded into before the question, if it was."""
+    profile: str = ""
+    """That DataFrame's compact profile (empty when it was not loaded)."""
+    source: Path | None = None
+    """The file it was uploaded from, on this host (its first lines make a hint)."""
+
+    def call(self, var: str | None = None) -> str:
+        """The loader's code for this table, without comments (``var``: the variable)."""
+        if self.plan is None:
+            return ""
+        return self.plan.code(var=var or self.variable or "df", compact=True)
+
+    def first_lines(self, *, lines: int = 5, width: int = 160) -> str:
+        """The file's first lines, decoded as the loader decodes it ("" when unknown)."""
+        encoding = getattr(self.plan, "encoding", "utf-8")
+        if self.source is None:
+            return ""
+        try:
+            with self.source.open("rb") as f:
+                head = f.read(8192).decode(encoding, errors="replace")
+        except OSError:
+            return ""
+        shown = [line[:width] + ("..." if len(line) > width else "") for line in head.splitlines()[:lines]]
+        return "\n".join(shown)
+
+
+def is_table(name: str) -> bool:
+    """True for a file name the loader reads as a table (by its ending)."""
+    return _table_suffix(name) in TABLE_SUFFIXES
+
+
+def _table_suffix(name: str) -> str:
+    """The file's ending before any compression ending (``.csv`` of ``a.csv.gz``)."""
+    suffixes = [s.lower() for s in Path(name).suffixes]
+    while suffixes and suffixes[-1] in _COMPRESSED:
+        suffixes.pop()
+    return suffixes[-1] if suffixes else ""
+
+
+async def read_uploads(paths: Sequence[Path], names: Sequence[str]) -> list[UploadedTable]:
+    """The loader's plan for each uploaded table (other files are left out)."""
+    found = []
+    for path, name in zip(paths, names, strict=True):
+        if not is_table(name):
+            continue
+        try:
+            plan = await asyncio.to_thread(detect, path, name=name)
+        except UnreadableFileError as exc:
+            found.append(UploadedTable(name, None, problem=str(exc), source=path))
+            continue
+        if _prose(name, plan):
+            continue
+        found.append(UploadedTable(name, plan, source=path))
+    return found
+
+
+def _prose(name: str, plan: Plan) -> bool:
+    """A ``.txt`` file the loader reads as one column: text, not a table."""
+    columns = plan.shape.columns if plan.shape is not None else ()
+    return _table_suffix(name) in _MAYBE_PROSE and len(columns) < 2
+
+
+def frame_names(tables: Sequence[UploadedTable], taken: set[str]) -> list[str]:
+    """A DataFrame name for each table: ``df`` for a lone table when the name is free (the
+    name a model reaches for), else one made from the file's name, never one in ``taken``."""
+    names: list[str] = []
+    used = set(taken)
+    for table in tables:
+        base = "df" if len(tables) == 1 and "df" not in used else variable_name(table.file)
+        name, n = base, 2
+        while name in used or keyword.iskeyword(name):
+            name, n = f"{base}_{n}", n + 1
+        used.add(name)
+        names.append(name)
+    return names
+
+
+async def preload(session: KernelSession, tables: Sequence[UploadedTable], taken: set[str], *,
+                  turn: int) -> list[UploadedTable]:
+    """Load each readable table into a DataFrame (one recorded cell each, the loader's
+    code and a compact profile) and return the tables with their variable and profile."""
+    readable = [t for t in tables if t.plan is not None and t.source is not None]
+    loaded: dict[str, UploadedTable] = {}
+    for table, var in zip(readable, frame_names(readable, taken), strict=True):
+        assert table.source is not None
+        meta = {"agent": {"turn": turn, "preload": True}}
+        done = await profile_file(session, table.source, name=table.file, variable=var, plan=table.plan,
+                                  budget=_PROFILE_BUDGET, annotations=meta)
+        if done.ok:
+            loaded[table.file] = replace(table, variable=var, profile=done.text)
+    return [loaded.get(t.file, t) for t in tables]
+
+
+def tables_note(tables: Sequence[UploadedTable]) -> str:
+    """What the question's note says of the uploaded tables ("" when there are none)."""
+    lines = [_table_note(t) for t in tables]
+    return "\n".join(line for line in lines if line)
+
+
+def _table_note(table: UploadedTable) -> str:
+    if table.plan is None:
+        return message("table_unreadable", file=table.file, problem=table.problem)
+    how = table.plan.describe()
+    if table.variable is not None:
+        head = message("table_loaded", file=table.file, var=table.variable, how=how)
+        return "\n".join([head, _indented(table.call()), table.profile])
+    shape = table.plan.shape
+    rows = f"{shape.rows:,} rows; " if shape is not None and shape.rows is not None else ""
+    head = message("table_read", file=table.file, rows=rows, how=how)
+    return "\n".join([head, _indented(table.call()), message("table_columns", columns=_columns(table))])
+
+
+def _columns(table: UploadedTable) -> str:
+    shape = table.plan.shape if table.plan is not None else None
+    if shape is None or not shape.columns:
+        return "(not known before reading)"
+    listed = [f"{name} ({dtype})" for name, dtype in shape.columns[:_NOTE_COLUMNS]]
+    more = len(shape.columns) - len(listed)
+    return ", ".join(listed) + (f", ... and {more} more" if more > 0 else "")
+
+
+def _indented(code: str) -> str:
+    return "\n".join("    " + line for line in code.splitlines())
+
+
+__all__ = ["TABLE_SUFFIXES", "UploadedTable", "frame_names", "is_table", "preload", "read_uploads",
+           "tables_note"]
