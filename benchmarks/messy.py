@@ -39,10 +39,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from messy_cases import CASES, Case, Expected  # noqa: E402
+from messy_cases import CASES, Case, Expected
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "csv" / "messy"
-_NUMBER_RE = re.compile(r"(?<![\w.])-?\d{1,3}(?:[,\u202f\u00a0 ]\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])-?\d+(?:\.\d+)?")
+_NUMBER_RE = re.compile(
+    r"(?<![\w.])-?\d{1,3}(?:[,\u202f\u00a0 ]\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])-?\d+(?:\.\d+)?"
+)
 
 
 # -- scoring -------------------------------------------------------------------------------------
@@ -65,7 +67,7 @@ def states(answer: str, expected: Expected) -> bool:
     decimal, or the text (case-insensitive)."""
     if isinstance(expected.value, str):
         return expected.value.casefold() in answer.casefold()
-    tolerance = 0.5 * 10 ** -expected.decimals + 1e-9
+    tolerance = 0.5 * 10**-expected.decimals + 1e-9
     return any(abs(n - expected.value) <= tolerance for n in numbers_in(answer))
 
 
@@ -134,9 +136,16 @@ class _Timings:
             timings = response.json().get("timings", {})
         except ValueError:
             timings = {}
-        self.calls.append(ModelCall(int(timings.get("prompt_n", 0)), int(timings.get("cache_n", 0)),
-                                    float(timings.get("prompt_ms", 0.0)), int(timings.get("predicted_n", 0)),
-                                    float(timings.get("predicted_ms", 0.0)), round(wall, 3)))
+        self.calls.append(
+            ModelCall(
+                int(timings.get("prompt_n", 0)),
+                int(timings.get("cache_n", 0)),
+                float(timings.get("prompt_ms", 0.0)),
+                int(timings.get("predicted_n", 0)),
+                float(timings.get("predicted_ms", 0.0)),
+                round(wall, 3),
+            )
+        )
 
     def reset(self) -> None:
         self.calls, self.first_request = [], None
@@ -149,12 +158,24 @@ def _model(spec: str, base_url: str | None, timings: _Timings, max_tokens: int) 
 
     hooks = {"request": [timings.on_request], "response": [timings.on_response]}
     client = httpx.AsyncClient(event_hooks=hooks, timeout=httpx.Timeout(900.0))  # type: ignore[dict-item]
-    return load_chat_model(spec, base_url=base_url, temperature=0.0, max_tokens=max_tokens,
-                           http_async_client=client, max_retries=0)
+    return load_chat_model(
+        spec,
+        base_url=base_url,
+        temperature=0.0,
+        max_tokens=max_tokens,
+        http_async_client=client,
+        max_retries=0,
+    )
 
 
-async def _question(analyst: Any, conversation: str, case_question: str, expected: tuple[Expected, ...],
-                    files: list[Path], timings: _Timings) -> Question:
+async def _question(
+    analyst: Any,
+    conversation: str,
+    case_question: str,
+    expected: tuple[Expected, ...],
+    files: list[Path],
+    timings: _Timings,
+) -> Question:
     timings.reset()
     started = time.monotonic()
     answer = await analyst.ask(conversation, case_question, files=files)
@@ -164,8 +185,17 @@ async def _question(analyst: Any, conversation: str, case_question: str, expecte
     model_s = sum(c.wall_s for c in timings.calls)
     kernel_s = sum(s.execution.duration_s for s in answer.steps)
     right = all(states(text, e) for e in expected)
-    return Question(right, text, answer.stop_reason, len(answer.steps), round(seconds, 2), round(setup, 2),
-                    round(model_s, 2), round(kernel_s, 2), list(timings.calls))
+    return Question(
+        right,
+        text,
+        answer.stop_reason,
+        len(answer.steps),
+        round(seconds, 2),
+        round(setup, 2),
+        round(model_s, 2),
+        round(kernel_s, 2),
+        list(timings.calls),
+    )
 
 
 def _first_cell_check(notebook: Path, case: Case) -> tuple[bool, str]:
@@ -177,12 +207,17 @@ def _first_cell_check(notebook: Path, case: Case) -> tuple[bool, str]:
     first = cells[0]
     code = "".join(first["source"])
     meta = first.get("metadata", {}).get("kernel_analyst", {})
-    created = [v for v in (meta.get("variables", {}) or {}).get("created", [])
-               if str(v.get("type", "")).endswith("DataFrame")]
+    created = [
+        v
+        for v in (meta.get("variables", {}) or {}).get("created", [])
+        if str(v.get("type", "")).endswith("DataFrame")
+    ]
     for frame in created:
         shape = frame.get("shape") or [None]
         dtypes = frame.get("dtypes") or {}
-        numeric = case.numeric is None or any(ch in str(dtypes.get(case.numeric, "")) for ch in ("int", "float"))
+        numeric = case.numeric is None or any(
+            ch in str(dtypes.get(case.numeric, "")) for ch in ("int", "float")
+        )
         if shape[0] == case.rows and numeric:
             return True, code
     return False, code
@@ -207,9 +242,12 @@ async def run_file(case: Case, args: argparse.Namespace, workdir: Path) -> FileR
         result.kernel_start_s = round(time.monotonic() - started, 3)
         path = Path(args.data) / case.file
         try:
-            result.first = await _question(analyst, conversation, case.first, case.first_answers, [path], timings)
-            result.follow_up = await _question(analyst, conversation, case.follow_up, case.follow_up_answers,
-                                               [], timings)
+            result.first = await _question(
+                analyst, conversation, case.first, case.first_answers, [path], timings
+            )
+            result.follow_up = await _question(
+                analyst, conversation, case.follow_up, case.follow_up_answers, [], timings
+            )
         except Exception as exc:  # one broken file must not end the benchmark
             result.error = f"{type(exc).__name__}: {exc}"
         session = await manager.session(conversation)
@@ -226,7 +264,9 @@ def _erase_slots(base_url: str | None) -> None:
         with urllib.request.urlopen(f"{root}/slots", timeout=5) as reply:
             slots = json.loads(reply.read())
         for slot in slots:
-            request = urllib.request.Request(f"{root}/slots/{slot['id']}?action=erase", method="POST", data=b"")
+            request = urllib.request.Request(
+                f"{root}/slots/{slot['id']}?action=erase", method="POST", data=b""
+            )
             urllib.request.urlopen(request, timeout=5).close()
     except (OSError, ValueError, KeyError, TypeError):
         return
@@ -238,9 +278,28 @@ def _erase_slots(base_url: str | None) -> None:
 def _child(case: Case, tree: Path, args: argparse.Namespace, workdir: Path) -> FileResult:
     """Ask ``case`` of the code in ``tree`` in a child process."""
     env = {**os.environ, "MESSY_TREE": str(tree.resolve())}
-    command = [sys.executable, __file__, "--one", case.file, "--tree-name", tree.name, "--workdir", str(workdir),
-               "--model", args.model, "--protocol", args.protocol, "--max-steps", str(args.max_steps),
-               "--timeout", str(args.timeout), "--max-tokens", str(args.max_tokens), "--data", args.data]
+    command = [
+        sys.executable,
+        __file__,
+        "--one",
+        case.file,
+        "--tree-name",
+        tree.name,
+        "--workdir",
+        str(workdir),
+        "--model",
+        args.model,
+        "--protocol",
+        args.protocol,
+        "--max-steps",
+        str(args.max_steps),
+        "--timeout",
+        str(args.timeout),
+        "--max-tokens",
+        str(args.max_tokens),
+        "--data",
+        args.data,
+    ]
     if args.base_url:
         command += ["--base-url", args.base_url]
     if args.preload is not None:
@@ -248,7 +307,9 @@ def _child(case: Case, tree: Path, args: argparse.Namespace, workdir: Path) -> F
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
-        return FileResult(case.file, tree.name, error=f"child failed ({done.returncode}): {done.stderr[-800:]}")
+        return FileResult(
+            case.file, tree.name, error=f"child failed ({done.returncode}): {done.stderr[-800:]}"
+        )
     return _from_dict(json.loads(lines[-1]))
 
 
@@ -258,8 +319,16 @@ def _from_dict(data: dict[str, Any]) -> FileResult:
             return None
         return Question(**{**q, "calls": [ModelCall(**c) for c in q.get("calls", [])]})
 
-    return FileResult(data["file"], data["tree"], data["kernel_start_s"], data["read_right_first_step"],
-                      data["first_cell"], question(data["first"]), question(data["follow_up"]), data["error"])
+    return FileResult(
+        data["file"],
+        data["tree"],
+        data["kernel_start_s"],
+        data["read_right_first_step"],
+        data["first_cell"],
+        question(data["first"]),
+        question(data["follow_up"]),
+        data["error"],
+    )
 
 
 def summarize(results: list[FileResult]) -> dict[str, Any]:
@@ -280,10 +349,12 @@ def summarize(results: list[FileResult]) -> dict[str, Any]:
         "first_right": round(sum(bool(r.first and r.first.right) for r in results) / n, 3),
         "follow_up_right": round(sum(bool(r.follow_up and r.follow_up.right) for r in results) / n, 3),
         "answered": round(sum(bool(r.first and r.first.stop_reason == "answered") for r in results) / n, 3),
-        "first_s_median": part(firsts, "seconds"), "follow_up_s_median": part(follows, "seconds"),
+        "first_s_median": part(firsts, "seconds"),
+        "follow_up_s_median": part(follows, "seconds"),
         "first_s_mean": round(statistics.mean([q.seconds for q in firsts]), 1) if firsts else 0.0,
         "follow_up_s_mean": round(statistics.mean([q.seconds for q in follows]), 1) if follows else 0.0,
-        "first_setup_s": part(firsts, "setup_s"), "first_model_s": part(firsts, "model_s"),
+        "first_setup_s": part(firsts, "setup_s"),
+        "first_model_s": part(firsts, "model_s"),
         "first_kernel_s": part(firsts, "kernel_s"),
         "first_prompt_tokens": median([float(sum(c.prompt_n for c in q.calls)) for q in firsts]),
         "first_cached_tokens": median([float(sum(c.cache_n for c in q.calls)) for q in firsts]),
@@ -301,8 +372,10 @@ def _row(r: FileResult) -> str:
             return f"{'-':>18}"
         return f"{'ok ' if x.right else 'NO '}{x.stop_reason[:8]:<8}{x.steps:>2}{x.seconds:>6.0f}s"
 
-    return (f"{r.tree[:12]:<12} {r.file[:44]:<44} {'yes' if r.read_right_first_step else 'no ':<4} "
-            f"{q(r.first)}  {q(r.follow_up)} {r.error[:60]}")
+    return (
+        f"{r.tree[:12]:<12} {r.file[:44]:<44} {'yes' if r.read_right_first_step else 'no ':<4} "
+        f"{q(r.first)}  {q(r.follow_up)} {r.error[:60]}"
+    )
 
 
 def _use_tree(tree: str | None) -> None:
@@ -310,8 +383,11 @@ def _use_tree(tree: str | None) -> None:
     editable install's import hook (which would otherwise win over PYTHONPATH)."""
     if not tree:
         return
-    sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in type(f).__module__
-                        and "__editable__" not in getattr(f, "__name__", "")]
+    sys.meta_path[:] = [
+        f
+        for f in sys.meta_path
+        if "__editable__" not in type(f).__module__ and "__editable__" not in getattr(f, "__name__", "")
+    ]
     sys.path.insert(0, tree)
     import kernel_analyst
 
@@ -324,15 +400,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", required=True, help='"provider:model", e.g. openai:qwen')
     p.add_argument("--base-url", help="OpenAI-compatible server")
     p.add_argument("--protocol", default="auto", choices=["auto", "tools", "code"])
-    p.add_argument("--preload", choices=["on", "off"],
-                   help="load each upload as a DataFrame before the first question (default: the tree's own)")
+    p.add_argument(
+        "--preload",
+        choices=["on", "off"],
+        help="load each upload as a DataFrame before the first question (default: the tree's own)",
+    )
     p.add_argument("--max-steps", type=int, default=8)
     p.add_argument("--max-tokens", type=int, default=1024)
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per code run")
     p.add_argument("--data", default=str(DEFAULT_DATA))
     p.add_argument("--files", type=lambda s: s.split(","), help="only these files (comma-separated)")
-    p.add_argument("--tree", action="append", type=Path, default=[],
-                   help="a source tree to measure (repeat to compare, side by side per file)")
+    p.add_argument(
+        "--tree",
+        action="append",
+        type=Path,
+        default=[],
+        help="a source tree to measure (repeat to compare, side by side per file)",
+    )
     p.add_argument("--workdir", help="sessions and notebooks (default: a new temp dir)")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--one", help=argparse.SUPPRESS)
@@ -361,8 +445,16 @@ def main(argv: list[str] | None = None) -> int:
     summary = {name: summarize(rs) for name, rs in results.items()}
     print(json.dumps(summary, indent=2))
     if args.json:
-        Path(args.json).write_text(json.dumps({"summary": summary, "results": {
-            name: [asdict(r) for r in rs] for name, rs in results.items()}}, indent=2), encoding="utf-8")
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "summary": summary,
+                    "results": {name: [asdict(r) for r in rs] for name, rs in results.items()},
+                },
+                indent=2,
+            ),
+            encoding="utf-8",
+        )
     return 0
 
 

@@ -6,8 +6,6 @@ when it did not make native tool calls, and the ones other local servers leave i
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from kernel_analyst.agent.protocols import PROTOCOLS, ProtocolState, Via, find_code

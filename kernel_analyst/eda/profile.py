@@ -97,7 +97,7 @@ async def profile_file(session: KernelSession, source: str | Path, *, name: str 
     code = "\n".join(["from typing import Any as _Any", "", "import numpy as np", "import pandas as pd", "",
                       plan.code(var=var), "",
                       _function_source(), "", f"print(profile_frame({var}, {var!r}, {int(budget)}))",
-                      f"del {', '.join(_helper_names())}  # the profile's helpers leave the namespace as it was"])
+                      f"del {', '.join(_helper_names())}  # the profile's helpers leave the namespace"])
     ex = await session.execute(code, annotations={**(annotations or {}), "role": "profile"})
     text = ex.text.strip() if ex.ok else f"{file}: loading failed ({ex.error or ex.status})"
     return ProfiledFile(file, var, text, ex)

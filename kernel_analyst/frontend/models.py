@@ -34,8 +34,8 @@ def build_analyst(model: BaseChatModel, manager: SessionManager, settings: Model
     from ..agent.analyst import Analyst
 
     return Analyst(model, manager, max_steps=settings.max_steps, send_images=settings.images,
-                   protocol=settings.protocol, profile_files=settings.preload,
-                   **options)  # type: ignore[arg-type]
+                   protocol=settings.protocol,  # type: ignore[arg-type]
+                   profile_files=settings.preload, **options)
 
 
 def describe_model_failure(error: str, settings: ModelSettings) -> str:

@@ -1,0 +1,173 @@
+"""The agent's judgement of results and answers, without a kernel or a model: comparisons
+found in code, empty results, the form a question asks for, and the hints after errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kernel_analyst.agent.checks import comparisons, empty_answer, never_matches_by_type, result_notes
+from kernel_analyst.agent.form import AnswerForm
+from kernel_analyst.agent.hints import ErrorTeacher
+from kernel_analyst.agent.uploads import UploadedTable, frame_names, is_table
+from kernel_analyst.eda import detect
+from kernel_analyst.kernels import Execution, ExecutionError, VariableChanges, VariableInfo
+from tests.conftest import MESSY
+
+TIPS = VariableInfo(
+    "df",
+    "pandas.DataFrame",
+    [244, 7],
+    ["total_bill", "tip", "sex", "smoker", "day", "time", "size"],
+    {
+        "total_bill": "float64",
+        "tip": "float64",
+        "sex": "str",
+        "smoker": "str",
+        "day": "str",
+        "time": "str",
+        "size": "int64",
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "found"),
+    [
+        ("df[df['smoker'] == True]", [("smoker", (True,), "df['smoker'] == True")]),
+        ("df.loc[df.smoker != 'yes', 'tip'].mean()", [("smoker", ("yes",), "df.smoker != 'yes'")]),
+        ("df[df['day'].isin(['Sat', 'Sun'])]", [("day", ("Sat", "Sun"), "df['day'].isin(['Sat', 'Sun'])")]),
+        ("df.query(\"time == 'dinner'\")", [("time", ("dinner",), "time == 'dinner'")]),
+        ("df[df['size'] > 2]", []),  # not an equality
+        ("other[other['smoker'] == 'No']", []),  # not a known frame
+        ("df[df['nope'] == 1]", []),  # not a column of it
+        ("df[df['smoker'] ==", []),  # does not parse
+    ],
+)
+def test_comparisons_with_literals_are_found(
+    code: str, found: list[tuple[str, tuple[Any, ...], str]]
+) -> None:
+    got = comparisons(code, {"df": TIPS})
+    assert [(c.column, c.values, c.text) for c in got] == found
+
+
+@pytest.mark.parametrize(
+    ("values", "dtype", "never"),
+    [
+        ((True,), "str", True),
+        ((True,), "int64", None),  # True == 1 holds for 0/1 columns
+        (("1",), "int64", True),
+        ((1,), "str", True),
+        (("Yes",), "str", None),
+        (("Yes",), "object", None),
+    ],
+)
+def test_a_type_that_cannot_match(values: tuple[Any, ...], dtype: str, never: bool | None) -> None:
+    comparison = comparisons(f"df[df['smoker'] == {values[0]!r}]", {"df": TIPS})[0]
+    assert never_matches_by_type(comparison, dtype) is never
+
+
+def _ex(text: str = "", created: list[VariableInfo] | None = None, status: str = "ok") -> Execution:
+    ex = Execution(code="x", status=status)  # type: ignore[arg-type]
+    if text:
+        ex.outputs.append({"output_type": "stream", "name": "stdout", "text": text})
+    ex.variables = VariableChanges(created=created or [])
+    return ex
+
+
+@pytest.mark.parametrize(
+    ("text", "flagged"),
+    [
+        ("nan\n", True),
+        ("Mean tip: nan\n", True),
+        ("Empty DataFrame\nColumns: [a]\nIndex: []\n", True),
+        ("Series([], Name: tip, dtype: float64)\n", True),
+        ("None\n", True),
+        ("[]\n", True),
+        ("3.0087\n", False),
+        ("0\n", False),
+        ("nan values: 3\n", False),
+    ],
+)
+def test_a_nan_or_empty_result_is_flagged(text: str, flagged: bool) -> None:
+    notes = result_notes(_ex(text))
+    assert bool(notes) is flagged, notes
+
+
+def test_an_empty_selection_is_flagged_by_name() -> None:
+    empty = VariableInfo("smokers", "pandas.DataFrame", [0, 7])
+    assert result_notes(_ex("", [empty])) == [
+        "Check: `smokers` has 0 rows: the selection matched nothing (compare the filter's values with the "
+        "column's real values)."
+    ]
+    assert result_notes(_ex("nan\n", status="error")) == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "empty"),
+    [
+        ("nan", "nan"),
+        ("NaN.", "NaN."),
+        ("**None**", "None"),
+        ("@mean_tip[nan]", "nan"),
+        ("@a[nan] @b[3]", None),
+        ("The mean is nan because no row matched.", None),
+        ("", None),
+        ("3.0", None),
+    ],
+)
+def test_an_empty_answer(answer: str, empty: str | None) -> None:
+    assert empty_answer(answer) == empty
+
+
+def test_the_form_a_question_asks_for() -> None:
+    form = AnswerForm.of(
+        "Compute the mean. Answer as @mean_fare[value] and @count[n], rounded to two decimal places."
+    )
+    assert form.names == ("mean_fare", "count") and form.decimals == 2
+    assert form.problems("The mean fare is 32.2.") == ["missing: @mean_fare[...], @count[...]"]
+    assert form.problems("@mean_fare[32.204] @count[891]") == ["more than 2 decimals: @mean_fare[32.204]"]
+    assert form.problems("@mean_fare[32.20], @count[891]") == []
+    assert AnswerForm.of("What is the mean fare?").problems("About 32.") == []
+
+
+def test_table_names_and_endings() -> None:
+    assert is_table("a.csv") and is_table("b.CSV.gz") and is_table("c.parquet") and not is_table("d.png")
+    tables = [UploadedTable("sales-2024.csv", None), UploadedTable("2023.csv", None)]
+    assert frame_names(tables[:1], set()) == ["df"]
+    assert frame_names(tables[:1], {"df"}) == ["sales_2024"]
+    assert frame_names(tables, {"sales_2024"}) == ["sales_2024_2", "df_2023"]
+
+
+def test_a_conversion_error_shows_the_value_and_then_the_recipe() -> None:
+    teacher = ErrorTeacher()
+    error = ExecutionError(
+        "ValueError", "invalid literal for int() with base 10: '630308[495000-801000]'", []
+    )
+    ex = Execution(code="df['x'].astype(int)", status="error")
+    ex.error = error
+    first = teacher.hint(ex, ex.code, {})
+    assert "Some values are not plain numbers (e.g. '630308[495000-801000]')" in first
+    second = teacher.hint(ex, ex.code, {})
+    assert second.startswith("This is the same error again. Take the number out of the text")
+    assert teacher.hint(Execution(code="1", status="ok"), "1", {}) == "" and teacher.last is None
+
+
+def test_a_key_error_with_a_byte_order_mark_names_the_column() -> None:
+    teacher = ErrorTeacher()
+    frame = VariableInfo("df", "pandas.DataFrame", [2, 3], ["\ufefffoo", "bar", "baz"])
+    ex = Execution(code="df['foo']", status="error")
+    ex.error = ExecutionError("KeyError", "'foo'", [])
+    hint = teacher.hint(ex, ex.code, {"df": frame})
+    assert hint.startswith("There is no column 'foo'; the closest is '\\ufefffoo'")
+
+
+def test_a_missing_file_lists_the_uploads() -> None:
+    plan = detect(MESSY / "csvkit_test_latin1.csv")
+    teacher = ErrorTeacher(tables={"csvkit_test_latin1.csv": UploadedTable("csvkit_test_latin1.csv", plan)})
+    ex = Execution(code="pd.read_csv('latin1.csv')", status="error")
+    ex.error = ExecutionError("FileNotFoundError", "[Errno 2] No such file or directory: 'latin1.csv'", [])
+    assert teacher.hint(ex, ex.code, {}) == (
+        "The uploaded tables are: `csvkit_test_latin1.csv` (in the working directory)."
+    )
