@@ -367,3 +367,12 @@ def test_settings_are_checked(manager: SessionManager) -> None:
 async def test_uploading_a_missing_file_raises(manager: SessionManager, tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         await Analyst(ScriptedChatModel(), manager).ask(SCRATCH, "?", files=[tmp_path / "absent.csv"])
+
+
+async def test_an_empty_reply_is_no_answer(manager: SessionManager) -> None:
+    model = ScriptedChatModel(script=["", "It is 42."])
+    answer = await Analyst(model, manager).ask(SCRATCH + "-empty", "What is 6 times 7?")
+    assert answer.ok and answer.text == "It is 42." and len(model.calls) == 2
+    assert str(model.calls[1].last_message.content).startswith("Your reply was empty.")
+    reasons = [c["metadata"]["kernel_analyst"].get("reason") for c in notebook_cells(answer)]
+    assert "empty_reply" in reasons

@@ -315,17 +315,17 @@ class Analyst:
             reading = protocol.read(text, reply.tool_calls, reply.invalid_tool_calls, tool_name=TOOL_NAME)
             if reading.switched_to == "code":
                 self._switched_to_code(turn, reading)
-            if reading.is_answer or _repeats_work(turn, reading, text):
+            if reading.is_answer and not reading.text.strip():  # an empty reply is no answer
+                await self._idle_reply(turn, "empty_reply", message("empty_reply"))
+            elif reading.is_answer or _repeats_work(turn, reading, text):
                 answer_text = reading.text if reading.is_answer else text
                 feedback = self._review(turn, answer_text)
                 if feedback is None:
                     return finish(turn, "answered", answer_text)
                 await self._send_back(turn, answer_text, feedback)
                 continue
-            if reading.code_only:  # code written as text under ``tools``: never run, never an answer
-                turn.idle += 1
-                text = message("code_in_answer", tool_name=TOOL_NAME)
-                await self._steps.not_run(turn, "code_in_answer", text, as_user=True)
+            elif reading.code_only:  # code written as text under ``tools``: never run, never an answer
+                await self._idle_reply(turn, "code_in_answer", message("code_in_answer", tool_name=TOOL_NAME))
             else:
                 limit_was_reached = turn.attempts >= self.settings.max_steps
                 await self._take_steps(turn, reply, reading, text)
@@ -335,6 +335,11 @@ class Analyst:
                     return await self._partial(turn, message("step_limit", max_steps=self.settings.max_steps))
             if turn.idle >= MAX_IDLE_REPLIES:
                 return await self._partial(turn, message("stalled", count=turn.idle))
+
+    async def _idle_reply(self, turn: Turn, kind: str, text: str) -> None:
+        """A reply that ran nothing and is no answer: the model is told ``text``."""
+        turn.idle += 1
+        await self._steps.not_run(turn, kind, text, as_user=True)
 
     def _review(self, turn: Turn, answer_text: str) -> str | None:
         """The feedback that sends an answer back, or None to accept it."""
