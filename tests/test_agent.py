@@ -376,3 +376,21 @@ async def test_an_empty_reply_is_no_answer(manager: SessionManager) -> None:
     assert str(model.calls[1].last_message.content).startswith("Your reply was empty.")
     reasons = [c["metadata"]["kernel_analyst"].get("reason") for c in notebook_cells(answer)]
     assert "empty_reply" in reasons
+
+
+async def test_a_follow_up_answered_with_an_earlier_questions_number_goes_back(
+        manager: SessionManager) -> None:
+    table = "import pandas as pd\nt = pd.DataFrame({'state': ['A', 'B', 'C'], 'total': [5, 9, 7]})"
+    model = ScriptedChatModel(script=[
+        tool_call(table + "\nprint(t['total'].sum())"), "The totals sum to 21.",
+        tool_call("print(t.loc[t['total'].idxmax(), 'state'])"), "B has the largest total, 21.",
+        tool_call("print(t['total'].max())"), "B has the largest total, 9.",
+    ])
+    analyst = Analyst(model, manager)
+    await analyst.ask(SCRATCH + "-stale", "What do the totals sum to?")
+    answer = await analyst.ask(SCRATCH + "-stale", "Which state has the largest total, and what is it?")
+    feedback = str(model.calls[4].last_message.content)
+    assert ("These numbers come from the outputs of an earlier question, not from this question's work: 21."
+            in feedback)
+    assert answer.ok and answer.text == "B has the largest total, 9." and answer.claims is not None
+    assert answer.claims.all_grounded

@@ -57,7 +57,6 @@ from .ending import finish, ground_partial, now, partial_text, record_answer
 from .events import AgentEvent, AgentNote, FinalAnswer, ModelText
 from .exceptions import ToolCallingUnsupportedError
 from .figures import ImagesMode, images_enabled, without_images
-from .form import AnswerForm
 from .observation import DEFAULT_BUDGET, ObservationSettings
 from .prompting import kernel_context, message, system_prompt
 from .protocols import PROTOCOLS, ProtocolName, ProtocolState, Reading
@@ -270,6 +269,7 @@ class Analyst:
         uploaded = [(await session.upload(Path(path))).name for path in files]
         tables = await read_uploads([Path(path) for path in files], uploaded)
         gone = await refresh_variables(session, conversation.variables)
+        first_cell = len(session.audit.cells)
         await session.add_markdown(question_markdown(question, uploaded), role="question",
                                    turn=conversation.turns + 1, at=now())
         if self.settings.profile_files and tables:
@@ -287,7 +287,7 @@ class Analyst:
         return Turn(conversation_id, question, session, conversation, messages, emit, uploaded, review,
                     has_files=any(not f.name.startswith("outputs/") for f in listing),
                     cells_before=_work_cells(session.audit.cells),
-                    evidence="\n".join(t.profile for t in tables if t.profile), form=AnswerForm.of(question))
+                    evidence="\n".join(t.profile for t in tables if t.profile), first_cell=first_cell)
 
     async def _briefing(self, session: KernelSession, conversation: Conversation, uploaded: list[str],
                     tables: list[UploadedTable], gone: list[str]) -> str:
@@ -351,7 +351,8 @@ class Analyst:
         return turn.review.feedback(
             protocol=protocol.prompt_protocol, tool_name=TOOL_NAME, has_files=turn.has_files,
             cells_run=cells_run, answer=answer_text, evidence=turn.evidence,
-            cells=turn.session.audit.cells, question=turn.question, files=turn.files)
+            cells=turn.session.audit.cells, question=turn.question, files=turn.files,
+            since=turn.first_cell, steps=len(turn.steps))
 
     async def _take_steps(self, turn: Turn, reply: AIMessage, reading: Reading, text: str) -> None:
         """Record the reply's prose and run what it asks for."""

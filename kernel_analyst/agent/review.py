@@ -23,6 +23,10 @@ reason at most once per question, so a model that insists still gets its answer 
   templates, decimals: :class:`kernel_analyst.agent.form.AnswerForm`) and the answer does
   not follow it; the feedback names the form.
 
+- ``stale``: this question ran cells, yet every number of the answer comes from the cells of
+  an earlier question (a follow-up answered with the previous answer's total): the answer
+  is grounded, but not in what this question computed.
+
 The grounding of the last answer reviewed is kept (:attr:`AnswerReview.grounding`): it
 goes with the answer that is finally returned, sent back or not.
 """
@@ -34,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..claims import Grounding, SourceIndex, ground
+from ..claims import ClaimStatus, Grounding, SourceIndex, ground
 from .checks import empty_answer
 from .form import AnswerForm
 from .prompting import message
@@ -68,11 +72,13 @@ class AnswerReview:
 
     def feedback(self, *, protocol: str, tool_name: str, has_files: bool, cells_run: int,
                  answer: str = "", evidence: str = "", cells: Sequence[dict[str, Any]] = (),
-                 question: str = "", files: Sequence[str] = ()) -> str | None:
+                 question: str = "", files: Sequence[str] = (), since: int | None = None,
+                 steps: int = 0) -> str | None:
         """The message that sends the answer back, or None to accept it. ``evidence`` is
         the data-derived text the model was shown without running code (the profiles);
         ``cells`` the conversation's notebook cells, ``question`` and ``files`` what the
-        answer may restate without it being a claim."""
+        answer may restate without it being a claim; ``since`` the index of this
+        question's first cell and ``steps`` the steps it ran (for ``stale``)."""
         reasons: list[tuple[str, str]] = []
         if (self.settings.require_work and has_files and cells_run == 0
                 and not _numbers_shown(answer, evidence)):
@@ -87,11 +93,27 @@ class AnswerReview:
             reasons.append(("unsupported", message(key, numbers=named, tool_name=tool_name)))
         if self.settings.check_form:
             reasons += _form_reasons(answer, question)
+            if since is not None and steps and (stale := self._stale(answer, cells[since:], question, files)):
+                reasons.append(("stale", message("feedback_stale", numbers=stale)))
         fresh = [(key, text) for key, text in reasons if key not in self.sent]
         if not fresh:
             return None
         self.sent.update(key for key, _ in fresh)
         return message("feedback", reasons="".join(f"\n{text}" for _, text in fresh))
+
+
+    def _stale(self, answer: str, recent: Sequence[dict[str, Any]], question: str,
+               files: Sequence[str]) -> str:
+        """The answer's numbers, named, when every one of them comes from an earlier
+        question's cells and none from this question's own ("" otherwise)."""
+        assert self.grounding is not None
+        found = [c for c in self.grounding.claims if c.status is not ClaimStatus.UNSUPPORTED]
+        if not found:
+            return ""
+        here = ground(answer, SourceIndex.from_cells(recent), question=question, files=files)
+        if any(c.status is not ClaimStatus.UNSUPPORTED for c in here.claims):
+            return ""
+        return ", ".join(c.text for c in found[:_MAX_NAMED])
 
 
 def _form_reasons(answer: str, question: str) -> list[tuple[str, str]]:

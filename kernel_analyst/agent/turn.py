@@ -12,7 +12,6 @@ from langchain_core.messages import BaseMessage
 
 from ..kernels import KernelSession, VariableInfo
 from .events import AgentEvent
-from .form import AnswerForm
 from .hints import ErrorTeacher
 from .protocols import ProtocolState
 from .results import Step, Usage
@@ -56,8 +55,8 @@ class Turn:
     cells_before: int = 0
     evidence: str = ""
     """What the model was shown from the data before its first step (the profiles)."""
-    form: AnswerForm = field(default_factory=AnswerForm)
-    """The form the question asks its answer in."""
+    first_cell: int = 0
+    """The index of this question's first cell in the notebook (its question cell)."""
     steps: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     attempts: int = 0
