@@ -115,6 +115,12 @@ class Record:
     numbers (``Answer.claims``); None without an answer."""
     claims: str = ""
     """The grounding's summary line."""
+    level: str = ""
+    """easy, medium or hard."""
+    partial: bool = False
+    """The answer is a partial one (the steps ran out)."""
+    notes: list[str] = field(default_factory=list)
+    """What the loop did (answers sent back, replies that ran nothing, a partial answer)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSONL line (upstream reads ``id`` and ``response``)."""
@@ -162,9 +168,18 @@ def load_labels(data_dir: Path) -> dict[int, dict[str, str]]:
 
 
 def select(questions: list[Question], *, ids: Sequence[int] | None = None, level: str | None = None,
-           limit: int | None = None) -> list[Question]:
-    """Questions filtered by id and level, then the first ``limit``."""
+           limit: int | None = None, per_level: dict[str, int] | None = None) -> list[Question]:
+    """Questions filtered by id and level, then the first ``limit``; with ``per_level``
+    (``{"easy": 40, "medium": 30}``), the first N of each level named, in file order."""
     chosen = [q for q in questions if (not ids or q.id in ids) and (not level or q.level == level)]
+    if per_level:
+        taken: dict[str, int] = {}
+        kept = []
+        for q in chosen:
+            if taken.get(q.level, 0) < per_level.get(q.level, 0):
+                taken[q.level] = taken.get(q.level, 0) + 1
+                kept.append(q)
+        chosen = kept
     return chosen[:limit] if limit else chosen
 
 
@@ -235,7 +250,7 @@ async def _ask(analyst: Analyst, q: Question, data_dir: Path, run: str) -> Recor
         answer = await analyst.ask(conversation, q.prompt(), files=[data_dir / "da-dev-tables" / q.file_name])
     except Exception as exc:  # one broken question must not end the benchmark
         return Record(q.id, "", "error", duration_s=time.monotonic() - started,
-                      error=f"{type(exc).__name__}: {exc}")
+                      error=f"{type(exc).__name__}: {exc}", level=q.level)
     finally:
         await analyst.manager.close(conversation)
         analyst.forget(conversation)
@@ -243,7 +258,8 @@ async def _ask(analyst: Analyst, q: Question, data_dir: Path, run: str) -> Recor
     return Record(q.id, answer.text, answer.stop_reason, len(answer.steps), answer.duration_s,
                   answer.usage.to_dict() if answer.usage else None, answer.error, answer.protocol,
                   [s.via for s in answer.steps], claims.all_grounded if claims else None,
-                  claims.summary() if claims else "")
+                  claims.summary() if claims else "", q.level, bool(getattr(answer, "partial", False)),
+                  list(answer.notes))
 
 
 @dataclass(frozen=True)
@@ -266,13 +282,16 @@ class Summary:
     """How many conversations ended in each protocol (auto picks per conversation)."""
     grounded: float = 0.0
     """Share of answers whose every number is grounded in a cell (or derived from them)."""
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The same figures by level, and for the first 40 easy questions apart from the rest
+    (the ones the agent was tuned on until issue 26)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-able dict (the per-question detail left out)."""
         score = {k: v for k, v in self.score.to_dict().items() if k != "correct"}
         return {"model": self.model, "protocol": self.protocol, **score, "with_cell": self.with_cell,
                 "steps": self.steps, "seconds": self.seconds, "followed": self.followed,
-                "grounded": self.grounded}
+                "grounded": self.grounded, "groups": self.groups}
 
     def row(self) -> str:
         """One line of the side-by-side table."""
@@ -294,7 +313,41 @@ def summarize(model: str, protocol: str, score_: Score, records: list[Record]) -
     steps = round(sum(r.steps for r in records) / n, 2)
     seconds = round(sum(r.duration_s for r in records) / n, 1)
     grounded = round(sum(r.grounded is True for r in records) / n, 4)
-    return Summary(model, protocol, score_, with_cell, steps, seconds, followed, grounded)
+    return Summary(model, protocol, score_, with_cell, steps, seconds, followed, grounded,
+                   _groups(score_, records))
+
+
+FIRST_EASY = 40
+"""The easy questions the agent was measured (and tuned) on before issue 26: the first 40."""
+
+
+def _groups(score_: Score, records: list[Record]) -> dict[str, dict[str, Any]]:
+    """Accuracy, grounded share, steps and seconds by level, and for the first 40 easy
+    questions apart from the rest."""
+    easy_ids = sorted(r.id for r in records if r.level == "easy")
+    first_easy = set(_first_easy_ids()) if _first_easy_ids() else set(easy_ids[:FIRST_EASY])
+    groups = {level: [r for r in records if r.level == level] for level in ("easy", "medium", "hard")}
+    groups["easy, first 40"] = [r for r in records if r.level == "easy" and r.id in first_easy]
+    groups["all but the first 40 easy"] = [r for r in records
+                                           if not (r.level == "easy" and r.id in first_easy)]
+    out = {}
+    for name, rs in groups.items():
+        if not rs:
+            continue
+        right = [all(score_.correct.get(r.id, {"": False}).values()) for r in rs]
+        out[name] = {"questions": len(rs), "accuracy": round(sum(right) / len(rs), 4),
+                     "grounded": round(sum(r.grounded is True for r in rs) / len(rs), 4),
+                     "partial": sum(r.partial for r in rs),
+                     "steps": round(sum(r.steps for r in rs) / len(rs), 2),
+                     "seconds": round(sum(r.duration_s for r in rs) / len(rs), 1)}
+    return out
+
+
+def _first_easy_ids() -> list[int]:
+    """The ids of the first 40 easy questions of the split, in file order."""
+    if not DEFAULT_DATA.exists():
+        return []
+    return [q.id for q in load_questions(DEFAULT_DATA) if q.level == "easy"][:FIRST_EASY]
 
 
 async def benchmark(args: argparse.Namespace, model: BaseChatModel, manager: SessionManager, *,
@@ -312,9 +365,10 @@ async def run_records(args: argparse.Namespace, model: BaseChatModel, manager: S
                       protocol: str, run: str = "") -> list[Record]:
     """The agent's records on the selected questions (``run``: see :func:`run_questions`)."""
     data_dir = Path(args.data)
-    questions = select(load_questions(data_dir), ids=args.ids, level=args.level, limit=args.limit)
+    questions = select(load_questions(data_dir), ids=args.ids, level=args.level, limit=args.limit,
+                       per_level=getattr(args, "per_level", None))
     analyst = Analyst(model, manager, max_steps=args.max_steps, protocol=protocol,  # type: ignore[arg-type]
-                      profile_files=bool(getattr(args, "profile", False)))
+                      profile_files=getattr(args, "preload", "on") == "on")
 
     def report(r: Record) -> None:
         print(f"  {r.id:>4} {r.stop_reason:<9} {r.steps:>2} steps {r.duration_s:6.1f} s {','.join(r.vias)}",
@@ -333,6 +387,16 @@ def write_records(path: Path, records: list[Record]) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for record in sorted(records, key=lambda r: r.id):
             f.write(json.dumps(record.to_dict()) + "\n")
+
+
+def _per_level(text: str) -> dict[str, int]:
+    found = {}
+    for part in text.split(","):
+        level, _, n = part.partition("=")
+        if level not in ("easy", "medium", "hard") or not n.isdigit():
+            raise argparse.ArgumentTypeError(f"expected LEVEL=N (LEVEL easy, medium or hard); got {part!r}")
+        found[level] = int(n)
+    return found
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -360,7 +424,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", help="write one JSON line per question (upstream's response format); with "
                                  "several runs, one file each, named after the model and protocol")
     p.add_argument("--json", help="write the side-by-side summary here")
-    p.add_argument("--profile", action="store_true", help="show the model a profile of the table first")
+    p.add_argument("--preload", choices=("on", "off"), default="on",
+                   help="load the table into a DataFrame before the model's first step and show its profile "
+                        "(default on, as the Analyst does)")
+    p.add_argument("--per-level", type=_per_level, metavar="LEVEL=N,...",
+                   help="the first N questions of each level named, e.g. easy=40,medium=30,hard=30")
     args = p.parse_args(argv)
     if any(x not in ("tools", "code", "auto") for x in args.protocol):
         p.error(f"--protocol takes tools, code, auto; got {','.join(args.protocol)}")
@@ -412,6 +480,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(TABLE_HEADER)
     for s in summaries:
         print(s.row())
+    for s in summaries:
+        for name, g in s.groups.items():
+            print(f"  {name:<26} {g['questions']:>4} questions {g['accuracy']:>7.1%} right "
+                  f"{g['grounded']:>7.1%} grounded {g['partial']:>3} partial {g['steps']:>5.2f} steps {g['seconds']:>6.1f} s")
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=2), encoding="utf-8")
     return 0
