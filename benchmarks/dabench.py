@@ -483,7 +483,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for s in summaries:
         for name, g in s.groups.items():
             print(f"  {name:<26} {g['questions']:>4} questions {g['accuracy']:>7.1%} right "
-                  f"{g['grounded']:>7.1%} grounded {g['partial']:>3} partial {g['steps']:>5.2f} steps {g['seconds']:>6.1f} s")
+                  f"{g['grounded']:>7.1%} grounded {g['partial']:>3} partial {g['steps']:>5.2f} steps "
+                  f"{g['seconds']:>6.1f} s")
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=2), encoding="utf-8")
     return 0

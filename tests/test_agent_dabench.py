@@ -88,7 +88,8 @@ async def test_harness_runs_and_scores_two_questions(manager: SessionManager, tm
                                                                         (6, "answered", 0)]
     assert lines[0]["response"] == "The mean fare is @mean_fare[34.65]."
     # the computed answer's number is grounded in its cell; the one from memory is not
-    assert (lines[0]["grounded"], lines[0]["claims"]) == (True, "1 number: 1 from cell 1")
+    # cell 1 loads the table (preloaded), cell 2 is the model's
+    assert (lines[0]["grounded"], lines[0]["claims"]) == (True, "1 number: 1 from cell 2")
     assert lines[1]["grounded"] is False and "unsupported: 43.47" in lines[1]["claims"]
     summary = dabench.summarize("scripted:x", "auto", result, [dabench.Record(**r) for r in lines])
     assert summary.grounded == 0.5 and summary.to_dict()["grounded"] == 0.5
