@@ -6,8 +6,9 @@ llama.cpp's server (``../shared/tools/local-model.sh start``: Qwen2.5-Coder-1.5B
 through its ``/apply-template`` and ``/tokenize`` endpoints. Measured for a 30-column table
 with the default settings:
 
-- the first request: system prompt + the question with the note on files and variables
-  (and, with ``--profile``, the compact profile of the table);
+- the first request: system prompt + the question with the note on files, variables and the
+  uploaded table: the loader's call, rows and columns with dtypes (``preload`` off), or the
+  DataFrame it is loaded into with its compact profile (``preload`` on, the default);
 - one step: the model's code (a typical 8-line cell) plus the observation of a
   ``describe()`` of the 30 columns, which fills the observation budget;
 - what is left of an 8,192-token context after the first request and N steps.
@@ -18,9 +19,13 @@ with the default settings:
 from __future__ import annotations
 
 import argparse
+import asyncio
+import dataclasses
 import json
 import sys
+import tempfile
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,9 +34,9 @@ import pandas as pd
 from kernel_analyst.agent.briefing import describe_files
 from kernel_analyst.agent.observation import DEFAULT_BUDGET, observe
 from kernel_analyst.agent.prompting import kernel_context, message, system_prompt
+from kernel_analyst.agent.uploads import read_uploads, tables_note
 from kernel_analyst.eda._profile_impl import profile_frame
-from kernel_analyst.kernels.execution import Execution
-from kernel_analyst.kernels.files import FileInfo
+from kernel_analyst.kernels import Execution, FileInfo
 
 CONTEXT = 8192
 QUESTION = ("What is the average order value per region, and which region has the highest share of "
@@ -85,14 +90,24 @@ def tokens(base: str, messages: list[dict[str, str]], *, template: bool = True) 
     return len(_post(base, "/tokenize", {"content": prompt})["tokens"])
 
 
+def _table_note(frame: pd.DataFrame, *, preload: bool) -> str:
+    """What the question's note says of ``frame`` uploaded as orders.csv."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "orders.csv"
+        frame.to_csv(path, index=False)
+        table = asyncio.run(read_uploads([path], ["orders.csv"]))[0]
+    if preload:  # as uploads.preload leaves it, without a kernel
+        table = dataclasses.replace(table, variable="df", profile=profile_frame(frame, "df", 1800))
+    return tables_note([table])
+
+
 def measure(base: str, *, budget: int, profile: bool, protocol: str) -> dict[str, Any]:
     frame = table()
     system = system_prompt(tool_name="python", max_steps=15, budget=budget, send_images=False,
                            protocol=protocol)
     files = [FileInfo(name="orders.csv", size=len(frame.to_csv(index=False).encode()))]
     note = kernel_context(files=describe_files(files, new=["orders.csv"]), variables=message("no_variables"))
-    if profile:
-        note += "\n" + message("profiles") + "\n" + profile_frame(frame, "orders", 2000)
+    note += "\n" + _table_note(frame, preload=profile)
     first = [{"role": "system", "content": system}, {"role": "user", "content": f"{QUESTION}\n{note}"}]
     ex = Execution(code=CODE, outputs=[{"output_type": "stream", "name": "stdout",
                                          "text": frame.describe(include="all").T.to_string() + "\n"}])
@@ -115,9 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     base = args.base_url.removesuffix("/v1")
     rows = [measure(base, budget=b, profile=prof, protocol=proto)
-            for b in (args.budget or [DEFAULT_BUDGET]) for proto in ("tools", "code")
+            for b in (args.budget or [DEFAULT_BUDGET]) for proto in ("tools", "code", "auto")
             for prof in (False, True)]
-    print(f"{'protocol':<8} {'budget':>6} {'profile':>7} {'system':>6} {'first':>6} {'step':>5} "
+    print(f"{'protocol':<8} {'budget':>6} {'preload':>7} {'system':>6} {'first':>6} {'step':>5} "
           f"{'steps in 8k':>11}")
     for r in rows:
         print(f"{r['protocol']:<8} {r['budget']:>6} {r['profile']!s:>7} {r['system']:>6} "
