@@ -413,6 +413,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--temperature", type=float, default=0.0,
                    help="sampling temperature (default 0: greedy, so runs repeat; a server's own default "
                         "is often 0.8)")
+    p.add_argument("--model-timeout", type=float, default=1800.0,
+                   help="seconds one model call may take (default 1800: a local model on a busy machine "
+                        "is slow, and a retry would only queue behind the first request)")
     p.add_argument("--data", default=str(DEFAULT_DATA), help="benchmark directory (default: %(default)s)")
     p.add_argument("--ids", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated ids")
     p.add_argument("--level", choices=["easy", "medium", "hard"])
@@ -446,8 +449,9 @@ async def _main(args: argparse.Namespace) -> list[Summary]:
     async with SessionManager(root, limits=Limits(timeout_s=args.timeout), pool_size=args.concurrency) as m:
         for spec in args.model:
             base_url = None if spec.startswith("llamacpp:") else args.base_url
+            extra = {} if spec.startswith("llamacpp:") else {"timeout": args.model_timeout, "max_retries": 0}
             model = load_chat_model(spec, base_url=base_url, temperature=args.temperature,
-                                    max_tokens=args.max_tokens)
+                                    max_tokens=args.max_tokens, **extra)
             for protocol in args.protocol:
                 if protocol == "tools" and _cannot_bind_tools(model):
                     print(f"== {spec} / tools: skipped (the model does not call tools)", file=sys.stderr)
