@@ -7,6 +7,8 @@ provider extra, and its API key or an OpenAI-compatible server), and the benchma
 ``--data DIR`` elsewhere. Examples::
 
     python benchmarks/dabench.py --model openai:gpt-4o-mini --limit 20
+    # an older checkout's agent on the same questions (git worktree add ../old COMMIT):
+    KA_BENCH_TREE=../old python benchmarks/dabench.py --model openai:gpt-4o-mini --limit 20
     python benchmarks/dabench.py --model openai:qwen2.5-coder --base-url http://127.0.0.1:8000/v1 \\
         --level easy --out dabench-responses.jsonl
     # several models and action protocols side by side, one after another in one run:
@@ -40,7 +42,12 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from kernel_analyst import Analyst, Limits, SessionManager
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _trees import use_tree
+
+use_tree()  # $KA_BENCH_TREE: an older checkout's kernel_analyst, for before/after figures
+
+from kernel_analyst import Analyst, Limits, SessionManager  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "dabench"
 ANSWER_RE = re.compile(r"@(\w+)\[(.*?)\]")

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _trees import TREE_VARIABLE, use_tree
 from messy_cases import CASES, Case, Expected
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "csv" / "messy"
@@ -277,7 +278,7 @@ def _erase_slots(base_url: str | None) -> None:
 
 def _child(case: Case, tree: Path, args: argparse.Namespace, workdir: Path) -> FileResult:
     """Ask ``case`` of the code in ``tree`` in a child process."""
-    env = {**os.environ, "MESSY_TREE": str(tree.resolve())}
+    env = {**os.environ, TREE_VARIABLE: str(tree.resolve())}
     command = [
         sys.executable,
         __file__,
@@ -378,22 +379,6 @@ def _row(r: FileResult) -> str:
     )
 
 
-def _use_tree(tree: str | None) -> None:
-    """Import kernel_analyst from ``tree``: ahead of everything on sys.path, and ahead of an
-    editable install's import hook (which would otherwise win over PYTHONPATH)."""
-    if not tree:
-        return
-    sys.meta_path[:] = [
-        f
-        for f in sys.meta_path
-        if "__editable__" not in type(f).__module__ and "__editable__" not in getattr(f, "__name__", "")
-    ]
-    sys.path.insert(0, tree)
-    import kernel_analyst
-
-    assert Path(kernel_analyst.__file__).resolve().is_relative_to(Path(tree)), kernel_analyst.__file__
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
@@ -429,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="messy-"))
     if args.one:
-        _use_tree(os.environ.get("MESSY_TREE"))
+        use_tree()
         case = next(c for c in CASES if c.file == args.one)
         print(json.dumps(asdict(asyncio.run(run_file(case, args, workdir / args.tree_name)))))
         return 0
