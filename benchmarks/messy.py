@@ -231,7 +231,8 @@ async def run_file(case: Case, args: argparse.Namespace, workdir: Path) -> FileR
     result = FileResult(case.file, args.tree_name)
     timings = _Timings()
     model = _model(args.model, args.base_url, timings, args.max_tokens)
-    _erase_slots(args.base_url)
+    if args.erase_cache:
+        _erase_slots(args.base_url)
     options: dict[str, Any] = {"max_steps": args.max_steps, "protocol": args.protocol}
     if args.preload is not None:
         options["profile_files"] = args.preload == "on"
@@ -305,6 +306,8 @@ def _child(case: Case, tree: Path, args: argparse.Namespace, workdir: Path) -> F
         command += ["--base-url", args.base_url]
     if args.preload is not None:
         command += ["--preload", args.preload]
+    if not args.erase_cache:
+        command.append("--keep-cache")
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
@@ -404,6 +407,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--workdir", help="sessions and notebooks (default: a new temp dir)")
     p.add_argument("--json", help="write the results here")
+    p.add_argument("--keep-cache", dest="erase_cache", action="store_false",
+                   help="do not erase the server's cached prompts before each conversation (when other "
+                        "runs share the server: the seconds are then not comparable)")
     p.add_argument("--one", help=argparse.SUPPRESS)
     p.add_argument("--tree-name", default="this", help=argparse.SUPPRESS)
     return p.parse_args(argv)
