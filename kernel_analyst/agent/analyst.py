@@ -376,6 +376,8 @@ class Analyst:
             said = "" if reading.code_only or reading.cut or reply.tool_calls else reading.text
         if not said:  # code or nothing: not kept, so the history stays a valid exchange
             del turn.messages[asked:]
+            if reply is not None:
+                await self._steps.not_run(turn, "no_answer", message("no_partial_answer"))
         turn.error = None  # a failed last call still leaves the cells' partial answer
         text = partial_text(turn, said)
         if text:
