@@ -460,7 +460,7 @@ def duplicates(o: PlaybookOptions, engine: str) -> str:
 NUMERIC = Cell('''\
 $numeric_cols
 findings["numeric_columns"] = len(numeric_cols)
-if not numeric_cols or not rows:
+if $nothing:
     print("No numeric columns.")
     numeric_summary = pd.DataFrame()
 else:
@@ -472,6 +472,7 @@ else:
         "numeric_cols": '''\
 numeric = df.select_dtypes("number").select_dtypes(exclude="bool")
 numeric_cols = list(numeric.columns)''',
+        "nothing": "numeric.empty",  # no numeric column, or no row
         "summary": '''\
 finite = numeric.astype("float64").replace([np.inf, -np.inf], np.nan)
 numeric_summary = finite.describe(percentiles=[0.05, 0.25, 0.5, 0.75, 0.95]).T
@@ -481,6 +482,7 @@ numeric_summary["skew"] = finite.skew()''',
     },
     duckdb={
         "numeric_cols": 'numeric_cols = [c for c in columns if kinds[c] == "numeric"]',
+        "nothing": "not numeric_cols",
         "summary": '''\
 s = stats.loc[numeric_cols]
 q = quantiles.reindex(numeric_cols)

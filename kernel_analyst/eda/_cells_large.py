@@ -12,8 +12,10 @@ four passes over the file, in bounded memory.
   exact IQR fences, and a fixed sample for the measures that need rows;
 - pass 4 (missing values): the missing-value matrix, streamed in file order.
 
-Every helper is defined in the setup cell, so the notebook re-runs alone; each cell says
-which of its numbers are exact, approximate or from the sample.
+Every helper is defined in the setup cell, so the notebook re-runs alone. The sections'
+cells are the pandas path's (one :class:`~._template.Cell` each, in :mod:`._cells`,
+:mod:`._cells_plots`, :mod:`._cells_relations`): their DuckDB holes read what these
+passes computed, and say which of the numbers are exact, approximate or from the sample.
 """
 
 from __future__ import annotations
