@@ -3,6 +3,7 @@
     python benchmarks/eda.py [--rounds N] [--only titanic,diamonds] [--timeout SECONDS]
     python benchmarks/eda.py --sweep          # the full playbook on every shared table
     python benchmarks/eda.py --large          # out of core: 50M rows (~3 GB), and 5M rows vs pandas
+    python benchmarks/eda.py --baseline DIR [--engine duckdb]   # this checkout vs an older one
 
 Each tool runs as a whole process, the way a user runs it (``kernel-analyst eda FILE -o
 ... --html ...`` against a Python process that reads the CSV with pandas and writes
@@ -16,6 +17,12 @@ ydata-profiling refuses pandas 3, so it runs from its own virtualenv
 diamonds and taxis from ``../shared``, and a generated 1M-row table (written once to
 ``benchmarks/.cache``). Never a timing assert in tests: the figures go to
 docs/benchmarks.md.
+
+``--baseline DIR`` puts an older version of kernel-analyst in ydata-profiling's place: DIR
+holds its ``kernel_analyst`` package (e.g. ``git archive REV kernel_analyst | tar -x -C
+DIR``); both run as ``python -m kernel_analyst.cli eda`` with ``PYTHONPATH`` set to their
+own tree, on the same files, interleaved. ``--engine`` is passed to both (``duckdb``: the
+out-of-core path).
 """
 
 from __future__ import annotations
@@ -100,10 +107,10 @@ def ensure_ydata() -> Path:
     return python
 
 
-def measure(argv: list[str], timeout: float) -> tuple[float, float, bool]:
+def measure(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[float, float, bool]:
     """Wall seconds, peak MiB of the process tree, and whether it exited 0 in time."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     root = psutil.Process(proc.pid)
     peak = 0
     while proc.poll() is None:
@@ -132,8 +139,28 @@ def _tree_rss(root: psutil.Process) -> int:
     return total
 
 
-def compare(rounds: int, only: list[str] | None, timeout: float) -> list[Run]:
-    ydata = ensure_ydata()
+def _eda_argv(ours: list[str], path: Path, out: Path, name: str, engine: str | None) -> list[str]:
+    argv = [*ours, str(path), "-o", str(out / f"{name}.ipynb"), "--html", str(out / f"{name}.html"),
+            "--isolation", "process"]
+    return [*argv, "--engine", engine] if engine else argv
+
+
+def _commands(path: Path, out: Path, name: str, baseline: Path | None,
+              engine: str | None) -> dict[str, tuple[list[str], dict[str, str] | None]]:
+    """What runs on one table: our CLI, and ydata-profiling or the baseline's CLI."""
+    if baseline is None:
+        ydata = [str(ensure_ydata()), "-c", YDATA_SCRIPT, str(path), str(out / f"{name}-ydata.html")]
+        return {"kernel-analyst": (_eda_argv(OURS, path, out, name, engine), None),
+                "ydata-profiling": (ydata, None)}
+    cli = [sys.executable, "-m", "kernel_analyst.cli", "eda"]
+    return {"kernel-analyst": (_eda_argv(cli, path, out, name, engine),
+                               {**os.environ, "PYTHONPATH": str(ROOT)}),
+            "baseline": (_eda_argv(cli, path, out, f"{name}-baseline", engine),
+                         {**os.environ, "PYTHONPATH": str(baseline.resolve())})}
+
+
+def compare(rounds: int, only: list[str] | None, timeout: float, *, baseline: Path | None = None,
+            engine: str | None = None) -> list[Run]:
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="eda-bench-") as tmp:
         out = Path(tmp)
@@ -141,36 +168,31 @@ def compare(rounds: int, only: list[str] | None, timeout: float) -> list[Run]:
             for name, path in tables().items():
                 if only and name not in only:
                     continue
-                commands = {
-                    "kernel-analyst": [*OURS, str(path), "-o", str(out / f"{name}.ipynb"),
-                                       "--html", str(out / f"{name}.html"), "--isolation", "process"],
-                    "ydata-profiling": [str(ydata), "-c", YDATA_SCRIPT, str(path),
-                                        str(out / f"{name}-ydata.html")],
-                }
+                commands = _commands(path, out, name, baseline, engine)
                 order = list(commands) if round_index % 2 == 0 else list(commands)[::-1]
                 for tool in order:
-                    seconds, peak, ok = measure(commands[tool], timeout)
+                    seconds, peak, ok = measure(*commands[tool], timeout)
                     runs.append(Run(tool, name, seconds, peak, ok))
                     print(f"round {round_index + 1} {name:<13} {tool:<16} {seconds:7.1f} s "
                           f"{peak:7.0f} MiB {'ok' if ok else 'FAILED/TIMEOUT'}", file=sys.stderr, flush=True)
     return runs
 
 
-def report(runs: list[Run]) -> str:
-    lines = ["| table | kernel-analyst | ydata-profiling | time ratio | peak memory (ours / ydata) |",
+def report(runs: list[Run], other: str = "ydata-profiling") -> str:
+    lines = [f"| table | kernel-analyst | {other} | time ratio | peak memory (ours / {other}) |",
              "|---|---|---|---|---|"]
-    totals = {"kernel-analyst": 0.0, "ydata-profiling": 0.0}
+    totals = {"kernel-analyst": 0.0, other: 0.0}
     for name in dict.fromkeys(r.table for r in runs):
         ours = [r for r in runs if r.table == name and r.tool == "kernel-analyst"]
-        theirs = [r for r in runs if r.table == name and r.tool == "ydata-profiling"]
+        theirs = [r for r in runs if r.table == name and r.tool == other]
         a, b = statistics.median(r.seconds for r in ours), statistics.median(r.seconds for r in theirs)
         totals["kernel-analyst"] += a
-        totals["ydata-profiling"] += b
+        totals[other] += b
         failed = "" if all(r.ok for r in theirs) else " (did not finish)"
         lines.append(f"| {name} | {a:.1f} s | {b:.1f} s{failed} | {a / b:.2f}x | "
                      f"{max(r.peak_mib for r in ours):,.0f} / {max(r.peak_mib for r in theirs):,.0f} MiB |")
-    ratio = totals["kernel-analyst"] / totals["ydata-profiling"]
-    lines.append(f"| **total** | {totals['kernel-analyst']:.1f} s | {totals['ydata-profiling']:.1f} s | "
+    ratio = totals["kernel-analyst"] / totals[other]
+    lines.append(f"| **total** | {totals['kernel-analyst']:.1f} s | {totals[other]:.1f} s | "
                  f"**{ratio:.2f}x** | |")
     return "\n".join(lines)
 
@@ -371,13 +393,17 @@ def main() -> int:
     parser.add_argument("--sweep", action="store_true", help="the full playbook on every shared table")
     parser.add_argument("--large", action="store_true", help="out of core: 50M rows, and 5M rows vs pandas")
     parser.add_argument("--no-ydata", action="store_true", help="with --large: skip ydata-profiling")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="compare with the kernel_analyst package in DIR instead of ydata-profiling")
+    parser.add_argument("--engine", choices=["auto", "pandas", "duckdb"], help="passed to kernel-analyst eda")
     args = parser.parse_args()
     if args.large:
         return asyncio.run(large(args.timeout, not args.no_ydata))
     if args.sweep:
         return asyncio.run(sweep())
-    runs = compare(args.rounds, args.only.split(",") if args.only else None, args.timeout)
-    print(report(runs))
+    runs = compare(args.rounds, args.only.split(",") if args.only else None, args.timeout,
+                   baseline=args.baseline, engine=args.engine)
+    print(report(runs, "baseline" if args.baseline else "ydata-profiling"))
     return 0
 
 
