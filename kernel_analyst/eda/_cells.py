@@ -119,7 +119,6 @@ $engine''',
     pandas={"engine": ""},
     duckdb={"engine": large.DUCK_SETUP + large.DUCK_EXACT_PASS + large.DUCK_MISSING_PASS},
 )
-"""Imports, the alert thresholds and the helpers; out of core also DuckDB's passes."""
 
 
 def setup(o: PlaybookOptions, engine: str) -> str:
@@ -241,7 +240,6 @@ findings["out_of_core"] = {
     "quantiles_held_whole": fallbacks}''',
     },
 )
-"""Size, a sample for the costly steps, and one row per column: type, kind, counts."""
 
 
 def overview(o: PlaybookOptions, engine: str) -> str:
@@ -346,7 +344,6 @@ s = stats.loc[col]
 zeros, infinite, skew = s["zeros"] / n, int(s["infinite"]), skews.get(col, np.nan)''',
     },
 )
-"""The checks profiling tools make, each with its threshold, ranked by severity."""
 
 
 def alerts(o: PlaybookOptions, engine: str) -> str:
@@ -423,7 +420,6 @@ with np.errstate(invalid="ignore", divide="ignore"):
         "both_missing": "int(products[i, j])",
     },
 )
-"""Missing cells per column, the missing-value matrix, and which columns go missing together."""
 
 
 def missing(o: PlaybookOptions, engine: str) -> str:
@@ -449,7 +445,6 @@ con.execute(f"SELECT * FROM data WHERE {hash_of} IN "
             f"(SELECT {hash_of} AS h FROM data GROUP BY h HAVING count(*) > 1 LIMIT 5) LIMIT 10").df()''',
     },
 )
-"""Rows identical in every column, with examples."""
 
 
 def duplicates(o: PlaybookOptions, engine: str) -> str:
@@ -497,7 +492,6 @@ if fallbacks:
     print(f"Quantiles of {', '.join(map(str, fallbacks))} were computed holding the column whole.")''',
     },
 )
-"""Counts, quantiles, skewness and zeros of every numeric column."""
 
 
 def numeric(o: PlaybookOptions, engine: str) -> str:

@@ -68,7 +68,6 @@ log = plan.get("log", False)
 outside = int(stats.loc[col, "finite"]) - int(heights.sum()) if plan.get("clip") else None''',
     },
 )
-"""Histograms of the numeric columns that vary."""
 
 
 def distributions(o: PlaybookOptions, engine: str) -> str:
@@ -116,7 +115,6 @@ if gap:  # missing values: a bar of their own, as pandas' value_counts(dropna=Fa
     counts = counts.sort_values(ascending=False, kind="stable")''',
     },
 )
-"""Top values of the categorical columns, missing values as a bar of their own."""
 
 
 def categories(o: PlaybookOptions, engine: str) -> str:
@@ -188,7 +186,6 @@ by_period = sample.groupby(pd.to_datetime(sample[time_col]).dt.to_period(period)
         "from_sample": ", from the sample of {len(sample):,} rows",
     },
 )
-"""Date ranges, rows over time, and numeric columns over time."""
 
 
 def dates(o: PlaybookOptions, engine: str, expected: tuple[str, ...] = ()) -> str:
@@ -252,7 +249,6 @@ count, n, skew = int(counted[col]), int(stats.loc[col, "finite"]), skews.get(col
         "exact": " (exact over all rows)",
     },
 )
-"""Values outside the interquartile-range fences, with a caveat where the rule misleads."""
 
 
 def outliers(o: PlaybookOptions, engine: str) -> str:
@@ -330,7 +326,6 @@ profile.update({"mean": s["mean"], "std": s["std"], "min": s["min"], "5%": q[0.0
         "exact": " (exact statistics)",
     },
 )
-"""One table: the full profile of the columns with alerts or strong associations."""
 
 
 def profiles(o: PlaybookOptions, engine: str) -> str:

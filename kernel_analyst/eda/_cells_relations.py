@@ -101,7 +101,6 @@ for a in num_cols:
                  "{len(sample):,} rows"),
     },
 )
-"""Every pair's association, a matrix of each kind, and the pairs ranked by strength."""
 
 
 def associations(o: PlaybookOptions, engine: str) -> str:
@@ -216,7 +215,6 @@ else:
     duckdb={"over": 'print(f"Measures and plots below use the sample of {len(sample):,} rows.")',
             "table": "sample"},
 )
-"""The target's distribution, each feature's association with it (ranked), and plots."""
 
 
 def target(o: PlaybookOptions, engine: str) -> str:
