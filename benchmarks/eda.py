@@ -171,7 +171,8 @@ def compare(rounds: int, only: list[str] | None, timeout: float, *, baseline: Pa
                 commands = _commands(path, out, name, baseline, engine)
                 order = list(commands) if round_index % 2 == 0 else list(commands)[::-1]
                 for tool in order:
-                    seconds, peak, ok = measure(*commands[tool], timeout)
+                    argv, env = commands[tool]
+                    seconds, peak, ok = measure(argv, timeout, env)
                     runs.append(Run(tool, name, seconds, peak, ok))
                     print(f"round {round_index + 1} {name:<13} {tool:<16} {seconds:7.1f} s "
                           f"{peak:7.0f} MiB {'ok' if ok else 'FAILED/TIMEOUT'}", file=sys.stderr, flush=True)
