@@ -4,6 +4,7 @@
     python benchmarks/eda.py --sweep          # the full playbook on every shared table
     python benchmarks/eda.py --large          # out of core: 50M rows (~3 GB), and 5M rows vs pandas
     python benchmarks/eda.py --baseline DIR [--engine duckdb]   # this checkout vs an older one
+    python benchmarks/eda.py --baseline DIR --cells   # the same, per playbook cell, in one kernel
 
 Each tool runs as a whole process, the way a user runs it (``kernel-analyst eda FILE -o
 ... --html ...`` against a Python process that reads the CSV with pandas and writes
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -224,6 +226,64 @@ async def sweep() -> int:
     return 1 if failed else 0
 
 
+# -- --cells --baseline: the playbook's cells against an older version's, in one kernel ---------
+
+_PLANNED = """
+import json, sys
+from pathlib import Path
+from kernel_analyst.eda import PlaybookOptions, detect, plan_cells
+from kernel_analyst.eda.playbook import _engine
+path, opts = Path(sys.argv[1]), PlaybookOptions(engine=sys.argv[2])
+plan = detect(path)
+choice, names = _engine(path, plan, opts, 4096)
+print(json.dumps([[c.step, c.code] for c in plan_cells(plan, opts, engine=choice, names=names)]))
+"""
+
+
+def _planned(tree: Path, path: Path, engine: str) -> list[tuple[str, str]]:
+    """The cells the kernel_analyst package in ``tree`` plans for ``path`` (steps and code)."""
+    done = subprocess.run([sys.executable, "-c", _PLANNED, str(path), engine], capture_output=True, text=True,
+                          check=True, env={**os.environ, "PYTHONPATH": str(tree.resolve())})
+    return [(step, code) for step, code in json.loads(done.stdout)]
+
+
+async def cells_against(baseline: Path, rounds: int, only: list[str] | None, engine: str) -> str:
+    """Seconds per step of this checkout's cells and the baseline's, run in turn (the order
+    alternating each round) in one kernel on each table; medians over the rounds."""
+    from kernel_analyst.kernels import Limits, SessionManager
+
+    seconds: dict[tuple[str, str, str], list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="eda-cells-") as root:
+        async with SessionManager(root, limits=Limits(isolation="process", timeout_s=600)) as manager:
+            for name, path in tables().items():
+                if only and name not in only:
+                    continue
+                versions = {"ours": _planned(ROOT, path, engine),
+                            "baseline": _planned(baseline, path, engine)}
+                session = await manager.session(f"cells-{name}")
+                await session.upload(path)
+                for round_index in range(rounds):
+                    for version in list(versions)[:: 1 if round_index % 2 == 0 else -1]:
+                        for step, code in versions[version]:
+                            ex = await session.execute(code)
+                            if not ex.ok:
+                                raise RuntimeError(f"{version} {name} {step}: {ex.error or ex.status}")
+                            seconds.setdefault((name, step, version), []).append(ex.duration_s)
+                await manager.close(f"cells-{name}")
+    steps = dict.fromkeys(step for _, step, _ in seconds)
+    lines = [f"| step ({engine}) | ours | baseline | ratio |", "|---|---|---|---|"]
+    totals = {"ours": 0.0, "baseline": 0.0}
+    for step in steps:
+        a, b = (sum(statistics.median(v) for (_, s, w), v in seconds.items() if s == step and w == version)
+                for version in ("ours", "baseline"))
+        totals["ours"] += a
+        totals["baseline"] += b
+        lines.append(f"| {step} | {a:.3f} s | {b:.3f} s | {a / b:.2f}x |")
+    lines.append(f"| **all cells** | {totals['ours']:.2f} s | {totals['baseline']:.2f} s | "
+                 f"**{totals['ours'] / totals['baseline']:.2f}x** |")
+    return "\n".join(lines)
+
+
 # -- --large: files bigger than a kernel's memory ------------------------------------------------
 
 LARGE_CACHE = Path(os.environ.get("KA_BENCH_CACHE", Path.home() / ".cache" / "kernel-analyst-bench"))
@@ -397,13 +457,20 @@ def main() -> int:
     parser.add_argument("--baseline", type=Path, metavar="DIR",
                         help="compare with the kernel_analyst package in DIR instead of ydata-profiling")
     parser.add_argument("--engine", choices=["auto", "pandas", "duckdb"], help="passed to kernel-analyst eda")
+    parser.add_argument("--cells", action="store_true",
+                        help="with --baseline: seconds per playbook cell, both versions in one kernel")
     args = parser.parse_args()
     if args.large:
         return asyncio.run(large(args.timeout, not args.no_ydata))
     if args.sweep:
         return asyncio.run(sweep())
-    runs = compare(args.rounds, args.only.split(",") if args.only else None, args.timeout,
-                   baseline=args.baseline, engine=args.engine)
+    only = args.only.split(",") if args.only else None
+    if args.cells:
+        if args.baseline is None:
+            parser.error("--cells compares with --baseline DIR")
+        print(asyncio.run(cells_against(args.baseline, args.rounds, only, args.engine or "pandas")))
+        return 0
+    runs = compare(args.rounds, only, args.timeout, baseline=args.baseline, engine=args.engine)
     print(report(runs, "baseline" if args.baseline else "ydata-profiling"))
     return 0
 
