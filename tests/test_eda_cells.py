@@ -18,13 +18,14 @@ from .conftest import SEABORN
 DUCKDB = EngineChoice("duckdb", "asked for")
 ALL_STEPS = PlaybookOptions(target="survived")
 # Names only the DuckDB passes define (setup and loading cells of the out-of-core path).
-DUCK_ONLY = {"con", "stats", "exact", "value_counts", "distinct_exact", "quantiles", "fences", "counted", "skews",
-             "pearson_r", "plans", "quantile_rows", "missing_pass", "hash_of"}
+DUCK_ONLY = {"con", "stats", "exact", "value_counts", "distinct_exact", "quantiles", "fences", "counted",
+             "skews", "pearson_r", "plans", "quantile_rows", "missing_pass", "hash_of"}
 
 
 def test_a_block_takes_the_indentation_of_its_placeholder_and_an_empty_one_goes() -> None:
     template = "if x:\n    $body\n    done = $value\n$tail\nend"
-    assert fill(template, body="a = 1\n\nb = 2", value=3, tail="") == "if x:\n    a = 1\n\n    b = 2\n    done = 3\nend"
+    filled = fill(template, body="a = 1\n\nb = 2", value=3, tail="")
+    assert filled == "if x:\n    a = 1\n\n    b = 2\n    done = 3\nend"
     assert fill("$block", block="y = $n", n=5) == "y = 5", "a block's own placeholders are filled too"
     with pytest.raises(KeyError):
         fill("print($missing)")
