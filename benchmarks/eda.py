@@ -3,6 +3,8 @@
     python benchmarks/eda.py [--rounds N] [--only titanic,diamonds] [--timeout SECONDS]
     python benchmarks/eda.py --sweep          # the full playbook on every shared table
     python benchmarks/eda.py --large          # out of core: 50M rows (~3 GB), and 5M rows vs pandas
+    python benchmarks/eda.py --baseline DIR [--engine duckdb]   # this checkout vs an older one
+    python benchmarks/eda.py --baseline DIR --cells   # the same, per playbook cell, in one kernel
 
 Each tool runs as a whole process, the way a user runs it (``kernel-analyst eda FILE -o
 ... --html ...`` against a Python process that reads the CSV with pandas and writes
@@ -16,12 +18,19 @@ ydata-profiling refuses pandas 3, so it runs from its own virtualenv
 diamonds and taxis from ``../shared``, and a generated 1M-row table (written once to
 ``benchmarks/.cache``). Never a timing assert in tests: the figures go to
 docs/benchmarks.md.
+
+``--baseline DIR`` puts an older version of kernel-analyst in ydata-profiling's place: DIR
+holds its ``kernel_analyst`` package (e.g. ``git archive REV kernel_analyst | tar -x -C
+DIR``); both run as ``python -m kernel_analyst.cli eda`` with ``PYTHONPATH`` set to their
+own tree, on the same files, interleaved. ``--engine`` is passed to both (``duckdb``: the
+out-of-core path).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -100,10 +109,10 @@ def ensure_ydata() -> Path:
     return python
 
 
-def measure(argv: list[str], timeout: float) -> tuple[float, float, bool]:
+def measure(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[float, float, bool]:
     """Wall seconds, peak MiB of the process tree, and whether it exited 0 in time."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     root = psutil.Process(proc.pid)
     peak = 0
     while proc.poll() is None:
@@ -132,8 +141,28 @@ def _tree_rss(root: psutil.Process) -> int:
     return total
 
 
-def compare(rounds: int, only: list[str] | None, timeout: float) -> list[Run]:
-    ydata = ensure_ydata()
+def _eda_argv(ours: list[str], path: Path, out: Path, name: str, engine: str | None) -> list[str]:
+    argv = [*ours, str(path), "-o", str(out / f"{name}.ipynb"), "--html", str(out / f"{name}.html"),
+            "--isolation", "process"]
+    return [*argv, "--engine", engine] if engine else argv
+
+
+def _commands(path: Path, out: Path, name: str, baseline: Path | None,
+              engine: str | None) -> dict[str, tuple[list[str], dict[str, str] | None]]:
+    """What runs on one table: our CLI, and ydata-profiling or the baseline's CLI."""
+    if baseline is None:
+        ydata = [str(ensure_ydata()), "-c", YDATA_SCRIPT, str(path), str(out / f"{name}-ydata.html")]
+        return {"kernel-analyst": (_eda_argv(OURS, path, out, name, engine), None),
+                "ydata-profiling": (ydata, None)}
+    cli = [sys.executable, "-m", "kernel_analyst.cli", "eda"]
+    return {"kernel-analyst": (_eda_argv(cli, path, out, name, engine),
+                               {**os.environ, "PYTHONPATH": str(ROOT)}),
+            "baseline": (_eda_argv(cli, path, out, f"{name}-baseline", engine),
+                         {**os.environ, "PYTHONPATH": str(baseline.resolve())})}
+
+
+def compare(rounds: int, only: list[str] | None, timeout: float, *, baseline: Path | None = None,
+            engine: str | None = None) -> list[Run]:
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="eda-bench-") as tmp:
         out = Path(tmp)
@@ -141,36 +170,32 @@ def compare(rounds: int, only: list[str] | None, timeout: float) -> list[Run]:
             for name, path in tables().items():
                 if only and name not in only:
                     continue
-                commands = {
-                    "kernel-analyst": [*OURS, str(path), "-o", str(out / f"{name}.ipynb"),
-                                       "--html", str(out / f"{name}.html"), "--isolation", "process"],
-                    "ydata-profiling": [str(ydata), "-c", YDATA_SCRIPT, str(path),
-                                        str(out / f"{name}-ydata.html")],
-                }
+                commands = _commands(path, out, name, baseline, engine)
                 order = list(commands) if round_index % 2 == 0 else list(commands)[::-1]
                 for tool in order:
-                    seconds, peak, ok = measure(commands[tool], timeout)
+                    argv, env = commands[tool]
+                    seconds, peak, ok = measure(argv, timeout, env)
                     runs.append(Run(tool, name, seconds, peak, ok))
                     print(f"round {round_index + 1} {name:<13} {tool:<16} {seconds:7.1f} s "
                           f"{peak:7.0f} MiB {'ok' if ok else 'FAILED/TIMEOUT'}", file=sys.stderr, flush=True)
     return runs
 
 
-def report(runs: list[Run]) -> str:
-    lines = ["| table | kernel-analyst | ydata-profiling | time ratio | peak memory (ours / ydata) |",
+def report(runs: list[Run], other: str = "ydata-profiling") -> str:
+    lines = [f"| table | kernel-analyst | {other} | time ratio | peak memory (ours / {other}) |",
              "|---|---|---|---|---|"]
-    totals = {"kernel-analyst": 0.0, "ydata-profiling": 0.0}
+    totals = {"kernel-analyst": 0.0, other: 0.0}
     for name in dict.fromkeys(r.table for r in runs):
         ours = [r for r in runs if r.table == name and r.tool == "kernel-analyst"]
-        theirs = [r for r in runs if r.table == name and r.tool == "ydata-profiling"]
+        theirs = [r for r in runs if r.table == name and r.tool == other]
         a, b = statistics.median(r.seconds for r in ours), statistics.median(r.seconds for r in theirs)
         totals["kernel-analyst"] += a
-        totals["ydata-profiling"] += b
+        totals[other] += b
         failed = "" if all(r.ok for r in theirs) else " (did not finish)"
         lines.append(f"| {name} | {a:.1f} s | {b:.1f} s{failed} | {a / b:.2f}x | "
                      f"{max(r.peak_mib for r in ours):,.0f} / {max(r.peak_mib for r in theirs):,.0f} MiB |")
-    ratio = totals["kernel-analyst"] / totals["ydata-profiling"]
-    lines.append(f"| **total** | {totals['kernel-analyst']:.1f} s | {totals['ydata-profiling']:.1f} s | "
+    ratio = totals["kernel-analyst"] / totals[other]
+    lines.append(f"| **total** | {totals['kernel-analyst']:.1f} s | {totals[other]:.1f} s | "
                  f"**{ratio:.2f}x** | |")
     return "\n".join(lines)
 
@@ -199,6 +224,64 @@ async def sweep() -> int:
     for line in failed:
         print(f"  {line}")
     return 1 if failed else 0
+
+
+# -- --cells --baseline: the playbook's cells against an older version's, in one kernel ---------
+
+_PLANNED = """
+import json, sys
+from pathlib import Path
+from kernel_analyst.eda import PlaybookOptions, detect, plan_cells
+from kernel_analyst.eda.playbook import _engine
+path, opts = Path(sys.argv[1]), PlaybookOptions(engine=sys.argv[2])
+plan = detect(path)
+choice, names = _engine(path, plan, opts, 4096)
+print(json.dumps([[c.step, c.code] for c in plan_cells(plan, opts, engine=choice, names=names)]))
+"""
+
+
+def _planned(tree: Path, path: Path, engine: str) -> list[tuple[str, str]]:
+    """The cells the kernel_analyst package in ``tree`` plans for ``path`` (steps and code)."""
+    done = subprocess.run([sys.executable, "-c", _PLANNED, str(path), engine], capture_output=True, text=True,
+                          check=True, env={**os.environ, "PYTHONPATH": str(tree.resolve())})
+    return [(step, code) for step, code in json.loads(done.stdout)]
+
+
+async def cells_against(baseline: Path, rounds: int, only: list[str] | None, engine: str) -> str:
+    """Seconds per step of this checkout's cells and the baseline's, run in turn (the order
+    alternating each round) in one kernel on each table; medians over the rounds."""
+    from kernel_analyst.kernels import Limits, SessionManager
+
+    seconds: dict[tuple[str, str, str], list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="eda-cells-") as root:
+        async with SessionManager(root, limits=Limits(isolation="process", timeout_s=600)) as manager:
+            for name, path in tables().items():
+                if only and name not in only:
+                    continue
+                versions = {"ours": _planned(ROOT, path, engine),
+                            "baseline": _planned(baseline, path, engine)}
+                session = await manager.session(f"cells-{name}")
+                await session.upload(path)
+                for round_index in range(rounds):
+                    for version in list(versions)[:: 1 if round_index % 2 == 0 else -1]:
+                        for step, code in versions[version]:
+                            ex = await session.execute(code)
+                            if not ex.ok:
+                                raise RuntimeError(f"{version} {name} {step}: {ex.error or ex.status}")
+                            seconds.setdefault((name, step, version), []).append(ex.duration_s)
+                await manager.close(f"cells-{name}")
+    steps = dict.fromkeys(step for _, step, _ in seconds)
+    lines = [f"| step ({engine}) | ours | baseline | ratio |", "|---|---|---|---|"]
+    totals = {"ours": 0.0, "baseline": 0.0}
+    for step in steps:
+        a, b = (sum(statistics.median(v) for (_, s, w), v in seconds.items() if s == step and w == version)
+                for version in ("ours", "baseline"))
+        totals["ours"] += a
+        totals["baseline"] += b
+        lines.append(f"| {step} | {a:.3f} s | {b:.3f} s | {a / b:.2f}x |")
+    lines.append(f"| **all cells** | {totals['ours']:.2f} s | {totals['baseline']:.2f} s | "
+                 f"**{totals['ours'] / totals['baseline']:.2f}x** |")
+    return "\n".join(lines)
 
 
 # -- --large: files bigger than a kernel's memory ------------------------------------------------
@@ -371,13 +454,24 @@ def main() -> int:
     parser.add_argument("--sweep", action="store_true", help="the full playbook on every shared table")
     parser.add_argument("--large", action="store_true", help="out of core: 50M rows, and 5M rows vs pandas")
     parser.add_argument("--no-ydata", action="store_true", help="with --large: skip ydata-profiling")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="compare with the kernel_analyst package in DIR instead of ydata-profiling")
+    parser.add_argument("--engine", choices=["auto", "pandas", "duckdb"], help="passed to kernel-analyst eda")
+    parser.add_argument("--cells", action="store_true",
+                        help="with --baseline: seconds per playbook cell, both versions in one kernel")
     args = parser.parse_args()
     if args.large:
         return asyncio.run(large(args.timeout, not args.no_ydata))
     if args.sweep:
         return asyncio.run(sweep())
-    runs = compare(args.rounds, args.only.split(",") if args.only else None, args.timeout)
-    print(report(runs))
+    only = args.only.split(",") if args.only else None
+    if args.cells:
+        if args.baseline is None:
+            parser.error("--cells compares with --baseline DIR")
+        print(asyncio.run(cells_against(args.baseline, args.rounds, only, args.engine or "pandas")))
+        return 0
+    runs = compare(args.rounds, only, args.timeout, baseline=args.baseline, engine=args.engine)
+    print(report(runs, "baseline" if args.baseline else "ydata-profiling"))
     return 0
 
 

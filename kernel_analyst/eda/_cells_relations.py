@@ -1,36 +1,35 @@
 """The code of the playbook's cells on pairs of columns: associations of every kind,
-scatter plots of the strongest pairs, and every feature against a target.
+scatter plots of the strongest pairs, and every feature against a target; each one
+:class:`~._template.Cell` for both engines.
 
 Measures: Pearson r and Spearman ρ for numeric pairs, Cramér's V for categorical pairs,
 the correlation ratio η for categorical-numeric pairs; each with the rows it was computed
-from, and a caveat when they are few. All of it plain pandas and numpy.
+from, and a caveat when they are few. All of it plain pandas and numpy, over the table or
+(out of core) over the fixed sample, but Pearson r, which DuckDB computes over every row.
 """
 
 from __future__ import annotations
 
-from ._cells import fill
+from ._template import Cell
 from .options import PlaybookOptions
 
-
-def associations(o: PlaybookOptions) -> str:
-    """Every pair's association, a matrix of each kind, and the pairs ranked by strength."""
-    return fill('''\
-num_cols = [c for c in df.columns if kinds[c] == "numeric" and distinct[c] > 1]
-cat_cols = [c for c in df.columns if kinds[c] in ("categorical", "boolean") and distinct[c] > 1]
+ASSOCIATIONS = Cell('''\
+num_cols = [c for c in columns if kinds[c] == "numeric" and distinct[c] > 1]
+cat_cols = [c for c in columns if kinds[c] in ("categorical", "boolean") and distinct[c] > 1]
 if len(num_cols) > $max_num or len(cat_cols) > $max_cat:
     print(f"Using the first $max_num numeric and $max_cat categorical columns "
           f"(of {len(num_cols)} and {len(cat_cols)}).")
 num_cols, cat_cols = num_cols[:$max_num], cat_cols[:$max_cat]
 data = sample[num_cols].astype("float64").replace([np.inf, -np.inf], np.nan)
-pearson = data.corr()
 spearman = data.corr(method="spearman")
 both = data.notna().astype(int)
-pair_n = both.T @ both if num_cols else pd.DataFrame()  # rows where both are present
+pair_n = both.T @ both if num_cols else pd.DataFrame()  # $rows where both are present
+$pearson
 pairs = []
 for i, a in enumerate(num_cols):
     for b in num_cols[i + 1:]:
-        for measure, matrix in (("Pearson r", pearson), ("Spearman ρ", spearman)):
-            pairs.append((a, b, measure, matrix.loc[a, b], int(pair_n.loc[a, b])))
+        pairs.append((a, b, "Pearson r", pearson.loc[a, b], int(pearson_n.loc[a, b])))
+        pairs.append((a, b, "Spearman ρ", spearman.loc[a, b], int(pair_n.loc[a, b])))
 for i, a in enumerate(cat_cols):
     for b in cat_cols[i + 1:]:
         pairs.append((a, b, "Cramér's V", *cramers_v(sample[a], sample[b])))
@@ -81,14 +80,35 @@ else:
         ax.set_title(title)
         fig.colorbar(image, ax=ax, shrink=0.75)
     show(fig)
-    print(f"Strongest pairs ({len(sample):,} rows; n = rows where both are present):")
+    print(f"Strongest pairs ($over; n = rows where both are present):")
     display(ranked.drop(columns="strength").head(15))''',
-                max_num=o.max_corr_columns, max_cat=o.max_cat_columns)
+    pandas={"rows": "rows", "pearson": "pearson, pearson_n = data.corr(), pair_n",
+            "over": "{len(sample):,} rows"},
+    duckdb={
+        "rows": "sample rows",
+        "pearson": '''\
+# Pearson r and its n: exact, over every row (pass 1). Spearman ρ, Cramér's V and η: the sample.
+pearson, pearson_n = spearman * np.nan, pair_n.copy()
+for i, a in enumerate(num_cols):
+    for b in num_cols[i + 1:]:
+        r, n = (pearson_r.get((a, b)) or pearson_r.get((b, a))
+                or (data[a].corr(data[b]), int(pair_n.loc[a, b])))
+        pearson.loc[a, b] = pearson.loc[b, a] = r
+        pearson_n.loc[a, b] = pearson_n.loc[b, a] = n
+for a in num_cols:
+    pearson.loc[a, a] = 1.0''',
+        "over": ("Pearson r over all {rows:,} rows; the other measures over the sample of "
+                 "{len(sample):,} rows"),
+    },
+)
 
 
-def scatter(o: PlaybookOptions) -> str:
-    """Scatter plots of the strongest numeric pairs, on a sample of points."""
-    return fill('''\
+def associations(o: PlaybookOptions, engine: str) -> str:
+    """Every pair's association, a matrix of each kind, and the pairs ranked by strength."""
+    return ASSOCIATIONS.code(engine, max_num=o.max_corr_columns, max_cat=o.max_cat_columns)
+
+
+SCATTER = Cell('''\
 # Pairs worth a look: numeric, from at least SMALL_N rows, |r| or |ρ| at least 0.3.
 numeric_pairs = ranked[ranked["measure"].isin(["Pearson r", "Spearman ρ"]) & (ranked["n"] >= SMALL_N)
                        & (ranked["strength"] >= 0.3)].head(6)
@@ -109,14 +129,19 @@ else:
             values = points[pair.a if axis == "x" else pair.b]
             if values.min() > 0 and abs(values.skew()) >= SKEWED:
                 (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
-    show(fig)''', points=o.plot_points)
+    show(fig)''')
+"""Scatter plots of the strongest numeric pairs, on a sample of points (the same for both engines)."""
 
 
-def target(o: PlaybookOptions) -> str:
-    """The target's distribution, each feature's association with it (ranked), and plots."""
-    return fill('''\
+def scatter(o: PlaybookOptions, engine: str) -> str:
+    """Scatter plots of the strongest numeric pairs, on a sample of points."""
+    return SCATTER.code(engine, points=o.plot_points)
+
+
+TARGET = Cell('''\
+$over
 target = $target
-y = df[target]
+y = $table[target]
 if kinds[target] not in ("numeric", "categorical", "boolean") or distinct[target] < 2:
     print(f"Target `{target}` is a {kinds[target]} column with {int(distinct[target]):,} distinct "
           "value(s): there is nothing to rank features against (choose a numeric or categorical column).")
@@ -125,7 +150,7 @@ else:
     classes = kinds[target] in ("categorical", "boolean") or distinct[target] <= 10
     print(f"Target `{target}`: {'classes' if classes else 'numeric'}, {int(present[target]):,} present, "
           f"{int(distinct[target]):,} distinct values.")
-    features = [c for c in df.columns if c != target and kinds[c] in ("numeric", "categorical", "boolean")
+    features = [c for c in columns if c != target and kinds[c] in ("numeric", "categorical", "boolean")
                 and distinct[c] > 1]
     rows_t = []
     for col in features:
@@ -162,12 +187,12 @@ else:
     levels = list(y.value_counts().index[:6]) if classes else []
     for ax, col in zip(axes[1:], shown):
         if classes and kinds[col] == "numeric":
-            ax.boxplot([df.loc[y == level, col].dropna() for level in levels], showfliers=False)
+            ax.boxplot([$table.loc[y == level, col].dropna() for level in levels], showfliers=False)
             ax.set_xticks(range(1, len(levels) + 1), labels=[short_label(v, 10) for v in levels])
             ax.set_xlabel(short_label(target, 24))
         elif classes:
-            top = df[col].value_counts().index[:8]
-            shares = pd.crosstab(df[col], y, normalize="index")
+            top = $table[col].value_counts().index[:8]
+            shares = pd.crosstab($table[col], y, normalize="index")
             shares = shares.reindex(index=top, columns=levels, fill_value=0)
             left = np.zeros(len(shares))
             for level in levels:  # one stacked bar per value of the feature
@@ -181,8 +206,17 @@ else:
             ax.scatter(points[col], points[target], s=6, alpha=0.35, linewidths=0)
             ax.set_ylabel(short_label(target, 24))
         else:
-            top = df[col].value_counts().index[:8]
-            ax.boxplot([df.loc[df[col] == level, target].dropna() for level in top], showfliers=False)
+            top = $table[col].value_counts().index[:8]
+            ax.boxplot([$table.loc[$table[col] == level, target].dropna() for level in top], showfliers=False)
             ax.set_xticks(range(1, len(top) + 1), labels=[short_label(v, 10) for v in top], rotation=30)
         ax.set_title(short_label(col, 30))
-    show(fig)''', target=repr(o.target), points=o.plot_points)
+    show(fig)''',
+    pandas={"over": "", "table": "df"},
+    duckdb={"over": 'print(f"Measures and plots below use the sample of {len(sample):,} rows.")',
+            "table": "sample"},
+)
+
+
+def target(o: PlaybookOptions, engine: str) -> str:
+    """The target's distribution, each feature's association with it (ranked), and plots."""
+    return TARGET.code(engine, target=repr(o.target), points=o.plot_points)

@@ -22,7 +22,6 @@ from typing import Any
 
 from ..kernels import Execution, KernelSession, VariableFetchError
 from . import _cells as cells
-from . import _cells_large as large
 from . import _cells_plots as plots
 from . import _cells_relations as relations
 from ._delimited import LoadPlan
@@ -42,46 +41,39 @@ class _Step:
     name: str
     title: str
     intro: str
-    code: Callable[[PlaybookOptions, Plan], str]
+    code: Callable[[PlaybookOptions, Plan, str], str]
+    """The step's cell for an engine (``pandas`` or ``duckdb``): one template, each engine's holes."""
     needs: tuple[str, ...] = ()
-    large: Callable[[PlaybookOptions, Plan], str] | None = None
-    """The out-of-core cell (DuckDB queries over the file); None: the pandas cell works as it is."""
 
 
 _STEPS: tuple[_Step, ...] = (
     _Step("overview", "Overview", "Size, and one row per column: type, kind, present, missing and distinct "
-          "values.", lambda o, p: cells.overview(o), large=lambda o, p: large.overview(o.sample_rows)),
+          "values.", lambda o, p, e: cells.overview(o, e)),
     _Step("alerts", "Alerts", "The checks profiling tools make, each with the rule it applies, most severe "
-          "first.", lambda o, p: cells.alerts(o), large=lambda o, p: large.alerts()),
+          "first.", lambda o, p, e: cells.alerts(o, e)),
     _Step("missing", "Missing values", "Missing cells per column, where they fall, and which columns go "
-          "missing together.", lambda o, p: cells.missing(o),
-          large=lambda o, p: large.missing(o.max_table_rows)),
+          "missing together.", lambda o, p, e: cells.missing(o, e)),
     _Step("duplicates", "Duplicate rows", "Rows identical in every column.",
-          lambda o, p: cells.duplicates(o), large=lambda o, p: large.duplicates()),
+          lambda o, p, e: cells.duplicates(o, e)),
     _Step("numeric", "Numeric summary", "Counts, quantiles, share of zeros and skewness.",
-          lambda o, p: cells.numeric(o), large=lambda o, p: large.numeric(o.max_table_rows)),
+          lambda o, p, e: cells.numeric(o, e)),
     _Step("distributions", "Distributions", "Histograms of the numeric columns; skewed columns on a log "
-          "axis (all values positive) or their 1-99% range.", lambda o, p: plots.distributions(o),
-          large=lambda o, p: large.distributions(o.max_hist_columns)),
+          "axis (all values positive) or their 1-99% range.", lambda o, p, e: plots.distributions(o, e)),
     _Step("categories", "Top values", "The most frequent values of the categorical columns; missing values "
-          "are a bar of their own.", lambda o, p: plots.categories(o),
-          large=lambda o, p: large.categories(o.max_bar_columns)),
+          "are a bar of their own.", lambda o, p, e: plots.categories(o, e)),
     _Step("dates", "Dates", "Date ranges, rows over time, and numeric columns over time.",
-          lambda o, p: plots.dates(o, (*p.dates, *p.utc_dates)), large=lambda o, p: large.dates()),
+          lambda o, p, e: plots.dates(o, e, (*p.dates, *p.utc_dates))),
     _Step("associations", "Associations", "Pearson r and Spearman ρ (numeric pairs), Cramér's V "
           "(categorical pairs), correlation ratio η (categorical-numeric), each with its row count n.",
-          lambda o, p: relations.associations(o),
-          large=lambda o, p: large.associations(relations.associations(o))),
+          lambda o, p, e: relations.associations(o, e)),
     _Step("scatter", "Strongest pairs", "Scatter plots of the most strongly associated numeric pairs.",
-          lambda o, p: relations.scatter(o), needs=("associations",)),
+          lambda o, p, e: relations.scatter(o, e), needs=("associations",)),
     _Step("outliers", "Outliers", "Values outside the interquartile-range fences, per numeric column.",
-          lambda o, p: plots.outliers(o), large=lambda o, p: large.outliers(o.max_table_rows)),
+          lambda o, p, e: plots.outliers(o, e)),
     _Step("profiles", "Column profiles", "The columns with alerts or strong associations, in full.",
-          lambda o, p: plots.profiles(o), needs=("alerts", "associations"),
-          large=lambda o, p: large.profiles(o.max_profiles, o.target)),
+          lambda o, p, e: plots.profiles(o, e), needs=("alerts", "associations")),
     _Step("target", "Target", "The target's distribution and every feature against it, ranked by "
-          "strength of association.", lambda o, p: relations.target(o),
-          large=lambda o, p: large.target(relations.target(o))),
+          "strength of association.", lambda o, p, e: relations.target(o, e)),
 )
 STEPS: tuple[str, ...] = tuple(s.name for s in _STEPS)
 """Names of the analysis steps, in order (setup, loading and the overview always run;
@@ -241,19 +233,14 @@ def plan_cells(plan: Plan, options: PlaybookOptions | None = None, *, engine: En
     pandas loads the table (the default) or DuckDB profiles it out of core; ``names`` are
     the columns as pandas names them, for the out-of-core reader."""
     opts = options or PlaybookOptions()
-    setup = cells.fill(cells.SETUP, max_categories=opts.max_categories)
     notes = _loading_markdown(plan, engine.reason if engine is not None else "")
     if engine is None or engine.engine == "pandas":
-        return [PlannedCell("setup", "Setup", _SETUP_INTRO, setup),
-                PlannedCell("load", "Loading", notes, plan.code()),
-                *(PlannedCell(s.name, s.title, s.intro, s.code(opts, plan)) for s in _selected(opts))]
-    duck = cells.fill(large.DUCK_SETUP, sample_rows=opts.sample_rows, max_num=opts.max_corr_columns,
-                      exact_distinct=f"{large.EXACT_DISTINCT:_}")
-    setup = "import os\n" + setup + duck + large.DUCK_EXACT_PASS + large.DUCK_MISSING_PASS
-    return [PlannedCell("setup", "Setup", _SETUP_INTRO + _LARGE_INTRO, setup),
-            PlannedCell("load", "Loading", notes, load_code(plan, engine, names)),
-            *(PlannedCell(s.name, s.title, s.intro, (s.large or s.code)(opts, plan))
-              for s in _selected(opts))]
+        kind, setup_intro, load = "pandas", _SETUP_INTRO, plan.code()
+    else:
+        kind, setup_intro, load = "duckdb", _SETUP_INTRO + _LARGE_INTRO, load_code(plan, engine, names)
+    return [PlannedCell("setup", "Setup", setup_intro, cells.setup(opts, kind)),
+            PlannedCell("load", "Loading", notes, load),
+            *(PlannedCell(s.name, s.title, s.intro, s.code(opts, plan, kind)) for s in _selected(opts))]
 
 
 def _engine(path: Path, plan: Plan, opts: PlaybookOptions,
