@@ -130,6 +130,8 @@ def test_the_form_a_question_asks_for() -> None:
     assert form.problems("@mean_fare[32.204] @count[891]") == ["more than 2 decimals: @mean_fare[32.204]"]
     assert form.problems("@mean_fare[32.20], @count[891]") == []
     assert AnswerForm.of("What is the mean fare?").problems("About 32.") == []
+    dabench = AnswerForm.of("Finish with @mean_fare[mean_fare_value]. Write each @name[value] as shown.")
+    assert dabench.names == ("mean_fare",) and dabench.problems("@mean_fare[34.65]") == []
 
 
 def test_table_names_and_endings() -> None:

@@ -215,3 +215,13 @@ def test_code_written_as_text_is_kept_as_its_code_only() -> None:
     reading = ProtocolState("auto").read(reply, tool_name="python")
     assert reading.kept_text == "```python\nimport pandas as pd\nprint(1)\n```"
     assert reading.text == "The mean is @mean[100.00]."  # still shown to the user and kept in the notebook
+
+
+def test_an_answer_written_in_a_python_block_is_the_answer() -> None:
+    state = ProtocolState("code")
+    reading = read(state, "```python\n@mean_fare[34.65]\n```")
+    assert reading.is_answer and reading.text == "@mean_fare[34.65]"
+    both = read(state, "The answer:\n```python\n@mean_fare[34.65], @count[891]\n```")
+    assert both.is_answer and both.text == "The answer:\n@mean_fare[34.65], @count[891]"
+    code = read(state, "```python\nprint('@mean_fare[34.65]')\n```")
+    assert not code.is_answer and code.actions[0].code == "print('@mean_fare[34.65]')"

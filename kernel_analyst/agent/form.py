@@ -25,6 +25,9 @@ _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 _DECIMALS_RE = re.compile(r"\b(?:to|with|at)\s+(\d|one|two|three|four|five|six)\s+decimal(?:\s+places?|s)?\b",
                           re.IGNORECASE)
 _DECIMAL_NUMBER_RE = re.compile(r"-?\d+\.(\d+)")
+_GENERIC = frozenset({"name"})
+"""Template names that describe the form rather than ask for an answer ("write each
+@name[value] as shown", as DABench's prompt says)."""
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ class AnswerForm:
     @classmethod
     def of(cls, question: str) -> AnswerForm:
         """Read the form from the question's text."""
-        names = tuple(dict.fromkeys(_TEMPLATE_RE.findall(question)))
+        names = tuple(dict.fromkeys(n for n in _TEMPLATE_RE.findall(question) if n not in _GENERIC))
         found = [int(m) if m.isdigit() else _NUMBER_WORDS[m.lower()] for m in _DECIMALS_RE.findall(question)]
         return cls(names, min(found) if found else None)
 

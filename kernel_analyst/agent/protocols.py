@@ -189,6 +189,7 @@ class ProtocolState:
         """What a reply (its text and native calls) asks for under this protocol."""
         if tool_calls or invalid_calls:
             return self._read_native(text, tool_calls, invalid_calls, tool_name)
+        text = unfence_answers(text)
         if self.active == "tools":
             return Reading(text=text, code_only=is_code_only(text))
         found = find_code(text, tool_name=tool_name) or bare_code(text)
@@ -315,6 +316,19 @@ def _fences(text: str) -> list[re.Match[str]]:
     return found
 
 
+_ANSWER_ONLY = re.compile(r"^(?:\s*@\w+\[[^\]\n]*\][\s,;.]*)+$")
+
+
+def unfence_answers(text: str) -> str:
+    """The reply with fences that hold only ``@name[value]`` answers unwrapped: a small
+    model writes its final answer in a python block, where it is a syntax error, not code."""
+    def plain(match: re.Match[str]) -> str:
+        body = match.group(3)
+        return body.strip() if _ANSWER_ONLY.match(body) and not _parses(body) else match.group(0)
+
+    return _FENCE.sub(plain, text)
+
+
 def bare_code(text: str) -> FoundCode | None:
     """A reply that is only Python code, with no fence and no prose: it runs as a step
     (a model that forgot the fence meant it to run). A bare value (``42``, ``nan``) or a
@@ -416,4 +430,4 @@ def _call_code(data: Any, tool_name: str) -> str | None:
 
 __all__ = ["PROTOCOLS", "Action", "ActiveProtocol", "FoundCode", "InvalidCall", "ProtocolName",
            "ProtocolState", "Reading", "Via", "bare_code", "cut_fence", "find_code", "is_code_only",
-           "looks_like_a_call"]
+           "looks_like_a_call", "unfence_answers"]
