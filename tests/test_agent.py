@@ -390,7 +390,7 @@ async def test_a_follow_up_answered_with_an_earlier_questions_number_goes_back(
     await analyst.ask(SCRATCH + "-stale", "What do the totals sum to?")
     answer = await analyst.ask(SCRATCH + "-stale", "Which state has the largest total, and what is it?")
     feedback = str(model.calls[4].last_message.content)
-    assert ("These numbers come from the outputs of an earlier question, not from this question's work: 21."
-            in feedback)
+    assert ("These numbers come from the outputs of an earlier question, not from this question's work: 21 "
+            "(cell [1]: print(t['total'].sum()))." in feedback)
     assert answer.ok and answer.text == "B has the largest total, 9." and answer.claims is not None
     assert answer.claims.all_grounded

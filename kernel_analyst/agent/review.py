@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..claims import ClaimStatus, Grounding, SourceIndex, ground
+from ..claims import Claim, ClaimStatus, Grounding, SourceIndex, ground
 from .checks import empty_answer
 from .form import AnswerForm
 from .prompting import message
@@ -93,7 +93,7 @@ class AnswerReview:
             reasons.append(("unsupported", message(key, numbers=named, tool_name=tool_name)))
         if self.settings.check_form:
             reasons += _form_reasons(answer, question)
-            if since is not None and steps and (stale := self._stale(answer, cells[since:], question, files)):
+            if since is not None and steps and (stale := self._stale(answer, cells, since, question, files)):
                 reasons.append(("stale", message("feedback_stale", numbers=stale)))
         fresh = [(key, text) for key, text in reasons if key not in self.sent]
         if not fresh:
@@ -102,7 +102,7 @@ class AnswerReview:
         return message("feedback", reasons="".join(f"\n{text}" for _, text in fresh))
 
 
-    def _stale(self, answer: str, recent: Sequence[dict[str, Any]], question: str,
+    def _stale(self, answer: str, cells: Sequence[dict[str, Any]], since: int, question: str,
                files: Sequence[str]) -> str:
         """The answer's numbers, named, when every one of them comes from an earlier
         question's cells and none from this question's own ("" otherwise)."""
@@ -110,10 +110,23 @@ class AnswerReview:
         found = [c for c in self.grounding.claims if c.status is not ClaimStatus.UNSUPPORTED]
         if not found:
             return ""
-        here = ground(answer, SourceIndex.from_cells(recent), question=question, files=files)
+        here = ground(answer, SourceIndex.from_cells(cells[since:]), question=question, files=files)
         if any(c.status is not ClaimStatus.UNSUPPORTED for c in here.claims):
             return ""
-        return ", ".join(c.text for c in found[:_MAX_NAMED])
+        return ", ".join(_with_origin(c, cells) for c in found[:_MAX_NAMED])
+
+
+def _with_origin(claim: Claim, cells: Sequence[dict[str, Any]]) -> str:
+    """``800074 (cell [2]: df['TOTAL'].sum())``: a number and the code that printed it."""
+    source = claim.source
+    if source is None or source.cell_index is None or not 0 <= source.cell_index < len(cells):
+        return claim.text
+    code = "".join(cells[source.cell_index].get("source", ""))
+    lines = [ln.strip() for ln in code.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    line = lines[-1] if lines else ""
+    line = line if len(line) <= 60 else line[:57] + "..."
+    where = f"cell [{source.cell}]" if source.cell is not None else "an earlier cell"
+    return f"{claim.text} ({where}: {line})" if line else f"{claim.text} ({where})"
 
 
 def _form_reasons(answer: str, question: str) -> list[tuple[str, str]]:
