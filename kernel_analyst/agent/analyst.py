@@ -67,7 +67,7 @@ from .events import (
     StepStarted,
 )
 from .exceptions import ToolCallingUnsupportedError
-from .figures import figures_message, images_enabled, without_images
+from .figures import ImagesMode, figures_message, images_enabled, without_images
 from .observation import DEFAULT_BUDGET, Observation, ObservationSettings, observe_step
 from .prompting import kernel_context, message, system_prompt
 from .protocols import PROTOCOLS, Action, ProtocolName, ProtocolState, Reading, Via
@@ -80,11 +80,6 @@ log = logging.getLogger(__name__)
 
 EventCallback = Callable[[AgentEvent], None]
 """Receives each event of an answer, in order (called synchronously)."""
-
-ImagesMode = Literal["auto", "on", "off"]
-"""Whether figures go to the model as images: ``auto`` when the model's LangChain profile
-says it takes image input, ``on`` unless the profile says it does not, ``off`` never."""
-
 
 @dataclass(frozen=True)
 class AnalystSettings:

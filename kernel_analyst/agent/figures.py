@@ -3,7 +3,7 @@ the history it keeps (figures are shown for the answer they belong to)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -12,8 +12,9 @@ from .context_window import observation_id
 from .observation import Observation
 from .prompting import message
 
-if TYPE_CHECKING:
-    from .analyst import ImagesMode
+ImagesMode = Literal["auto", "on", "off"]
+"""Whether figures go to the model as images: ``auto`` when the model's LangChain profile
+says it takes image input, ``on`` unless the profile says it does not, ``off`` never."""
 
 
 def accepts_images(model: BaseChatModel) -> bool:
