@@ -41,10 +41,9 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from ..claims import cite_markdown
+from ..kernels import KernelSession, SessionManager
 from ..kernels.exceptions import KernelAnalystError
 from ..kernels.execution import Execution, VariableInfo
-from ..kernels.manager import SessionManager
-from ..kernels.session import KernelSession
 from .background import BackgroundSteps, context_note
 from .briefing import (
     describe_files,

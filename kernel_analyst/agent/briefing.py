@@ -11,9 +11,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..kernels import KernelSession
 from ..kernels.execution import Execution, VariableInfo
 from ..kernels.files import FileInfo
-from ..kernels.session import KernelSession
 from .prompting import message
 
 _MAX_LISTED_FILES = 30

@@ -13,12 +13,10 @@ import base64
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .endings import KernelEnding
-
-if TYPE_CHECKING:
-    from .recovery import RecoveryReport
+from .recovery import RecoveryReport
 
 Status = Literal["ok", "error", "timeout", "died"]
 State = Literal["kept", "lost"]
@@ -256,8 +254,6 @@ class Execution:
         """Rebuild an :class:`Execution` from :meth:`to_dict` output."""
         err = data.get("error")
         recovery = data.get("recovery")
-        if recovery:
-            from .recovery import RecoveryReport
         return cls(
             code=str(data.get("code", "")),
             status=data.get("status", "ok"),

@@ -18,11 +18,11 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from ._session_support import OutputCallback
+from .conversation._support import OutputCallback
+from .conversation.manager import SessionManager
+from .conversation.session import KernelSession
 from .execution import Execution, VariableInfo
 from .files import FileInfo
-from .manager import SessionManager
-from .session import KernelSession
 
 T = TypeVar("T")
 

@@ -27,11 +27,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._session_support import expression_json
-from .backends.base import RunningKernel
-from .execution import Execution, ExecutionError, OutputCollector, VariableChanges
-from .limits import Limits
-from .request import IopubHandler, Outcome, Request, Settled, deadline_after
+from ..endings import KernelEnding
+from ..execution import Execution, ExecutionError, OutputCollector, VariableChanges
+from ..launch.base import RunningKernel
+from ..launch.diagnosis import CellWatch
+from ..launch.request import IopubHandler, Outcome, Request, Settled, deadline_after
+from ..limits import Limits
+from ._support import expression_json
 
 
 class Ending(enum.Enum):
@@ -246,6 +248,24 @@ def account_output(ex: Execution, collector: OutputCollector, step: Any, *, limi
         collector.add_marker(f"\n[kernel-analyst] output truncated: {host_dropped:,} bytes dropped "
                              f"(limit {limit:,} per execution)\n")
     ex.truncated_bytes = kernel_dropped + max(lost, 0) + host_dropped
+
+
+def record_usage(ex: Execution, step: Any, watch: CellWatch | None) -> None:
+    """Set ``ex``'s peak memory and CPU time from the kernel's own figures (``step``, the
+    cell's bookkeeping expression; absent when it died) and the host's samples."""
+    usage = step.get("usage") if isinstance(step, dict) else None
+    usage = usage if isinstance(usage, dict) else {}
+    peaks = [v for v in (usage.get("peak_rss"), watch.peak_bytes if watch else None) if isinstance(v, int)]
+    ex.peak_memory_bytes = max(peaks) if peaks else None
+    cpu = usage.get("cpu_s")
+    ex.cpu_time_s = float(cpu) if isinstance(cpu, (int, float)) else None
+
+
+def note_ending(ex: Execution, ending: KernelEnding) -> None:
+    """Attach ``ending`` to ``ex`` and say it in its events."""
+    ex.ending = ending
+    ex.events.append(f"kernel ended: {ending.detail}")
+
 
 
 def elapsed_since(t0: float) -> float:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .files import sha256_file
+from ..files import sha256_file
 
 PIXEL_TOLERANCE = 16
 """Largest per-channel difference (0-255) a pixel may have and still count as equal."""

@@ -30,10 +30,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..exceptions import SandboxUnavailableError
+from ..limits import Limits
 from ._cgroups import KernelCgroup
 from .egress import EgressRoute
-from .exceptions import SandboxUnavailableError
-from .limits import Limits
 
 log = logging.getLogger(__name__)
 

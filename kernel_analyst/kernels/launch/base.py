@@ -3,7 +3,7 @@
 Modelled on jupyter_client's provisioners. A :class:`KernelBackend` starts kernels; each
 start returns a :class:`RunningKernel`, which owns one kernel process (local or remote):
 it sends messages, hands every incoming message to its :class:`RequestRouter` (the one
-request path, ``kernels/request.py``), and can be interrupted, checked for liveness and
+request path, ``launch/request.py``), and can be interrupted, checked for liveness and
 shut down. Sessions use nothing else, so a new
 place to run kernels is one new backend.
 """
@@ -15,16 +15,15 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ..files import FileInfo
 from ..limits import Limits
-from ..request import RequestRouter
+from .request import Channel, RequestRouter
 
 if TYPE_CHECKING:
-    from .._memory import MemoryProbe
+    from ._memory import MemoryProbe
 
-Channel = Literal["shell", "control", "iopub", "stdin"]
 DEFAULT_PRELOAD = ("pandas", "matplotlib.pyplot")
 """Modules a warm pool kernel or a template imports ahead of need."""
 MessageHandler = Callable[[str, dict[str, Any]], None]
@@ -165,12 +164,12 @@ class RunningKernel(abc.ABC):
     def exit_status(self) -> int | None:
         """How the kernel process ended, once it has: its exit code, or minus the number of
         the signal that ended it (as ``subprocess`` reports it). None while it runs, and
-        where it is not known (a remote kernel). ``kernels/endings.py`` reads it."""
+        where it is not known (a remote kernel). ``launch/diagnosis.py`` reads it."""
         return None
 
     def memory_probe(self) -> MemoryProbe | None:
         """Reads the memory the kernel's processes hold, and their OOM kills, from this
-        host (``kernels/endings.py``); None where it cannot (a remote kernel). The same
+        host (``launch/diagnosis.py``); None where it cannot (a remote kernel). The same
         object on every call."""
         return None
 

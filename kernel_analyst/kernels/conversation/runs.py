@@ -28,15 +28,14 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
-from ._session_support import utcnow
-from .exceptions import KernelAnalystError, RunNotFoundError, SessionBusyError
-from .execution import Execution
-
-if TYPE_CHECKING:
-    from .session import KernelSession
+from .._clock import utcnow
+from ..exceptions import KernelAnalystError, RunNotFoundError, SessionBusyError
+from ..execution import Execution
+from ..limits import Limits
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +88,29 @@ class RunStatus:
         return data
 
 
+class Host(Protocol):
+    """What runs need of their session: its public ``execute`` and ``interrupt``."""
+
+    id: str
+
+    @property
+    def limits(self) -> Limits:
+        """The session's limits in force."""
+
+    async def execute(self, code: str, *, timeout: float | None = None,
+                      on_output: Callable[[dict[str, Any]], Any] | None = None,
+                      annotations: dict[str, Any] | None = None,
+                      on_start: Callable[[Execution], None] | None = None) -> Execution:
+        """Run ``code`` in the session's turn and record it."""
+
+    async def interrupt(self, *, background: bool = False) -> None:
+        """Interrupt the running cell."""
+
+
 class Run:
     """One background run of a session; made by :meth:`KernelSession.submit`."""
 
-    def __init__(self, session: KernelSession, code: str, *, timeout: float | None,
+    def __init__(self, session: Host, code: str, *, timeout: float | None,
                  annotations: dict[str, Any] | None = None) -> None:
         self.id = f"run-{secrets.token_hex(5)}"
         """The run's id."""
@@ -244,7 +262,7 @@ class Runs:
     """The background runs of one session (``session.runs``): the ones queued or running,
     and the last :data:`KEEP_FINISHED` that ended."""
 
-    def __init__(self, session: KernelSession) -> None:
+    def __init__(self, session: Host) -> None:
         self._session = session
         self._runs: dict[str, Run] = {}
 

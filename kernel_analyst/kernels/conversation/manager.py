@@ -22,11 +22,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .audit import repair_notebook
-from .backends.base import DEFAULT_PRELOAD, KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
-from .exceptions import KernelAnalystError, SessionClosedError
-from .limits import Limits
-from .recovery import RecoveryPolicy
+from ..exceptions import KernelAnalystError, SessionClosedError
+from ..launch import (
+    DEFAULT_PRELOAD,
+    KernelBackend,
+    KernelEnvironment,
+    KernelRequest,
+    LocalBackend,
+    RunningKernel,
+)
+from ..limits import Limits
+from ..recovery import RecoveryPolicy
+from ..trail import repair_notebook
 from .session import KernelSession
 
 log = logging.getLogger(__name__)
@@ -116,8 +123,6 @@ class SessionManager:
     def backend(self) -> KernelBackend:
         """The backend that starts kernels (local by default)."""
         if self._backend is None:
-            from .backends.local import LocalBackend
-
             self._backend = LocalBackend()
         return self._backend
 
@@ -198,9 +203,7 @@ class SessionManager:
 
     async def fork(self, source_id: str, new_id: str) -> KernelSession:
         """A new, independent conversation ``new_id`` with the variables and files of the
-        open conversation ``source_id`` as they are now (``kernels/branches.py``)."""
-        from .branches import branch
-
+        open conversation ``source_id`` as they are now (``conversation/branches.py``)."""
         self._check_open()
         source = self.get(source_id)
         if source is None:
@@ -214,7 +217,7 @@ class SessionManager:
                 raise KernelAnalystError(
                     f"{len(self._sessions)} sessions are open (max_sessions={self.max_sessions}); "
                     "close one first")
-            created = await branch(self, source, new_id, self.root_dir / directory_name(new_id))
+            created = await source.branch(new_id, self.root_dir / directory_name(new_id))
             created.manager = self
             self._sessions[new_id] = created
             return created

@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .execution import Execution
+from ..execution import Execution
 
 NBFORMAT = 4
 NBFORMAT_MINOR = 5

@@ -6,7 +6,7 @@ out, the way sandbox runtimes built on bubblewrap do it: an HTTP(S) proxy that r
 outside the sandbox, on a Unix socket bound into it.
 
     kernel (HTTP_PROXY=http://127.0.0.1:3128)
-      -> forwarder on the sandbox's own 127.0.0.1:3128 (``_egress_forwarder.py``)
+      -> forwarder on the sandbox's own 127.0.0.1:3128 (``_inkernel/egress_forwarder.py``)
       -> Unix socket (bound into the sandbox)
       -> :class:`EgressProxy` here: CONNECT, or a plain-HTTP request, to a listed name only
       -> the name resolved here, the connection made from here
@@ -46,109 +46,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .limits import Limits
+from ..allowlist import Allowlist, is_ip_literal, normalise_host
+from ..limits import Limits
+from ._inkernel import FORWARDER_FILE
 
 log = logging.getLogger(__name__)
 
 FORWARD_PORT = 3128
 """Where the forwarder listens inside the sandbox (its own loopback: no port clash)."""
-FORWARDER_FILE = Path(__file__).resolve().parent / "_egress_forwarder.py"
-DEFAULT_PORTS = (80, 443)
-"""The ports a name listed without one may be reached on."""
-
-_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
-_NAME = re.compile(rf"(?:{_LABEL}\.)*{_LABEL}")
 _CHUNK = 64 * 1024
 _BAD_IN_HEADER = re.compile(rb"[\r\n\0]|^[ \t]")  # bare line breaks would smuggle headers past the checks
 _HOP_HEADERS = {b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive", b"host",
                 b"te", b"trailer", b"upgrade"}
-
-
-# -- the allowlist ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HostRule:
-    """One allowlist entry: ``pypi.org``, ``*.example.org`` (its subdomains),
-    ``mirror.internal:8443`` (that port only), or an IP literal."""
-
-    host: str
-    """A lower-case name without a trailing dot, ``*.`` + a name, or a canonical IP literal."""
-    port: int | None
-    """The one port allowed; None allows :data:`DEFAULT_PORTS`."""
-
-    def allows(self, host: str, port: int) -> bool:
-        """Whether a request for ``host:port`` (normalised) matches this rule."""
-        if port not in ((self.port,) if self.port is not None else DEFAULT_PORTS):
-            return False
-        if self.host.startswith("*."):
-            return not _is_ip(host) and host.endswith(self.host[1:])
-        return host == self.host
-
-    def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return host if self.port is None else f"{host}:{self.port}"
-
-
-def parse_rule(entry: str) -> HostRule:
-    """Parse one allowlist entry; ValueError says what is wrong with it."""
-    text = entry.strip()
-    if not text or "/" in text or "@" in text or any(c.isspace() for c in text):
-        raise ValueError(f"a network allowlist entry is a host name, *.name, an IP address, each with an "
-                         f"optional :port (no scheme, path or spaces); got {entry!r}")
-    try:
-        parts = urlsplit(f"//{text}")
-        host, port = parts.hostname, parts.port
-    except ValueError as exc:
-        raise ValueError(f"bad network allowlist entry {entry!r}: {exc}") from None
-    wildcard = text.startswith("*.")
-    if wildcard:
-        host = text[2:].rsplit(":", 1)[0] if port is not None else text[2:]
-    host = normalise_host(host or "")
-    if host is None or (wildcard and _is_ip(host)):
-        raise ValueError(f"bad network allowlist entry {entry!r}: not a host name or IP address")
-    return HostRule(f"*.{host}" if wildcard else host, port)
-
-
-def normalise_allowlist(entries: str | Iterable[str]) -> tuple[str, ...]:
-    """``Limits.network``'s canonical form of a list of entries (checked, duplicates dropped)."""
-    items = [entries] if isinstance(entries, str) else list(entries)
-    return tuple(dict.fromkeys(str(parse_rule(item)) for item in items))
-
-
-def normalise_host(host: str) -> str | None:
-    """A host as the allowlist compares it: lower case, no trailing dot, IP literals in
-    canonical form; None when it is neither a DNS name nor an IP literal."""
-    host = host.strip().lower().rstrip(".")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    try:
-        return str(ipaddress.ip_address(host))
-    except ValueError:
-        pass
-    return host if len(host) <= 253 and _NAME.fullmatch(host) else None
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
-class Allowlist:
-    """The rules of one kernel's allowlist."""
-
-    def __init__(self, entries: Iterable[str]) -> None:
-        self.rules = tuple(parse_rule(e) for e in entries)
-
-    def allows(self, host: str, port: int) -> bool:
-        """Whether ``host:port`` (normalised) is listed."""
-        return any(rule.allows(host, port) for rule in self.rules)
-
-    def __str__(self) -> str:
-        return ", ".join(map(str, self.rules)) or "nothing"
 
 
 # -- what the sandbox needs -----------------------------------------------------------------
@@ -383,7 +292,7 @@ class EgressProxy:
     async def _resolve(self, host: str, port: int, deadline: float) -> list[str]:
         """Addresses for ``host``: itself for an IP literal, ``hosts``, else DNS here
         (loopback, link-local and other special addresses dropped)."""
-        if _is_ip(host):
+        if is_ip_literal(host):
             return [host]
         if host in self.hosts:
             return [self.hosts[host]]
@@ -491,5 +400,4 @@ def _public_enough(address: str) -> bool:
     return not (ip.is_loopback or ip.is_link_local or ip.is_unspecified or ip.is_multicast or ip.is_reserved)
 
 
-__all__ = ["DEFAULT_PORTS", "FORWARD_PORT", "Allowlist", "EgressProxy", "EgressRoute", "HostRule",
-           "normalise_allowlist", "normalise_host", "parse_rule", "start_egress"]
+__all__ = ["FORWARD_PORT", "EgressProxy", "EgressRoute", "start_egress"]

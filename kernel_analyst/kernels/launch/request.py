@@ -38,14 +38,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal, Protocol
 
-from .exceptions import KernelConnectionError
-
-if TYPE_CHECKING:
-    from .backends.base import Channel, RunningKernel
+from ..exceptions import KernelConnectionError
 
 log = logging.getLogger(__name__)
+
+Channel = Literal["shell", "control", "iopub", "stdin"]
+"""The kernel's message channels (the Jupyter messaging protocol's names)."""
 
 IopubHandler = Callable[[str, dict[str, Any]], None]
 """Called with (msg_type, content) for each IOPub message of a request but ``status``."""
@@ -54,6 +54,19 @@ PROBE_AFTER_S = 0.25
 """How long a settled reply waits for its idle status before IOPub is probed."""
 _PROBE_BACKOFF_MAX_S = 4.0
 _FINISHED_KEPT = 256  # settled requests whose late output is still recognised
+
+
+class Connection(Protocol):
+    """What the router needs of the kernel it serves (a ``RunningKernel`` is one)."""
+
+    def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:
+        """Send a message; its ``msg_id``."""
+
+    async def wait_exited(self) -> None:
+        """Return once the kernel process has ended."""
+
+    def is_alive(self) -> bool:
+        """True while the kernel process runs."""
 
 
 class Outcome(enum.Enum):
@@ -132,7 +145,7 @@ class RequestRouter:
     every incoming message and :meth:`fail` when it breaks.
     """
 
-    def __init__(self, kernel: RunningKernel) -> None:
+    def __init__(self, kernel: Connection) -> None:
         self._kernel = kernel
         self._pending: dict[str, Request] = {}
         self._finished: OrderedDict[str, IopubHandler | None] = OrderedDict()

@@ -1,6 +1,6 @@
 """Inside the sandbox: the kernel's proxy address, forwarded to the host's egress proxy.
 
-    python -I -S _egress_forwarder.py PORT SOCKET -- KERNEL ARGV ...
+    python -I -S egress_forwarder.py PORT SOCKET -- KERNEL ARGV ...
 
 The sandbox has no network but its own loopback, and clients want a TCP proxy address
 (``HTTP_PROXY=http://127.0.0.1:PORT``), so this binds 127.0.0.1:PORT there, leaves a
@@ -83,7 +83,7 @@ def _copier(listener: socket.socket, path: str, kernel_pid: int) -> None:
 
 def main(argv: list[str]) -> None:
     if len(argv) < 5 or argv[3] != "--":
-        sys.exit("usage: _egress_forwarder.py PORT SOCKET -- KERNEL ARGV ...")
+        sys.exit("usage: egress_forwarder.py PORT SOCKET -- KERNEL ARGV ...")
     port, path, command = int(argv[1]), argv[2], argv[4:]
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

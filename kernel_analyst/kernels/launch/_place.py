@@ -1,14 +1,12 @@
-"""Kernels forked from a template or a checkpoint: where they live and how one starts.
+"""Where a line of forked kernels lives: :class:`Place`.
 
 A :class:`Place` is what a line of kernels shares: one conversation's kernel, the
 checkpoints taken from it and the kernels brought back from them. It holds the runtime
 directory (sockets, logs), the launch plan (environment, cgroup, resource limits) and,
 under ``sandbox``, a bubblewrap sandbox made exactly as for a cold kernel but running a
 placeholder (``sh``, then ``cat``) instead of the kernel: forked kernels join its
-namespaces (``_forkkernel._enter``), so each conversation keeps a sandbox of its own.
-
-:func:`spawn_kernel` asks a fork point (a template or a checkpoint) for a child, sends
-it its spec over a fresh lifeline, and returns a :class:`LocalKernel` once it answers.
+namespaces (``_inkernel/_forkkernel.py``: ``_enter``), so each conversation keeps a
+sandbox of its own.
 """
 
 from __future__ import annotations
@@ -18,54 +16,27 @@ import contextlib
 import ctypes
 import functools
 import json
-import logging
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-import uuid
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import zmq.asyncio
-from jupyter_client.connect import write_connection_file
-
-from .. import sandbox
-from .._cgroups import KernelCgroup
-from ..egress import EgressProxy, start_egress
 from ..exceptions import KernelStartError
 from ..limits import Limits
-from ._process import ChildProcess, ForkedProcess
-from ._template import FORK_FILE
-from ._wire import Link, socket_pair
-from ._zmq import ZmqConnection
-
-log = logging.getLogger(__name__)
+from . import sandbox
+from ._cgroups import KernelCgroup
+from ._inkernel import FORK_FILE, STARTUP_FILE
+from ._process import ChildProcess
+from .egress import EgressProxy, start_egress
 
 HOLDER = ["sh", "-c", 'echo "$$"; exec cat']
 """What a sandbox of forked kernels runs: it prints its pid (as the sandbox numbers it)
 once the sandbox is set up, then waits for its stdin to close."""
 _LANDLOCK_SCOPES_ABI = 6
-
-
-class ForkPoint(Protocol):
-    """A process that forks kernels: a template or a checkpoint."""
-
-    async def fork(self, child_end: Any, deadline: float) -> int:
-        """Fork a child that becomes a kernel on the lifeline ``child_end``; its pid as
-        the fork point sees it."""
-
-    def status_of(self, pid: int) -> asyncio.Future[int]:
-        """The exit status of the fork point's child ``pid``, once reported."""
-
-    def lives_in(self, place: Place) -> bool:
-        """True when the fork point's process already lives in ``place``."""
-
-    kernel_info: dict[str, Any] | None
-    """The ``kernel_info`` reply of the kernels this fork point makes (all alike), once
-    one has answered: later kernels are ready without asking it again."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -112,7 +83,7 @@ class Place:
             argv = HOLDER if isolation == "sandbox" else [python]
             plan = sandbox.plan_launch(
                 argv, workdir=workdir, limits=limits, isolation=isolation, extra_env=extra_env,
-                runtime_dir=runtime_dir, readable=[str(FORK_FILE), str(_startup_file())],
+                runtime_dir=runtime_dir, readable=[str(FORK_FILE), str(STARTUP_FILE)],
                 egress=egress.route if egress is not None else None, interpreter=python)
             place = cls(plan, runtime_dir, isolation, egress=egress,
                         landlock=isolation == "process" and landlock_abi() >= _LANDLOCK_SCOPES_ABI)
@@ -154,7 +125,7 @@ class Place:
             info = await _read_until(info_r, b"}", deadline, self.holder)
             own_pid = await _read_until(out_r, b"\n", deadline, self.holder)
         except KernelStartError as exc:
-            raise KernelStartError(f"{exc}\n{_tail(log_path)}") from None
+            raise KernelStartError(f"{exc}\n{read_tail(log_path)}") from None
         finally:
             os.close(info_r)
             os.close(out_r)
@@ -229,12 +200,6 @@ class Place:
         return self.plan.cgroup
 
 
-def _startup_file() -> Path:
-    from .local import STARTUP_FILE
-
-    return STARTUP_FILE
-
-
 async def _read_until(fd: int, end: bytes, deadline: float, proc: ChildProcess) -> bytes:
     """Read ``fd`` until ``end`` appears (a line from the starting sandbox)."""
     loop = asyncio.get_running_loop()
@@ -282,129 +247,12 @@ def _inner_process(init: int, inner_pid: int) -> int:
     raise KernelStartError("cannot find the sandbox's process")
 
 
-def _tail(path: Path, limit: int = 2000) -> str:
+def read_tail(path: Path, limit: int = 2000) -> str:
+    """The end of a log file (for error messages); "" when it cannot be read."""
     try:
         return path.read_text(errors="replace")[-limit:]
     except OSError:
         return ""
-
-
-async def spawn_kernel(point: ForkPoint, place: Place, *, context: zmq.asyncio.Context, limits: Limits,
-                       launcher: str, spec: dict[str, Any] | None = None) -> Any:
-    """Fork a kernel from ``point`` into ``place`` and return it (a LocalKernel) ready.
-
-    ``spec`` adds to the process spec (``execution_count``, ``branch``). Raises
-    ForkError when the fork point is gone, KernelStartError when the kernel does not
-    start; either way no process is left behind and ``place`` is released if nothing
-    else holds it.
-    """
-    from .local import LocalKernel, _wait_ready, max_message_bytes
-
-    place.acquire()  # the kernel's reference, released by its shutdown
-    inside = point.lives_in(place)
-    try:
-        directory = place.kernel_dir()
-        conn_file, info = write_connection_file(
-            str(directory / "kernel.json"), ip=str(directory / "k"), transport="ipc",
-            key=uuid.uuid4().hex.encode())
-        log_path = directory / "kernel.log"
-        deadline = time.monotonic() + limits.startup_timeout_s
-        full = {**place.spec(inside=inside), **(spec or {}),
-                "connection": {**info, "key": _text(info["key"])},
-                "connection_file": conn_file, "argv": [launcher, "-f", conn_file]}
-        lifeline, child = await _fork(point, full, log_path, deadline)
-    except BaseException:
-        await place.release()
-        raise
-    proc: ForkedProcess | None = None
-    moving: asyncio.Future[None] | None = None
-    try:
-        proc = await _hello(lifeline, deadline, log_path, point.status_of(child))
-        moving = _move(place.moved_by_host(inside=inside), proc.pid)
-        await _bound(lifeline, deadline, log_path)
-        conn = ZmqConnection(dict(info), context, max_message_bytes=max_message_bytes(limits))
-    except BaseException:
-        lifeline.close()  # a child still starting ends when its lifeline closes
-        if proc is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        await _settled(moving)
-        await place.release()
-        raise
-    kernel = LocalKernel(proc, place.plan, conn, directory, log_path, place=place, lifeline=lifeline)
-    try:
-        await _wait_ready(kernel, max(0.001, deadline - time.monotonic()), known_info=point.kernel_info)
-        if moving is not None:  # in its cgroup before any code of the user's runs
-            await moving
-    except BaseException:
-        await _settled(moving)
-        await kernel.shutdown(now=True)
-        raise
-    point.kernel_info = point.kernel_info or kernel.kernel_info
-    place.plan.on_ready()
-    return kernel
-
-
-def _move(cgroup: KernelCgroup | None, pid: int) -> asyncio.Future[None] | None:
-    """Move the new kernel ``pid`` into ``cgroup`` in a thread, beside its startup."""
-    if cgroup is None:
-        return None
-    return asyncio.ensure_future(asyncio.to_thread(_move_now, cgroup, pid))
-
-
-def _move_now(cgroup: KernelCgroup, pid: int) -> None:
-    try:
-        cgroup.add(pid)
-    except OSError as exc:
-        raise KernelStartError(f"could not move the kernel into its cgroup: {exc}") from exc
-
-
-async def _settled(moving: asyncio.Future[None] | None) -> None:
-    """Wait out a move that is under way (a thread cannot be cancelled); its error is
-    the kernel's start failure, already being raised for another reason."""
-    if moving is not None:
-        await asyncio.gather(moving, return_exceptions=True)
-
-
-async def _fork(point: ForkPoint, spec: dict[str, Any], log_path: Path, deadline: float) -> tuple[Link, int]:
-    """A new lifeline with the kernel's spec already waiting in it, and the fork."""
-    host_end, child_end = socket_pair()
-    lifeline = Link(host_end, credentials=True)
-    try:
-        with open(log_path, "wb") as logf:
-            lifeline.send(spec, [logf.fileno()])
-        return lifeline, await point.fork(child_end, deadline)
-    except BaseException:
-        lifeline.close()
-        raise
-    finally:
-        child_end.close()
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-async def _hello(lifeline: Link, deadline: float, log_path: Path,
-                 status: asyncio.Future[int]) -> ForkedProcess:
-    """The kernel's first message: its pid, from the credentials it carries."""
-    try:
-        message = await lifeline.recv(deadline)
-    except asyncio.TimeoutError:
-        raise KernelStartError(f"a forked kernel did not start in time.\n{_tail(log_path)}") from None
-    if message is None or message.pid is None:
-        raise KernelStartError(f"a forked kernel exited during startup.\n{_tail(log_path)}")
-    return ForkedProcess(message.pid, status)
-
-
-async def _bound(lifeline: Link, deadline: float, log_path: Path) -> None:
-    try:
-        message = await lifeline.recv(deadline)
-    except asyncio.TimeoutError:
-        raise KernelStartError(f"a forked kernel did not bind its sockets in time.\n{_tail(log_path)}") \
-            from None
-    if message is None or not message.body.get("bound"):
-        raise KernelStartError(f"a forked kernel exited during startup.\n{_tail(log_path)}")
 
 
 def fork_unavailable_reason(isolation: str, environment_kernelspec: str | None) -> str | None:
@@ -417,4 +265,3 @@ def fork_unavailable_reason(isolation: str, environment_kernelspec: str | None) 
         return (f"Landlock ABI {landlock_abi()} < {_LANDLOCK_SCOPES_ABI}: forked kernels under "
                 "isolation='process' need it to keep conversations from signalling each other")
     return None
-

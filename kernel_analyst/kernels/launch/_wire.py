@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._forkkernel import send_msg
+from ._inkernel._forkkernel import send_msg
 
 _MAX_MSG = 1 << 20
 _MAX_FDS = 8

@@ -1,5 +1,5 @@
 """Templates: one pre-imported Python process per (interpreter, isolation level) from
-which new kernels are forked (``kernels/_forkkernel.py`` is the template's own side).
+which new kernels are forked (``_inkernel/_forkkernel.py`` is the template's own side).
 
 A template has imported IPython, ipykernel and the preload list and built a kernel
 object with the startup file run, but holds no ZMQ context, thread or user file. It is
@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import sandbox
 from ..exceptions import ForkError, KernelStartError
+from . import sandbox
+from ._inkernel import FORK_FILE
 from ._process import ChildProcess
 from ._wire import ChildLedger, Link, socket_pair
 
 log = logging.getLogger(__name__)
 
-FORK_FILE = Path(__file__).resolve().parent.parent / "_forkkernel.py"
 _tokens = itertools.count(1)
 
 

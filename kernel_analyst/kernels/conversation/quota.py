@@ -34,9 +34,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import files as _files
-from .backends.base import RunningKernel
-from .limits import Limits
+from .. import files as _files
+from ..execution import Execution, ExecutionError, OutputCollector
+from ..launch import RunningKernel
+from ..limits import Limits
 
 log = logging.getLogger(__name__)
 
@@ -237,3 +238,39 @@ class DiskGuard:
             used = await asyncio.to_thread(_files.disk_usage, self.workdir)
             interval = min(_MAX_INTERVAL_S, max(_MIN_INTERVAL_S, 10 * (time.monotonic() - t0)))
             self._check(kernel, watch, used)
+
+
+# -- what a cell says about the quota ------------------------------------------------------
+
+
+def over_quota(guard: DiskGuard | None) -> str | None:
+    """If the working directory is over ``Limits.max_disk_mb``, say so (else None).
+    Checked after each cell and upload (``guard`` also watches cells); None without a
+    guard: no limit, or the files live with a remote kernel."""
+    return guard.over_message(guard.usage()) if guard is not None else None
+
+
+def explain_stop(guard: DiskGuard | None, ex: Execution, collector: OutputCollector,
+                 watch: QuotaWatch) -> str | None:
+    """Say when the quota, not the code, stopped a cell; return the note, if any."""
+    if guard is None:
+        return None
+    if watch.full:
+        ex.events.append("the working directory reached its disk quota during the cell")
+    error = ex.error
+    if error is None or "File too large" not in error.evalue or not guard.limiting():
+        return None
+    ex.events.append("disk quota: the write was stopped at the room left")
+    note = guard.room_message()
+    collector.add_marker(note)
+    return note.strip()
+
+
+def fail_for_quota(ex: Execution, text: str) -> None:
+    """The cell that crossed the disk limit reports it as its error (data, not a raise)."""
+    ex.events.append("disk quota exceeded")
+    if ex.status == "ok":
+        ex.status = "error"
+        ex.error = ExecutionError("DiskQuotaError", text, [f"DiskQuotaError: {text}"])
+        ex.outputs.append({"output_type": "error", "ename": "DiskQuotaError", "evalue": text,
+                           "traceback": [f"DiskQuotaError: {text}"]})

@@ -15,7 +15,8 @@ import zmq.asyncio
 from jupyter_client.session import DELIM, Session
 
 from ..exceptions import KernelConnectionError
-from .base import Channel, FailureHandler, MessageHandler
+from .base import FailureHandler, MessageHandler
+from .request import Channel
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 from collections.abc import Callable
 from typing import Any
@@ -25,11 +24,6 @@ def package_versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             found[dist] = None
     return found
-
-
-def utcnow() -> str:
-    """The current UTC time, ISO-8601 with seconds."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def expression_json(result: Any) -> Any:
