@@ -24,8 +24,8 @@ from kernel_analyst.kernels import (
     SandboxUnavailableError,
     SessionManager,
     VariableFetchError,
-    sandbox,
 )
+from kernel_analyst.kernels.launch import sandbox
 
 from .conftest import ROOT
 from .test_sandbox_support import (
