@@ -29,7 +29,7 @@ from ..exceptions import KernelStartError
 from ..limits import Limits
 from . import sandbox
 from ._cgroups import KernelCgroup
-from ._inkernel import FORK_FILE, STARTUP_FILE
+from ._inkernel import KERNEL_READS
 from ._process import ChildProcess
 from .egress import EgressProxy, start_egress
 
@@ -83,7 +83,7 @@ class Place:
             argv = HOLDER if isolation == "sandbox" else [python]
             plan = sandbox.plan_launch(
                 argv, workdir=workdir, limits=limits, isolation=isolation, extra_env=extra_env,
-                runtime_dir=runtime_dir, readable=[str(FORK_FILE), str(STARTUP_FILE)],
+                runtime_dir=runtime_dir, readable=[str(path) for path in KERNEL_READS],
                 egress=egress.route if egress is not None else None, interpreter=python)
             place = cls(plan, runtime_dir, isolation, egress=egress,
                         landlock=isolation == "process" and landlock_abi() >= _LANDLOCK_SCOPES_ABI)

@@ -1,8 +1,8 @@
 """Templates: one pre-imported Python process per (interpreter, isolation level) from
-which new kernels are forked (``_inkernel/_forkkernel.py`` is the template's own side).
+which new kernels are forked (``_inkernel/_forkkernel/`` is the template's own side).
 
 A template has imported IPython, ipykernel and the preload list and built a kernel
-object with the startup file run, but holds no ZMQ context, thread or user file. It is
+object with the startup files run, but holds no ZMQ context, thread or user file. It is
 a child of this process that dies with it; the kernels forked from it are not tied to
 it: a template that dies is started again at the next request, and the kernels it made
 keep running (their exit status is then unknown, see ``ForkedProcess``).
@@ -27,7 +27,7 @@ from typing import Any
 
 from ..exceptions import ForkError, KernelStartError
 from . import sandbox
-from ._inkernel import FORK_FILE
+from ._inkernel import FORK_PACKAGE
 from ._process import ChildProcess
 from ._wire import ChildLedger, Link, socket_pair
 
@@ -49,7 +49,7 @@ class TemplateKey:
 class TemplateProcess:
     """One running template and its control socket."""
 
-    def __init__(self, key: TemplateKey, preload: tuple[str, ...], startup: Path) -> None:
+    def __init__(self, key: TemplateKey, preload: tuple[str, ...], startup: tuple[Path, ...]) -> None:
         self.key = key
         self.preload = preload
         self.startup = startup
@@ -73,8 +73,8 @@ class TemplateProcess:
     async def start(self, timeout: float) -> None:
         """Start the template and wait until it has imported everything."""
         host_end, child_end = socket_pair()
-        argv = [self.key.python, str(FORK_FILE), "template", str(child_end.fileno()), str(self.startup),
-                ",".join(self.preload)]
+        argv = [self.key.python, str(FORK_PACKAGE), "template", str(child_end.fileno()),
+                ",".join(self.preload), *map(str, self.startup)]
         try:
             with open(self._home / "template.log", "ab") as logf:
                 self.proc = await ChildProcess.spawn(
@@ -192,7 +192,7 @@ class TemplateProcess:
 class Templates:
     """The templates of one backend, started on first use and again after a death."""
 
-    def __init__(self, preload: tuple[str, ...], startup: Path) -> None:
+    def __init__(self, preload: tuple[str, ...], startup: tuple[Path, ...]) -> None:
         self.preload = preload
         self.startup = startup
         self.restarts = 0

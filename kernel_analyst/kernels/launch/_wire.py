@@ -1,7 +1,7 @@
 """The host's end of the sockets it shares with templates, checkpoints and forked kernels.
 
 One JSON message per ``SOCK_SEQPACKET`` datagram, descriptors passed with
-``SCM_RIGHTS`` (the format of ``kernels/_forkkernel.py``, which is the other end). A
+``SCM_RIGHTS`` (the format of ``_inkernel/_forkkernel/wire.py``, which is the other end). A
 channel also reads the sender's credentials (``SO_PASSCRED``): a forked kernel's pid as
 this process's PID namespace numbers it, whatever namespace the kernel runs in.
 """
@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._inkernel._forkkernel import send_msg
+from ._inkernel._forkkernel.wire import send_msg
 
 _MAX_MSG = 1 << 20
 _MAX_FDS = 8

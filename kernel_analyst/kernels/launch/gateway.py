@@ -55,7 +55,7 @@ from ..limits import Limits
 from ._gw_channels import KernelChannels, KernelState
 from ._gw_files import GatewayFiles
 from ._gw_http import GatewayHTTP, GatewayHTTPError
-from ._inkernel import GATEWAY_FILE, STARTUP_FILE
+from ._inkernel import GATEWAY_FILE, STARTUP_FILES
 from .base import KernelBackend, KernelRequest, RunningKernel
 from .request import Channel, Outcome, RequestRouter, deadline_after
 
@@ -327,7 +327,7 @@ _REINSTALL_CAP = (
 
 @lru_cache(maxsize=1)
 def _kernel_sources() -> tuple[str, str]:
-    return STARTUP_FILE.read_text(), GATEWAY_FILE.read_text()
+    return "\n".join(path.read_text() for path in STARTUP_FILES), GATEWAY_FILE.read_text()
 
 
 def startup_code(limits: Limits, preload: tuple[str, ...], marker: str) -> str:

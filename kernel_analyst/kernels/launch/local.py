@@ -30,7 +30,7 @@ from ..exceptions import ForkError, KernelStartError
 from ..limits import Limits
 from . import sandbox
 from ._forked import spawn_kernel
-from ._inkernel import STARTUP_FILE
+from ._inkernel import STARTUP_FILES
 from ._local_kernel import LocalKernel, max_message_bytes, start_failure, wait_ready
 from ._place import Place, fork_unavailable_reason
 from ._process import ChildProcess
@@ -71,7 +71,7 @@ def _ipykernel_flags(argv: list[str]) -> list[str]:
         return []
     return [
         "--HistoryManager.hist_file=:memory:",
-        f"--IPKernelApp.exec_files={STARTUP_FILE}",
+        *(f"--IPKernelApp.exec_files={path}" for path in STARTUP_FILES),
         "--Application.log_level=WARN",
     ]
 
@@ -92,7 +92,7 @@ class LocalBackend(KernelBackend):
         self._context: zmq.asyncio.Context | None = None
         self.egress_hosts = dict(egress_hosts or {})
         self.template = template
-        self.templates = Templates(DEFAULT_PRELOAD, STARTUP_FILE)
+        self.templates = Templates(DEFAULT_PRELOAD, STARTUP_FILES)
         """The template processes kernels are forked from."""
 
     def resolved_isolation(self, limits: Limits) -> str:
@@ -193,7 +193,7 @@ class LocalBackend(KernelBackend):
             await asyncio.to_thread(sandbox.matplotlib_cache, full[0])
         plan = sandbox.plan_launch(full, workdir=request.workdir, limits=request.limits,
                                    isolation=isolation, extra_env=extra_env,
-                                   runtime_dir=runtime_dir, readable=[STARTUP_FILE],
+                                   runtime_dir=runtime_dir, readable=STARTUP_FILES,
                                    egress=egress.route if egress is not None else None)
         log_path = runtime_dir / "kernel.log"
         with open(log_path, "wb") as logf:
