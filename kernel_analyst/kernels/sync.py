@@ -18,9 +18,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from .conversation._support import OutputCallback
-from .conversation.manager import SessionManager
-from .conversation.session import KernelSession
+from .conversation import KernelSession, OutputCallback, SessionManager
 from .execution import Execution, VariableInfo
 from .files import FileInfo
 

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..claims import AnswerCheck, Grounding, recheck
-from .conversation.manager import SessionManager, directory_name
-from .conversation.session import KernelSession
+from .conversation import KernelSession, SessionManager, directory_name
 from .exceptions import NotebookFormatError
 from .recovery import RecoveryPolicy
 from .trail.reproduce import (

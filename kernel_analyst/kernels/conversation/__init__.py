@@ -13,6 +13,7 @@ path, diagnosis, checkpoints of a process), ``trail``, and the value modules of
 ``kernels``. Nothing in ``launch`` or ``trail`` imports it.
 """
 
+from ._support import OutputCallback
 from .branches import BranchInfo
 from .checkpoints import DEFAULT_CHECKPOINTS, CheckpointInfo, FileMode, UndoReport, enable_checkpoints
 from .manager import ConversationInfo, SessionManager, directory_name, read_notebook_head
@@ -27,6 +28,7 @@ __all__ = [
     "ConversationInfo",
     "FileMode",
     "KernelSession",
+    "OutputCallback",
     "Run",
     "RunState",
     "RunStatus",

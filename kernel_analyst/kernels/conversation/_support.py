@@ -1,4 +1,4 @@
-"""Helpers of ``session.py`` that need no session: times, versions, message decoding."""
+"""Helpers of the conversation that need no session: versions, message decoding, output callbacks."""
 
 from __future__ import annotations
 

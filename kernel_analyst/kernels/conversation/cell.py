@@ -15,7 +15,7 @@ in :class:`CellRun` and nowhere else:
 - after the reply, the cell completes once IOPub has delivered all its output
   (:meth:`RequestRouter.settle`); output that arrives later still goes to the cell.
 
-The session applies the result: it records the cell and replaces the kernel when
+The runner (``runner.py``) applies the result: it records the cell and replaces the kernel when
 :attr:`CellResult.ending` says so.
 """
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -265,9 +264,3 @@ def note_ending(ex: Execution, ending: KernelEnding) -> None:
     """Attach ``ending`` to ``ex`` and say it in its events."""
     ex.ending = ending
     ex.events.append(f"kernel ended: {ending.detail}")
-
-
-
-def elapsed_since(t0: float) -> float:
-    """Seconds since the monotonic time ``t0``."""
-    return time.monotonic() - t0

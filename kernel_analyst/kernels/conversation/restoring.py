@@ -75,6 +75,12 @@ class Restoring:
             if report.complete and ex.state == "lost":
                 ex.state = "kept"  # the namespace this step relies on is back
 
+    async def ready_for_files(self) -> None:
+        """Before the working directory changes: a pending recovery goes first (the
+        recorded cells ran with the files as they were)."""
+        if self.policy.enabled:
+            await self.ready(None)
+
     def reopened(self, kernel: RunningKernel, reason: str) -> None:
         """The conversation goes on (a resume): in the kernel it had, still running; or in
         a fresh one, where its variables come back at first use (or it is said that they

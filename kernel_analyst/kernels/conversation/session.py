@@ -334,8 +334,8 @@ class KernelSession:
         """
         self._turn.check_open()
         self.last_used = time.monotonic()
-        ready = (lambda: self._restoring.ready(None)) if self.recovery.enabled else None
-        return await self._files.upload(source, name, at_once=self.runs.active is not None, ready=ready)
+        return await self._files.upload(source, name, at_once=self.runs.active is not None,
+                                        ready=self._restoring.ready_for_files)
 
     async def download(self, name: str) -> bytes:
         """The bytes of a file in the working directory (names checked as for upload)."""

@@ -44,16 +44,15 @@ class Workdir:
         return self.setup.limits.max_upload_mb * 1024 * 1024
 
     async def upload(self, source: str | Path | bytes, name: str | None, *, at_once: bool,
-                     ready: Callable[[], Awaitable[None]] | None) -> FileInfo:
+                     ready: Callable[[], Awaitable[None]]) -> FileInfo:
         """Store a file. ``at_once``: without waiting for the turn (a background run holds
         it for hours; only for files on this host); else in the turn, after ``ready``
-        (a pending recovery: the recorded cells ran with the file as it was)."""
+        (what must come before the directory changes)."""
         if at_once and self.remote() is None:
             info = await asyncio.to_thread(_files.store, self.setup.workdir, source, name, self.max_bytes)
         else:
             async with self.turn.taken():
-                if ready is not None:
-                    await ready()
+                await ready()
                 info = await self._store(source, name)
         self.trail.record_upload(info)
         over = quota.over_quota(self._guard())

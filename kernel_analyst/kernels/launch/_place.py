@@ -5,7 +5,7 @@ checkpoints taken from it and the kernels brought back from them. It holds the r
 directory (sockets, logs), the launch plan (environment, cgroup, resource limits) and,
 under ``sandbox``, a bubblewrap sandbox made exactly as for a cold kernel but running a
 placeholder (``sh``, then ``cat``) instead of the kernel: forked kernels join its
-namespaces (``_inkernel/_forkkernel.py``: ``_enter``), so each conversation keeps a
+namespaces (``_inkernel/_forkkernel/confine.py``: ``enter``), so each conversation keeps a
 sandbox of its own.
 """
 

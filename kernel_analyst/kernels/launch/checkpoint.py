@@ -1,6 +1,6 @@
 """Checkpoints of a forked kernel's process: frozen copies, and kernels forked from them.
 
-A checkpoint is the live kernel forked (``_inkernel/_forkkernel.py``: ``_checkpoint``,
+A checkpoint is the live kernel forked (``_inkernel/_forkkernel/kernel.py``: ``_checkpoint``,
 between cells): the copy holds the namespace as it was, copy-on-write, so taking one
 costs about the same for a small namespace as for a gigabyte, and the memory it holds
 grows only with what later cells change. A copy serves fork requests like a template:

@@ -3,7 +3,7 @@
 ``none``: the host's environment, no limits (trusted code) but memory: leftover child
 processes are tracked with a cgroup where one can be made, so close and restart reap
 them, and that cgroup also holds ``Limits.memory_mb``, so a runaway cell is stopped at a
-known limit with its cause (``endings.py``) instead of the machine's OOM killer choosing.
+known limit with its cause (``diagnosis.py``) instead of the machine's OOM killer choosing.
 ``process``: a clean environment (no host variables, so no API keys), cwd = session dir,
 resource limits: a cgroup (memory of the whole process tree, process count) where this
 machine offers one, and rlimits (address space, file size, no core dumps).

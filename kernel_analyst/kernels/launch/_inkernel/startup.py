@@ -517,7 +517,7 @@ def _kernel_analyst_preload(names):
 def _kernel_analyst_binder(helper, lossless_iopub):
     """What depends on the kernel's transport (its output streams, its IOPub thread):
     a cold kernel binds once, at start; a kernel forked from a template or a checkpoint
-    (``_forkkernel.py``) binds again after it made its own sockets and streams."""
+    (``_forkkernel/``) binds again after it made its own sockets and streams."""
     import os
     import sys
 

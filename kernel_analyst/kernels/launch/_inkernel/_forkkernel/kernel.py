@@ -267,7 +267,7 @@ def _setup_process(spec: dict[str, Any], fds: list[int], lifeline: socket.socket
     STATE.infra_fds = None
     STATE.lifeline = lifeline
     # The host moves this process into the conversation's cgroup once it has said hello
-    # (backends/_forked.spawn_kernel), beside the rest of its startup.
+    # (launch/_forked.py: spawn_kernel), beside the rest of its startup.
     import resource
 
     for which, value in spec.get("rlimits", []):
