@@ -38,7 +38,8 @@ SKIP_KEYS = {"rows", "n", "tries", "kernels", "rounds", "burners", "conversation
 def check_imports(tree: Path) -> None:
     """Refuse a side whose interpreter would import another checkout's package."""
     found = subprocess.run([sys.executable, "-c", "import kernel_analyst; print(kernel_analyst.__file__)"],
-                           env=_env(tree), capture_output=True, text=True, check=True).stdout.strip()
+                           env=_env(tree), cwd=tree / "benchmarks", capture_output=True, text=True,
+                           check=True).stdout.strip()
     if not Path(found).resolve().is_relative_to(tree):
         raise SystemExit(f"{tree}: kernel_analyst is imported from {found}, not from this checkout")
 
