@@ -39,8 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernel_analyst.kernels import KernelSession, Limits, SessionManager
-from kernel_analyst.kernels.backends.local import LocalBackend
+from kernel_analyst.kernels import KernelSession, Limits, LocalBackend, SessionManager
 
 CELL = ("import pandas as pd\nimport numpy as np\n"
         "rng = np.random.default_rng()\n"

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the test gateway launcher lives in tests/
 
 from kernel_analyst.kernels import KernelSession, Limits, SessionManager  # noqa: E402
-from kernel_analyst.kernels.backends.gateway import GatewayBackend  # noqa: E402
+from kernel_analyst.kernels.launch import GatewayBackend  # noqa: E402
 
 TRIVIAL = "x + 1"
 PLOT = "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.plot(range(100))\nplt.show()"

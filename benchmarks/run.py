@@ -31,9 +31,8 @@ from typing import Any
 
 from jupyter_client.manager import AsyncKernelManager
 
-from kernel_analyst.kernels import Execution, Limits, SessionManager
-from kernel_analyst.kernels.audit import AuditTrail
-from kernel_analyst.kernels.backends.local import LocalBackend
+from kernel_analyst.kernels import Execution, Limits, LocalBackend, SessionManager
+from kernel_analyst.kernels.trail import AuditTrail
 
 PLOT = "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.plot(range(100))\nplt.show()"
 FRAME = "import pandas as pd\npd.DataFrame({'a': range(200), 'b': range(200)}).describe()"

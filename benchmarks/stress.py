@@ -42,9 +42,8 @@ from typing import Any
 
 from jupyter_client.manager import AsyncKernelManager
 
-from kernel_analyst.kernels import KernelSession, KernelStartError, Limits, SessionManager
-from kernel_analyst.kernels.backends.local import LocalBackend
-from kernel_analyst.kernels.request import Outcome, deadline_after
+from kernel_analyst.kernels import KernelSession, KernelStartError, Limits, LocalBackend, SessionManager
+from kernel_analyst.kernels.launch import Outcome, deadline_after
 from kernel_analyst.kernels.testing import cpu_burners
 
 BURST_TIMEOUT_S = 120.0

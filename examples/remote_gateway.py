@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from kernel_analyst import SessionManager
-from kernel_analyst.kernels.backends.gateway import GatewayBackend
+from kernel_analyst.kernels.launch import GatewayBackend
 
 DATA = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent / "data" / "penguins.csv")
 

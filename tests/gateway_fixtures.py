@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from kernel_analyst.kernels import SessionManager
-from kernel_analyst.kernels.backends.gateway import GatewayBackend
+from kernel_analyst.kernels.launch import GatewayBackend
 
 from .helpers import pid_alive
 

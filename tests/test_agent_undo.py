@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage
 from kernel_analyst import Analyst, SessionManager
 from kernel_analyst.agent.testing import ScriptedChatModel, tool_call
 from kernel_analyst.agent.undo import find_undo
-from kernel_analyst.kernels.backends.local import LocalBackend
+from kernel_analyst.kernels import LocalBackend
 
 from .conftest import test_limits
 

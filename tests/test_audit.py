@@ -13,7 +13,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from kernel_analyst.kernels import Execution, SessionManager
-from kernel_analyst.kernels.audit import AuditTrail, repair_notebook
+from kernel_analyst.kernels.trail import AuditTrail, repair_notebook
 
 
 def read_valid(path: Path) -> nbformat.NotebookNode:
@@ -47,7 +47,7 @@ def test_notebook_survives_the_writer_being_killed(tmp_path: Path) -> None:
     path = tmp_path / "killed.ipynb"
     script = textwrap.dedent(f"""
         import sys
-        from kernel_analyst.kernels.audit import AuditTrail, repair_notebook
+        from kernel_analyst.kernels.trail import AuditTrail, repair_notebook
         from kernel_analyst.kernels.execution import Execution
         trail = AuditTrail.create(__import__('pathlib').Path({str(path)!r}), {{}})
         i = 0

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernel_analyst.kernels import KernelSession, Limits
-from kernel_analyst.kernels.request import Outcome, Settled, deadline_after
+from kernel_analyst.kernels.launch import Outcome, Settled, deadline_after
 from kernel_analyst.kernels.testing import FakeBackend, FakeKernel
 
 LIMITS = Limits(isolation="none", timeout_s=5.0, interrupt_grace_s=0.3, max_disk_mb=None)
@@ -240,7 +240,7 @@ async def test_stop_before_the_cell_starts_waits_for_it(tmp_path: Path) -> None:
     session, backend = await _session(tmp_path)
     task = asyncio.create_task(session.execute("delay-start:0.3;sleep:30"))
     deadline = time.monotonic() + 5
-    while session._run is None and time.monotonic() < deadline:
+    while session._cells.running is None and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     await session.interrupt()
     assert backend.started[0].interrupts == 0, "not before the cell starts"

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from kernel_analyst.kernels import Limits
-from kernel_analyst.kernels.egress import EgressProxy, HostRule, normalise_allowlist, parse_rule
+from kernel_analyst.kernels.allowlist import HostRule, normalise_allowlist, parse_rule
+from kernel_analyst.kernels.launch.egress import EgressProxy
 
 
 class Upstream:

@@ -20,8 +20,9 @@ import nbformat
 import pytest
 
 from kernel_analyst.kernels import Execution, KernelSession, SessionManager
-from kernel_analyst.kernels._memory import MemoryProbe, system_oom_kills
-from kernel_analyst.kernels.endings import WARN_FRACTION, CellWatch, EndCause, KernelEnding, diagnose
+from kernel_analyst.kernels.endings import EndCause, KernelEnding
+from kernel_analyst.kernels.launch._memory import MemoryProbe, system_oom_kills
+from kernel_analyst.kernels.launch.diagnosis import WARN_FRACTION, CellWatch, diagnose
 from kernel_analyst.kernels.testing import FakeKernel
 
 from .conftest import test_limits

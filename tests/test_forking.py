@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_analyst.kernels import SessionManager
-from kernel_analyst.kernels.backends.local import LocalBackend
+from kernel_analyst.kernels import LocalBackend, SessionManager
 
 from .conftest import SEABORN, test_limits
 from .helpers import wait_until

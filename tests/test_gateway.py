@@ -26,7 +26,7 @@ from kernel_analyst.kernels import (
     KernelStartError,
     SessionManager,
 )
-from kernel_analyst.kernels.backends import GatewayBackend, GatewayKernel
+from kernel_analyst.kernels.launch import GatewayBackend, GatewayKernel
 
 from .conftest import test_limits
 from .gateway_fixtures import GatewayProcess, free_port

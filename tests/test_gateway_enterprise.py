@@ -28,7 +28,7 @@ from kernel_analyst.frontend.errors import UsageError
 from kernel_analyst.frontend.sessions import kernel_backend
 from kernel_analyst.frontend.settings import KernelSettings
 from kernel_analyst.kernels import GatewayError, GatewayUserError, SessionManager
-from kernel_analyst.kernels.backends import GatewayBackend
+from kernel_analyst.kernels.launch import GatewayBackend
 from kernel_analyst.server import ServerConfig
 from kernel_analyst.server.cli import add_cli, config_from_args
 from kernel_analyst.server.service import SessionService

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernel_analyst.kernels import SessionManager
-from kernel_analyst.kernels.backends import GatewayBackend, GatewayKernel
+from kernel_analyst.kernels.launch import GatewayBackend, GatewayKernel
 
 from .conftest import test_limits
 from .gateway_fixtures import GatewayProcess

@@ -21,8 +21,8 @@ from typing import Any
 import nbformat
 import pytest
 
-from kernel_analyst.kernels import KernelSession, Limits, SessionManager
-from kernel_analyst.kernels.recovery import RecoveryPolicy, cells_to_restore, replayable
+from kernel_analyst.kernels import KernelSession, Limits, RecoveryPolicy, SessionManager
+from kernel_analyst.kernels.trail import cells_to_restore, replayable
 
 from .conftest import ROOT, test_limits
 from .helpers import pid_alive, wait_until

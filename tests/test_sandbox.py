@@ -24,8 +24,8 @@ from kernel_analyst.kernels import (
     SandboxUnavailableError,
     SessionManager,
     VariableFetchError,
-    sandbox,
 )
+from kernel_analyst.kernels.launch import sandbox
 
 from .conftest import ROOT
 from .test_sandbox_support import (
@@ -478,7 +478,7 @@ async def test_pool_kernel_keeps_working_after_rename(open_manager: ManagerFacto
 
 def test_cgroup_v2_needs_delegated_controllers(tmp_path: Path) -> None:
     # This machine has cgroup v1; v2 is checked on its parsing and delegation rule.
-    from kernel_analyst.kernels import _cgroups
+    from kernel_analyst.kernels.launch import _cgroups
 
     (tmp_path / "app").mkdir()
     mountinfo = [f"41 31 0:38 / {tmp_path} rw,relatime - cgroup2 cgroup2 rw"]
@@ -491,7 +491,7 @@ def test_cgroup_v2_needs_delegated_controllers(tmp_path: Path) -> None:
 
 
 def test_cgroup_v1_here_limits_the_tree() -> None:
-    from kernel_analyst.kernels._cgroups import KernelCgroup
+    from kernel_analyst.kernels.launch._cgroups import KernelCgroup
 
     group = KernelCgroup.create(max_processes=10, memory_bytes=256 * 2**20)
     assert group is not None and group.version == 1 and group.limits_memory

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from kernel_analyst.frontend import flags
-from kernel_analyst.kernels import Limits, LocalBackend, SandboxUnavailableError, SessionManager, sandbox
-from kernel_analyst.kernels.backends.local import LocalKernel
+from kernel_analyst.kernels import Limits, LocalBackend, SandboxUnavailableError, SessionManager
+from kernel_analyst.kernels.launch import LocalKernel, sandbox
 
 from .helpers import wait_until
 from .test_egress import Upstream
@@ -170,7 +170,7 @@ async def test_the_forwarder_and_proxy_end_with_the_kernel(allowlisted: SessionM
     socket_dir = kernel.egress.socket_path.parent
     ex = await session.execute("import os; [open(f'/proc/{p}/cmdline').read().replace(chr(0), ' ') "
                                "for p in os.listdir('/proc') if p.isdigit()]")
-    assert "_egress_forwarder.py" in ex.text, "the forwarder runs inside the sandbox"
+    assert "egress_forwarder.py" in ex.text, "the forwarder runs inside the sandbox"
     assert _forwarders(), "and is visible from the host"
     await session.restart()  # a new kernel: a new proxy, the old one gone
     assert session.kernel is not kernel and not socket_dir.exists()
@@ -184,7 +184,7 @@ def _forwarders() -> list[str]:
     for path in glob.glob("/proc/[0-9]*/cmdline"):
         try:
             with open(path, "rb") as f:
-                if b"_egress_forwarder.py" in f.read():
+                if b"egress_forwarder.py" in f.read():
                     found.append(path)
         except OSError:
             pass

@@ -18,7 +18,7 @@ from typing import Any
 import nbformat
 
 from kernel_analyst.kernels import Execution, KernelSession, SessionManager
-from kernel_analyst.kernels.backends.local import LocalKernel
+from kernel_analyst.kernels.launch import LocalKernel
 
 from .conftest import test_limits
 from .helpers import pid_alive

@@ -199,7 +199,7 @@ def _healthy(url: str, path: str = "/healthz", statuses: frozenset[int] = frozen
 
 
 def test_serve_can_run_kernels_on_a_gateway(tmp_path: Path) -> None:
-    from kernel_analyst.kernels.backends import GatewayBackend, LocalBackend
+    from kernel_analyst.kernels.launch import GatewayBackend, LocalBackend
     from kernel_analyst.server.service import SessionService
 
     config = config_from_args(_parse("serve", "--gateway", "http://127.0.0.1:9", "--session-dir",

@@ -24,7 +24,7 @@ import zmq
 import zmq.asyncio
 from jupyter_client.session import Session
 
-from kernel_analyst.kernels.backends._zmq import ZmqConnection, channel_url
+from kernel_analyst.kernels.launch._zmq import ZmqConnection, channel_url
 
 
 class IpcFakeKernel:

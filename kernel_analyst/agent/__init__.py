@@ -4,7 +4,7 @@ Talks to kernels only through the public API of ``kernel_analyst.kernels``.
 """
 
 from ..eda import EdaReport, PlaybookOptions, run_playbook
-from .analyst import Analyst, AnalystSettings, EventCallback, ImagesMode
+from .analyst import Analyst, AnalystSettings, EventCallback
 from .events import AgentEvent, FinalAnswer, ModelText, StepCode, StepFinished, StepOutput, StepStarted
 from .exceptions import (
     AgentError,
@@ -15,6 +15,7 @@ from .exceptions import (
     ScriptError,
     ToolCallingUnsupportedError,
 )
+from .figures import ImagesMode
 from .models import ModelEnvironment, ModelSpec, load_chat_model
 from .observation import Observation, ObservationSettings, SavedOutput, observe, observe_step
 from .results import Answer, Step, StopReason, Usage

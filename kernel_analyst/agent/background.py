@@ -26,9 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..kernels.execution import Execution
-from ..kernels.runs import Run
-from ..kernels.session import KernelSession
+from ..kernels import Execution, KernelSession, Run
 from .prompting import message
 
 DirectiveKind = Literal["background", "wait", "check", "cancel"]

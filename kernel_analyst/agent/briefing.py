@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..kernels import KernelSession
 from ..kernels.execution import Execution, VariableInfo
 from ..kernels.files import FileInfo
-from ..kernels.session import KernelSession
 from .prompting import message
 
 _MAX_LISTED_FILES = 30

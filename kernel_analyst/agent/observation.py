@@ -35,9 +35,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..kernels import KernelSession
 from ..kernels.exceptions import KernelAnalystError
 from ..kernels.execution import Execution, ExecutionError, strip_ansi
-from ..kernels.session import KernelSession
 from .prompting import message, message_names
 
 DEFAULT_BUDGET = 2500

@@ -27,7 +27,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ArgsSchema, BaseTool
 from pydantic import BaseModel, Field, PrivateAttr
 
-from ..kernels.manager import SessionManager
+from ..kernels import SessionManager
 from .exceptions import KernelToolError
 from .observation import DEFAULT_BUDGET, ObservationSettings, observe_step, store_saved_output
 from .prompting import tool_description

@@ -26,10 +26,9 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ArgsSchema, BaseTool
 from pydantic import BaseModel, Field
 
-from ..kernels.checkpoints import DEFAULT_CHECKPOINTS, enable_checkpoints
+from ..kernels import KernelSession, SessionManager
+from ..kernels.conversation import DEFAULT_CHECKPOINTS, enable_checkpoints
 from ..kernels.exceptions import CheckpointError
-from ..kernels.manager import SessionManager
-from ..kernels.session import KernelSession
 from .exceptions import KernelToolError
 from .prompting import message, template
 

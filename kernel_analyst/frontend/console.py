@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..kernels import Execution, KernelSession
-from ..kernels.checkpoints import enable_checkpoints
+from ..kernels.conversation import enable_checkpoints
 from .errors import classify
 from .sessions import need_file
 from .terminal import StepPrinter, answer_text, error_block, output_text, progress_line, status_line

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..kernels.egress import normalise_allowlist
+from ..kernels.allowlist import normalise_allowlist
 from ..kernels.limits import ISOLATION_LEVELS
 from .settings import (
     DEFAULT_MAX_STEPS,

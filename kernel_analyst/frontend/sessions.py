@@ -21,7 +21,7 @@ def kernel_backend(settings: KernelSettings) -> KernelBackend | None:
     """The gateway backend for ``settings.gateway_url`` (or ``KERNEL_ANALYST_GATEWAY_URL``),
     with its kernel variables and tenant users, or None for kernels on this machine."""
     try:
-        gateway = importlib.import_module("kernel_analyst.kernels.backends.gateway")
+        gateway = importlib.import_module("kernel_analyst.kernels.launch.gateway")
     except ImportError as exc:
         if settings.gateway_url:
             raise UsageError(f"--gateway needs remote-kernel support, which this installation lacks "

@@ -20,7 +20,7 @@ from ..kernels import Limits
 from ..kernels.limits import ISOLATION_LEVELS
 
 if TYPE_CHECKING:  # the agent package loads LangChain; flags and settings stay light
-    from ..agent.analyst import ImagesMode
+    from ..agent import ImagesMode
 
 IMAGES_MODES: tuple[ImagesMode, ...] = ("auto", "on", "off")
 """Values of ``--images``: ``auto`` sends figures when the model's LangChain profile says it

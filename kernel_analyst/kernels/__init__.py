@@ -1,6 +1,20 @@
-"""Live kernels: sessions, executions, the audit trail. Knows nothing about LLMs."""
+"""Live kernels: sessions, executions, the audit trail. Knows nothing about LLMs.
 
-from .backends import KernelBackend, KernelEnvironment, LocalBackend, RunningKernel
+Three rooms, with doors one way (``docs/architecture.md`` draws the map):
+
+- ``launch/``: where and how a kernel process lives (local, forked from a template,
+  sandboxed, behind a gateway); knows nothing of conversations.
+- ``conversation/``: a conversation's session: the manager, the turn, one execution in
+  order, runs, checkpoints, branches, files; uses ``launch`` and ``trail``.
+- ``trail/``: the audit notebook, and what is read back from it (recovery, reproduce).
+
+Value types every room may import sit here, importing none of the rooms:
+``exceptions``, ``limits`` (and ``allowlist``), ``execution``, ``endings``, ``recovery``,
+``files``. Above the rooms: ``sync`` (a blocking facade), ``verify`` (re-running a
+notebook), ``testing`` (fake kernels for tests), ``backends`` (earlier import paths).
+"""
+
+from .conversation import ConversationInfo, KernelSession, Run, RunStatus, SessionManager
 from .endings import EndCause, KernelEnding
 from .exceptions import (
     DiskQuotaError,
@@ -20,11 +34,9 @@ from .exceptions import (
 )
 from .execution import ColumnValues, Execution, ExecutionError, VariableChanges, VariableInfo
 from .files import FileInfo
+from .launch import KernelBackend, KernelEnvironment, LocalBackend, RunningKernel
 from .limits import Limits
-from .manager import ConversationInfo, SessionManager
 from .recovery import RecoveryPolicy, RecoveryReport
-from .runs import Run, RunStatus
-from .session import KernelSession
 
 __all__ = [
     "ColumnValues",

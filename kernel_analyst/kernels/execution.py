@@ -13,12 +13,10 @@ import base64
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .endings import KernelEnding
-
-if TYPE_CHECKING:
-    from .recovery import RecoveryReport
+from .recovery import RecoveryReport
 
 Status = Literal["ok", "error", "timeout", "died"]
 State = Literal["kept", "lost"]
@@ -110,6 +108,14 @@ class ColumnValues:
     """Its dtype."""
     matched: bool
     """True when a value asked about equals at least one of its values (as ``==`` compares)."""
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ColumnValues | None:
+        """From the kernel's answer; None when it is missing or an error."""
+        if not isinstance(data, dict) or "error" in data:
+            return None
+        return cls(tuple(data.get("values", [])), int(data.get("distinct", 0)), str(data.get("dtype", "")),
+                   bool(data.get("matched")))
 
 
 @dataclass(frozen=True)
@@ -270,8 +276,6 @@ class Execution:
         """Rebuild an :class:`Execution` from :meth:`to_dict` output."""
         err = data.get("error")
         recovery = data.get("recovery")
-        if recovery:
-            from .recovery import RecoveryReport
         return cls(
             code=str(data.get("code", "")),
             status=data.get("status", "ok"),

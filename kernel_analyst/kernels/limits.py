@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
+from .allowlist import normalise_allowlist
+
 Isolation = Literal["auto", "none", "process", "sandbox"]
 ISOLATION_LEVELS: tuple[str, ...] = ("auto", "none", "process", "sandbox")
 
@@ -55,7 +57,7 @@ class Limits:
     ``sandbox`` and on otherwise; or a list of host names (an allowlist, ``sandbox`` only):
     ``["pypi.org", "files.pythonhosted.org"]``, ``"*.example.org"`` for subdomains, an
     optional ``:port`` (else 80 and 443). Listed names are reached through a proxy
-    outside the sandbox (``kernels/egress.py``); everything else stays unreachable and
+    outside the sandbox (``kernels/launch/egress.py``); everything else stays unreachable and
     DNS stays unavailable inside. Kept as a tuple of canonical entries (an empty list
     is ``False``)."""
     checkpoints: int = 0
@@ -83,8 +85,6 @@ class Limits:
         if self.max_output_bytes < 1000:
             raise ValueError("max_output_bytes must be at least 1000")
         if self.network is not None and not isinstance(self.network, bool):
-            from .egress import normalise_allowlist
-
             object.__setattr__(self, "network", normalise_allowlist(self.network) or False)
 
     @property

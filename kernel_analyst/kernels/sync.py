@@ -18,11 +18,9 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from ._session_support import OutputCallback
+from .conversation import KernelSession, OutputCallback, SessionManager
 from .execution import Execution, VariableInfo
 from .files import FileInfo
-from .manager import SessionManager
-from .session import KernelSession
 
 T = TypeVar("T")
 

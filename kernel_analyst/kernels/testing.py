@@ -36,9 +36,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from .backends.base import Channel, KernelBackend, KernelRequest, RunningKernel
 from .exceptions import KernelConnectionError
-from .request import RequestRouter
+from .launch import Channel, KernelBackend, KernelRequest, RequestRouter, RunningKernel
 
 __all__ = ["FakeBackend", "FakeKernel", "cpu_burners"]
 

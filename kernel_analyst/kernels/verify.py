@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ..claims import AnswerCheck, Grounding, recheck
+from .conversation import KernelSession, SessionManager, directory_name
 from .exceptions import NotebookFormatError
-from .manager import SessionManager, directory_name
 from .recovery import RecoveryPolicy
-from .reproduce import (
+from .trail.reproduce import (
     PIXEL_FRACTION,
     PIXEL_TOLERANCE,
     InputCheck,
@@ -36,7 +36,6 @@ from .reproduce import (
     recorded_meta,
     recorded_status,
 )
-from .session import KernelSession
 
 __all__ = ["PIXEL_FRACTION", "PIXEL_TOLERANCE", "CellCheck", "InputCheck", "NotebookFormatError",
            "VerifyReport", "check_inputs", "compare_cell", "compare_images", "compare_outputs",

@@ -27,9 +27,8 @@ from fastapi.responses import StreamingResponse
 from ..frontend.events import AgentEventHandler
 from ..frontend.models import build_analyst, load_model
 from ..frontend.outcomes import Outcome, answer_outcome, eda_outcome, stopped_eda
-from ..kernels import KernelSession
+from ..kernels import KernelSession, RecoveryReport
 from ..kernels import files as _files
-from ..kernels.recovery import RecoveryReport
 from .auth import Tenant
 from .config import ServerConfig
 from .exceptions import NoModelError

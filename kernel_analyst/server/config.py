@@ -22,7 +22,7 @@ from ..frontend.settings import (
 from ..kernels import Limits
 
 if TYPE_CHECKING:
-    from ..agent.analyst import ImagesMode
+    from ..agent import ImagesMode
 
 DEFAULT_TENANT = "default"
 TOKEN_ENV = "KERNEL_ANALYST_TOKEN"

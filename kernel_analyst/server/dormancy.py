@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..kernels.recovery import cells_to_restore
+from ..kernels.trail import cells_to_restore
 
 _UNITS = ((86400, "d"), (3600, "h"), (60, "min"), (1, "s"))
 

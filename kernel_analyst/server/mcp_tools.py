@@ -33,7 +33,7 @@ from ..agent.observation import Observation, ObservationSettings, observe_step
 from ..frontend.errors import classify
 from ..kernels import Execution, KernelAnalystError
 from ..kernels import files as _files
-from ..kernels.checkpoints import FileMode
+from ..kernels.conversation import FileMode
 from . import mcp_runs
 from .config import DEFAULT_TENANT, ServerConfig
 from .records import SessionRecord

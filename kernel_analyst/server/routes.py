@@ -16,9 +16,9 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from starlette.datastructures import UploadFile
 
-from ..kernels import KernelSession, UnsafeFileNameError
+from ..kernels import KernelSession, RecoveryReport, UnsafeFileNameError
 from ..kernels import files as _files
-from ..kernels.recovery import RecoveryReport, marker_text
+from ..kernels.trail import marker_text
 from .auth import Tenant
 from .dormancy import recorded_variables
 from .exceptions import BadRequestError, PayloadTooLargeError

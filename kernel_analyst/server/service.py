@@ -58,8 +58,7 @@ from typing import Any, Literal
 
 from ..frontend.sessions import kernel_backend
 from ..kernels import KernelSession, SessionManager
-from ..kernels.checkpoints import FileMode, UndoReport, enable_checkpoints
-from ..kernels.manager import directory_name
+from ..kernels.conversation import FileMode, UndoReport, directory_name, enable_checkpoints
 from .config import ServerConfig
 from .dormancy import directory_bytes, wake_reason
 from .exceptions import (

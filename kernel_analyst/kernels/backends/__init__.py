@@ -1,8 +1,21 @@
-"""Where kernel processes live: on this machine, or behind a Jupyter gateway."""
+"""The backends' import path of earlier versions (``kernel_analyst.kernels.backends``).
 
-from .base import Channel, KernelBackend, KernelEnvironment, KernelFiles, KernelRequest, RunningKernel
-from .gateway import GatewayBackend, GatewayKernel
-from .local import LocalBackend, LocalKernel
+The code lives in ``kernels/launch/`` (where and how a kernel process lives); these
+names stay importable from here, and ``kernel_analyst.kernels.backends.gateway`` too.
+"""
+
+from ..launch import (
+    Channel,
+    GatewayBackend,
+    GatewayKernel,
+    KernelBackend,
+    KernelEnvironment,
+    KernelFiles,
+    KernelRequest,
+    LocalBackend,
+    LocalKernel,
+    RunningKernel,
+)
 
 __all__ = [
     "Channel",
