@@ -27,8 +27,8 @@ async def test_the_answer_cell_links_each_number_to_its_cell(browser: Any, manag
     answer_text = "38.4% of the passengers survived; 577 of them were men."  # 577: no cell computed it
     model = ScriptedChatModel(script=[f"```python\n{SURVIVAL}\n```", answer_text, answer_text])
     cid = f"claims-html-{uuid.uuid4().hex[:8]}"
-    answer = await Analyst(model, manager, protocol="code").ask(cid, "How many survived?",
-                                                               files=[SEABORN / "titanic.csv"])
+    analyst = Analyst(model, manager, protocol="code", profile_files=False)  # the model's cell is cell 1
+    answer = await analyst.ask(cid, "How many survived?", files=[SEABORN / "titanic.csv"])
     assert answer.claims is not None
     assert answer.claims.summary() == "2 numbers: 1 from cell 1; 1 unsupported: 577"
     notebook = await (await manager.session(cid)).export(tmp_path / "audit.ipynb")

@@ -198,7 +198,7 @@ async def test_an_answers_numbers_are_rechecked_on_a_changed_file(
     model = ScriptedChatModel(script=[f"```python\n{code}\n```", "Sales came to 299.75 in all, 3 orders."])
     cid = f"verify-claims-{uuid.uuid4().hex[:8]}"
     answer = await Analyst(model, manager, protocol="code").ask(cid, "What were the sales?", files=[data])
-    assert answer.claims is not None and answer.claims.summary() == "1 number: 1 from cell 1"
+    assert answer.claims is not None and answer.claims.summary() == "1 number: 1 from cell 2"  # 1 loads it
     notebook = await (await manager.session(cid)).export(tmp_path / "audit.ipynb")
     await manager.close(cid)
 
@@ -212,4 +212,4 @@ async def test_an_answers_numbers_are_rechecked_on_a_changed_file(
     assert moved.changed_inputs_rerun and not moved.reproduced
     (check,) = moved.moved_answers
     assert [(m.text, m.old, m.new) for m in check.moved] == [("299.75", "299.75", "350.75")]
-    assert "299.75 (cell [1] stdout): was 299.75, now 350.75" in check.describe()
+    assert "299.75 (cell [2] stdout): was 299.75, now 350.75" in check.describe()
