@@ -173,3 +173,15 @@ def test_a_missing_file_lists_the_uploads() -> None:
     assert teacher.hint(ex, ex.code, {}) == (
         "The uploaded tables are: `csvkit_test_latin1.csv` (in the working directory)."
     )
+
+
+async def test_a_table_too_large_for_pandas_is_pointed_to_duckdb_not_to_the_call() -> None:
+    from kernel_analyst.agent.uploads import read_uploads, tables_note
+
+    path = MESSY / "csvkit_realdata_ks_1033_data.csv"  # 212 kB: over an eighth of a 1 MiB kernel
+    (small,) = await read_uploads([path], [path.name], memory_mb=1024)
+    (large,) = await read_uploads([path], [path.name], memory_mb=1)
+    assert not small.too_large and "read it with exactly this code" in tables_note([small])
+    assert large.too_large and tables_note([large]) == (
+        f"`{path.name}` (delimited text, encoding utf-8, delimiter ',') is too large to load with pandas in this "
+        "kernel: query it with DuckDB, as said above, and fetch only aggregates or samples into pandas.")

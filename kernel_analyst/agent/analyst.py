@@ -267,7 +267,8 @@ class Analyst:
         session = await self.manager.session(conversation_id)
         enable_checkpoints(session, self.settings.checkpoints)
         uploaded = [(await session.upload(Path(path))).name for path in files]
-        tables = await read_uploads([Path(path) for path in files], uploaded)
+        tables = await read_uploads([Path(path) for path in files], uploaded,
+                                    memory_mb=session.limits.memory_mb)
         gone = await refresh_variables(session, conversation.variables)
         first_cell = len(session.audit.cells)
         await session.add_markdown(question_markdown(question, uploaded), role="question",

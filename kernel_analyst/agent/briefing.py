@@ -63,12 +63,9 @@ def describe_files(files: list[FileInfo], *, new: Sequence[str] = (), memory_mb:
 
 def _too_large(files: Sequence[FileInfo], memory_mb: int | None) -> list[FileInfo]:
     """Data files over the share of the kernel's memory the EDA playbook profiles out of core."""
-    from ..eda._outofcore import LARGE_SHARE
+    from ..eda._outofcore import over_pandas_share
 
-    if not memory_mb:
-        return []
-    limit = LARGE_SHARE * memory_mb * 2**20
-    return [f for f in files if f.size > limit and not f.name.startswith("outputs/")]
+    return [f for f in files if over_pandas_share(f.size, memory_mb) and not f.name.startswith("outputs/")]
 
 
 def describe_variables(variables: list[VariableInfo]) -> str:

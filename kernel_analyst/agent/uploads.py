@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..eda._outofcore import over_pandas_share, text_bytes
 from ..eda.exceptions import UnreadableFileError
 from ..eda.loader import Plan, detect
 from ..eda.profile import profile_file, variable_name
@@ -51,6 +52,8 @@ class UploadedTable:
     """That DataFrame's compact profile (empty when it was not loaded)."""
     source: Path | None = None
     """The file it was uploaded from, on this host (its first lines make a hint)."""
+    too_large: bool = False
+    """Too large for pandas in this kernel: the note points to DuckDB instead of the call."""
 
     def call(self, var: str | None = None) -> str:
         """The loader's code for this table, without comments (``var``: the variable)."""
@@ -61,7 +64,7 @@ class UploadedTable:
     def first_lines(self, *, lines: int = 5, width: int = 160) -> str:
         """The file's first lines, decoded as the loader decodes it ("" when unknown)."""
         encoding = getattr(self.plan, "encoding", "utf-8")
-        if self.source is None:
+        if self.source is None or getattr(self.plan, "compression", None):
             return ""
         try:
             with self.source.open("rb") as f:
@@ -85,8 +88,10 @@ def _table_suffix(name: str) -> str:
     return suffixes[-1] if suffixes else ""
 
 
-async def read_uploads(paths: Sequence[Path], names: Sequence[str]) -> list[UploadedTable]:
-    """The loader's plan for each uploaded table (other files are left out)."""
+async def read_uploads(paths: Sequence[Path], names: Sequence[str], *,
+                       memory_mb: int | None = None) -> list[UploadedTable]:
+    """The loader's plan for each uploaded table (other files are left out); ``memory_mb``
+    (the kernel's limit) marks the tables too large for pandas."""
     found = []
     for path, name in zip(paths, names, strict=True):
         if not is_table(name):
@@ -98,7 +103,8 @@ async def read_uploads(paths: Sequence[Path], names: Sequence[str]) -> list[Uplo
             continue
         if _prose(name, plan):
             continue
-        found.append(UploadedTable(name, plan, source=path))
+        too_large = over_pandas_share(text_bytes(path, plan), memory_mb)
+        found.append(UploadedTable(name, plan, source=path, too_large=too_large))
     return found
 
 
@@ -127,7 +133,7 @@ async def preload(session: KernelSession, tables: Sequence[UploadedTable], taken
                   turn: int) -> list[UploadedTable]:
     """Load each readable table into a DataFrame (one recorded cell each, the loader's
     code and a compact profile) and return the tables with their variable and profile."""
-    readable = [t for t in tables if t.plan is not None and t.source is not None]
+    readable = [t for t in tables if t.plan is not None and t.source is not None and not t.too_large]
     loaded: dict[str, UploadedTable] = {}
     for table, var in zip(readable, frame_names(readable, taken), strict=True):
         assert table.source is not None
@@ -149,6 +155,8 @@ def _table_note(table: UploadedTable) -> str:
     if table.plan is None:
         return message("table_unreadable", file=table.file, problem=table.problem)
     how = table.plan.describe()
+    if table.too_large:
+        return message("table_too_large", file=table.file, how=how)
     if table.variable is not None:
         head = message("table_loaded", file=table.file, var=table.variable, how=how)
         return "\n".join([head, _indented(table.call()), table.profile])

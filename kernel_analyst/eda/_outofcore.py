@@ -60,6 +60,12 @@ class EngineChoice:
     """DuckDB's ``memory_limit`` in MiB (None: DuckDB's default, 80% of the machine)."""
 
 
+def over_pandas_share(size: int, memory_mb: int | None) -> bool:
+    """True when ``size`` bytes of table are more than pandas should load in a kernel of
+    ``memory_mb`` (:data:`LARGE_SHARE` of it); never without a memory limit."""
+    return bool(memory_mb) and size > LARGE_SHARE * (memory_mb or 0) * 2**20
+
+
 def text_bytes(path: Path, plan: Any) -> int:
     """About how many bytes of table the file holds (compressed files count several times)."""
     size = path.stat().st_size
@@ -244,4 +250,4 @@ def pandas_names(plan: LoadPlan, source: Any) -> list[str] | None:
 
 
 __all__ = ["DUCKDB_SHARE", "ENGINES", "LARGE_SHARE", "EngineChoice", "choose_engine", "load_code",
-           "pandas_names", "text_bytes", "unsupported"]
+           "over_pandas_share", "pandas_names", "text_bytes", "unsupported"]

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..kernels import Execution, KernelSession
 from . import _profile_impl
-from ._outofcore import LARGE_SHARE, text_bytes
+from ._outofcore import over_pandas_share, text_bytes
 from .loader import Plan, detect
 
 __all__ = ["DEFAULT_PROFILE_BUDGET", "ProfiledFile", "profile", "profile_file", "variable_name"]
@@ -90,7 +90,7 @@ async def profile_file(session: KernelSession, source: str | Path, *, name: str 
             return ProfiledFile(file, var, f"{file}: not loaded ({exc})", None)
     memory_mb = session.limits.memory_mb
     size = text_bytes(Path(source), plan)
-    if memory_mb and size > LARGE_SHARE * memory_mb * 2**20:
+    if over_pandas_share(size, memory_mb):
         return ProfiledFile(file, var, f"{file}: not loaded into pandas: {size / 2**20:,.0f} MiB of table is "
                                        f"too much for the kernel's {memory_mb:,} MiB; query it with DuckDB "
                                        f"(duckdb.sql(\"SELECT ... FROM '{file}'\"))", None)
