@@ -183,5 +183,5 @@ async def test_a_table_too_large_for_pandas_is_pointed_to_duckdb_not_to_the_call
     (large,) = await read_uploads([path], [path.name], memory_mb=1)
     assert not small.too_large and "read it with exactly this code" in tables_note([small])
     assert large.too_large and tables_note([large]) == (
-        f"`{path.name}` (delimited text, encoding utf-8, delimiter ',') is too large to load with pandas in this "
-        "kernel: query it with DuckDB, as said above, and fetch only aggregates or samples into pandas.")
+        f"`{path.name}` (delimited text, encoding utf-8, delimiter ',') is too large to load with pandas in "
+        "this kernel: query it with DuckDB, as said above, and fetch only aggregates or samples into pandas.")
