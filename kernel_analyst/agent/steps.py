@@ -11,7 +11,6 @@ counts toward :attr:`Turn.idle`, so a loop of such replies ends the answer early
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 from typing import Any
 
@@ -22,6 +21,7 @@ from .background import BackgroundSteps
 from .briefing import track_variables
 from .checks import comparison_notes, result_notes
 from .context_window import observation_id
+from .ending import now
 from .events import AgentNote, StepCode, StepFinished, StepOutput, StepStarted
 from .figures import figures_message
 from .observation import Observation, ObservationSettings, observe_step
@@ -52,7 +52,7 @@ class StepRunner:
 
     async def run(self, turn: Turn, reading: Reading) -> None:
         """Run what ``reading`` asks for and append what the model is told."""
-        ran = len(turn.steps)
+        done = len(turn.steps) + turn.undos
         if reading.calls or reading.invalid:
             await self._tool_calls(turn, reading)
         elif reading.actions:
@@ -63,7 +63,7 @@ class StepRunner:
         else:  # a call written as text that could not be read: say so, as a step's result
             self._count_attempt(turn)
             await self.not_run(turn, "unreadable_call", message("unreadable_call"), as_user=True)
-        turn.idle = 0 if len(turn.steps) > ran or turn.undone_at == len(turn.steps) else turn.idle + 1
+        turn.idle = 0 if len(turn.steps) + turn.undos > done else turn.idle + 1
 
     def _count_attempt(self, turn: Turn) -> None:
         if turn.attempts < self.max_steps:
@@ -75,7 +75,7 @@ class StepRunner:
         why = message("reply_not_run", reply=turn.replies, why=text.splitlines()[0])
         turn.emit(AgentNote("reply_not_run", why))
         try:
-            await turn.session.add_markdown(f"> {why}", role="model", ran=False, reason=kind, at=_now())
+            await turn.session.add_markdown(f"> {why}", role="model", ran=False, reason=kind, at=now())
         except KernelAnalystError:
             pass  # a session closed meanwhile keeps its notebook as it was
         if as_user:
@@ -198,6 +198,7 @@ class StepRunner:
         """The model asked to undo (agent/undo.py): its report is the observation."""
         text = await undo_step(turn.session, to)
         turn.undone_at = len(turn.steps)
+        turn.undos += 1
         turn.emit(AgentNote("undo", text))
         return text
 
@@ -205,10 +206,6 @@ class StepRunner:
         name = f"outputs/turn{turn.conversation.turns + 1}-step{index}-{uuid.uuid4().hex[:6]}.txt"
         return await observe_step(turn.session, ex, settings=self.observation, lost_variables=lost,
                                   save_as=name)
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _ran_before(steps: list[Step], code: str) -> Step | None:

@@ -72,6 +72,8 @@ class Turn:
     trim_note: str = ""
     undone_at: int = -1
     """The number of steps when the model last undid a cell (code may run again after it)."""
+    undos: int = 0
+    """Undos the model asked for in this answer (a reply that undoes is not idle)."""
     started: float = field(default_factory=time.monotonic)
 
 
