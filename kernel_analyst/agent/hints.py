@@ -37,6 +37,7 @@ _VALUE_RE = re.compile(r""":\s*'([^']{1,80})'""")
 _CONVERSION = ("invalid literal for int()", "could not convert string to float", "Unable to parse string",
                "invalid literal for float()")
 _DELIMITERS = {";": "`;`", "\t": "TAB", "|": "`|`", ",": "`,`"}
+_DIGITS = re.compile(r"\d+")
 
 
 @dataclass
@@ -44,7 +45,7 @@ class ErrorTeacher:
     """The hints of one conversation (it remembers the last step's error)."""
 
     last: tuple[str, str] | None = None
-    """``(ename, evalue)`` of the previous step, when it failed."""
+    """``(ename, evalue)`` of the previous step, when it failed (its numbers as ``#``)."""
     tables: dict[str, UploadedTable] = field(default_factory=dict)
     """Every table uploaded in the conversation, by name."""
 
@@ -53,7 +54,7 @@ class ErrorTeacher:
         if ex.error is None:
             self.last = None
             return ""
-        key = (ex.error.ename, ex.error.evalue)
+        key = (ex.error.ename, _DIGITS.sub("#", ex.error.evalue))  # positions and counts may differ
         repeated = key == self.last
         self.last = key
         table = self._table_in(code)
