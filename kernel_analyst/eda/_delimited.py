@@ -449,18 +449,28 @@ class _RowCounter:
 
     def add(self, row: list[str]) -> None:
         self.seen += 1
-        cells = [c.strip() for c in row]
-        if not any(cells):
+        filled, first = 0, ""
+        for cell in row:  # at most two filled cells are looked at: a data row has them at once
+            if cell and not cell.isspace():
+                filled += 1
+                first = first or cell
+                if filled == 2:
+                    break
+        if filled == 0:
             self._blank_pending += 1
             return
-        filled = [c for c in cells if c]
-        if self.notes_possible and len(filled) == 1 and not _numeric(filled[0]):
+        if filled == 1 and self.notes_possible and not _numeric(first.strip()):
             return  # a note, unless a row of the table follows it
-        self._na_pending += all(c in _NA_TOKENS for c in cells)
+        self._na_pending += all(c.strip() in _NA_TOKENS for c in row)
         self.blank_inside += self._blank_pending
         self.na_only_inside += self._na_pending
         self._blank_pending = self._na_pending = 0
         self.last = self.seen
+
+    @property
+    def settled(self) -> bool:
+        """No blank or missing-only rows wait for a row of the table to follow them."""
+        return not self._blank_pending and not self._na_pending
 
     def trailing(self) -> int:
         return self.seen - self.last
@@ -490,7 +500,11 @@ def _scan(source: Source, plan: LoadPlan, structure: _Structure) -> _Scan:
                 if line < first_data or not row or (plan.comment and row[0].startswith(plan.comment)):
                     continue
                 scanned += 1
-                counter.add(row)
+                if counter.settled and len(row) > 1 and row[0] and row[1] and not row[1].isspace() \
+                        and row[0].strip() not in _NA_TOKENS:
+                    counter.seen = counter.last = scanned  # the usual row, two values at once: no call
+                else:
+                    counter.add(row)
                 if len(row) != expected:
                     longer += len(row) > expected
                     widest = max(widest, len(row))
