@@ -56,6 +56,12 @@ class Limits:
     in proportion when they are not) or ``burst`` (``quota`` plus ``cpu.max.burst``: time
     left unused in one period may be spent in the next). Chosen from the noisy-neighbour
     benchmark (``docs/security.md``)."""
+    syscall_filter: bool = True
+    """Under ``sandbox``: refuse, with ``EPERM``, the system calls that are the usual routes
+    of kernel exploits out of a container and that a data-analysis kernel never needs
+    (keyrings, ptrace, BPF, perf events, userfaultfd, io_uring, namespaces, mounts,
+    modules ...; ``kernels/launch/_seccomp.py``, ``docs/security.md``). False only for
+    code that truly needs one of them."""
     max_processes: int | None = 256
     """Processes/threads the kernel may run at once (cgroup pids or a non-root uid)."""
     max_file_size_mb: int | None = 2048

@@ -30,6 +30,8 @@ _CGROUP_PREFIX = "kernel-analyst"
 _CGROUP_NAME = re.compile(rf"^{_CGROUP_PREFIX}-(\d+)-(?:[0-9a-f]{{8}}|owner-[0-9a-f]{{12}})$")
 _swept = False
 _live: set[KernelCgroup] = set()  # made by this process and not yet removed
+_owners: dict[Path, OwnerCgroup] = {}  # owners' cgroups made by this process, by directory
+_owners_lock = threading.Lock()  # kernels start on the event loop and are removed from threads
 _PERIOD_US = 100_000  # the CFS period (the kernel's default): a quota is a share of it
 
 
@@ -308,9 +310,6 @@ class OwnerCgroup:
     with its last. Under cgroup v1 it lives in the cpu hierarchy only (memory and
     process counts stay per kernel); under v2 the kernels' whole cgroups are below it."""
 
-    _lock = threading.Lock()  # kernels start on the event loop and are removed from threads
-    _live: dict[Path, OwnerCgroup] = {}
-
     def __init__(self, path: Path) -> None:
         self.path = path
         """The cgroup directory."""
@@ -322,11 +321,11 @@ class OwnerCgroup:
         """The owner's cgroup below ``parent``, made if needed, with ``budget`` in force."""
         digest = hashlib.sha256(budget.owner.encode("utf-8", "surrogatepass")).hexdigest()[:12]
         path = parent / f"{_CGROUP_PREFIX}-{os.getpid()}-owner-{digest}"
-        with cls._lock:
-            group = cls._live.get(path)
+        with _owners_lock:
+            group = _owners.get(path)
             if group is None:
                 path.mkdir(exist_ok=True)
-                group = cls._live[path] = cls(path)
+                group = _owners[path] = cls(path)
                 if version == 2:  # the kernels below get the controllers this process may hand on
                     enabled = (parent / "cgroup.subtree_control").read_text().split()
                     wanted = [c for c in ("cpu", "memory", "pids") if c in enabled]
@@ -341,11 +340,11 @@ class OwnerCgroup:
 
     def release(self) -> None:
         """One kernel cgroup less below it; the last one removes it."""
-        with self._lock:
+        with _owners_lock:
             self.refs -= 1
             if self.refs > 0:
                 return
-            self._live.pop(self.path, None)
+            _owners.pop(self.path, None)
             _rmdirs([self.path], time.monotonic() + 1.0)
 
 

@@ -100,6 +100,9 @@ class LocalBackend(KernelBackend):
     def resolved_isolation(self, limits: Limits) -> str:
         return sandbox.resolve_isolation(limits)
 
+    def kernels_differ_by_owner(self, limits: Limits) -> bool:
+        return limits.tenant_cpus is not None  # each in its owner's CPU cgroup
+
     def fork_refusal(self, request: KernelRequest, isolation: str) -> str | None:
         """Why a kernel for ``request`` starts cold instead of forked (None: it forks)."""
         if not self.template:
@@ -284,7 +287,8 @@ async def _spawn(plan: sandbox.LaunchPlan, logf: Any) -> ChildProcess:
         return await _spawn_argv(plan, argv, fds, logf)
 
 
-async def _spawn_argv(plan: sandbox.LaunchPlan, argv: list[str], fds: tuple[int, ...], logf: Any) -> ChildProcess:
+async def _spawn_argv(plan: sandbox.LaunchPlan, argv: list[str], fds: tuple[int, ...],
+                      logf: Any) -> ChildProcess:
     spawning = asyncio.ensure_future(ChildProcess.spawn(
         argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, cwd=plan.cwd,
         env=plan.env, preexec_fn=plan.preexec, start_new_session=True, pass_fds=fds))

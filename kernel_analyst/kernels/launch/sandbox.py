@@ -33,7 +33,7 @@ from pathlib import Path
 from ..exceptions import SandboxUnavailableError
 from ..limits import Limits
 from ._cgroups import CpuBudget, CpuShare, KernelCgroup
-from ._seccomp import syscall_filter
+from ._seccomp import SyscallFilter, syscall_filter
 from .egress import EgressRoute
 
 log = logging.getLogger(__name__)
@@ -476,7 +476,7 @@ def plan_launch(
     plan.enforced = _describe_enforcement(limits, isolation, cgroup, network)
     plan.enforced["cpu"] = _describe_cpu(limits, cgroup, owner)
     if isolation == "sandbox":
-        found = syscall_filter()
+        found = syscall_filter() if limits.syscall_filter else SyscallFilter(missing="syscall_filter=False")
         plan.seccomp = found.bpf or None
         plan.enforced["syscalls"] = found.describe()
     if isolation == "process":
