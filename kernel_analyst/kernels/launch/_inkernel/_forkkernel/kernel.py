@@ -57,6 +57,8 @@ def serve(ctl: socket.socket, *, role: str, close_in_child: tuple[int, ...] = ()
                 os._exit(0)
             obj, fds = msg
             if "spawn" in obj and len(fds) == 1:
+                if role == "template":  # a checkpoint's pools are its kernel's, sized already
+                    pools.before_fork(obj.get("threads"))
                 pid = os.fork()
                 if pid == 0:
                     signal.set_wakeup_fd(-1)
@@ -287,9 +289,6 @@ def _setup_process(spec: dict[str, Any], fds: list[int], lifeline: socket.socket
     os.chdir(spec["cwd"])
     os.environ.clear()
     os.environ.update(spec["env"])
-    threads = spec["env"].get("KERNEL_ANALYST_THREADS")
-    if threads and origin == "template":  # a checkpoint's pools are the sized ones of its kernel
-        pools.size(int(threads))
     sys.argv[:] = list(spec.get("argv", sys.argv))
     if origin == "template" or spec.get("branch"):
         _reseed()

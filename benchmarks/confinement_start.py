@@ -1,0 +1,86 @@
+"""What the system-call filter and the CPU share add to a new conversation's start, side by side.
+
+    python benchmarks/confinement_start.py [--rounds 20] [--isolation sandbox]
+
+A new conversation (a kernel forked from the template into its own sandbox, the default
+path) from ``manager.session(new_id)`` to its first result, under four sets of limits in
+one process, interleaved round by round (the order reversed every other round; one
+warm-up round dropped): neither (``syscall_filter=False``, no ``cpus``), the filter alone,
+the CPU share alone (``cpus=1``: a cgroup in the cpu hierarchy, the move into it, the
+thread pools resized in the kernel) and both. Prints the median and p90 of each, and
+the median's difference to "neither" (goal: both at most 5 ms more).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from kernel_analyst.kernels import Limits, SessionManager
+
+VARIANTS = {
+    "neither": {"syscall_filter": False},
+    "filter": {"syscall_filter": True},
+    "cpu share": {"syscall_filter": False, "cpus": 1.0},
+    "both": {"syscall_filter": True, "cpus": 1.0},
+}
+
+
+async def start_once(manager: SessionManager, conversation: str) -> float:
+    """Seconds from asking for a new conversation to its first result; closes it again."""
+    started = time.perf_counter()
+    session = await manager.session(conversation)
+    ex = await session.execute("1 + 1")
+    elapsed = time.perf_counter() - started
+    if ex.text.strip() != "2" or session.describe()["kernel"]["start"]["path"] != "template":
+        raise RuntimeError(f"unexpected start: {ex.text!r}, {session.describe()['kernel']}")
+    await manager.close(conversation)
+    return elapsed
+
+
+async def measure(isolation: str, rounds: int) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    with tempfile.TemporaryDirectory(prefix="ka-bench-") as root:
+        managers = {name: SessionManager(Path(root) / name.replace(" ", "-"),
+                                         limits=Limits(isolation=isolation, **changes))  # type: ignore[arg-type]
+                    for name, changes in VARIANTS.items()}
+        for manager in managers.values():
+            await manager.start()
+        try:
+            for r in range(rounds + 1):
+                for name in (list(VARIANTS) if r % 2 else list(reversed(VARIANTS))):
+                    elapsed = await start_once(managers[name], f"start-{r}")
+                    if r:
+                        times[name].append(elapsed)
+        finally:
+            for manager in managers.values():
+                await manager.aclose()
+    return times
+
+
+def report(times: dict[str, list[float]]) -> None:
+    base = statistics.median(times["neither"])
+    print(f"{'variant':<10} {'median':>9} {'p90':>9} {'vs neither':>11}")
+    for name, values in times.items():
+        median = statistics.median(values)
+        p90 = sorted(values)[max(0, int(len(values) * 0.9) - 1)]
+        print(f"{name:<10} {median * 1e3:7.1f}ms {p90 * 1e3:7.1f}ms {(median - base) * 1e3:+9.1f}ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--isolation", default="sandbox")
+    args = parser.parse_args()
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    report(asyncio.run(measure(args.isolation, args.rounds)))
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
