@@ -18,8 +18,8 @@ kernel, as the service's event loop and a local model server are:
 
 The scenarios run interleaved in one process, round by round (``--rounds``; the order
 reversed every other round), so the machine's other load falls on all of them alike;
-the load average is printed. A's own progress (BLAS products per second in its kernel)
-is printed too: what a share costs the neighbour.
+the load average is printed. So are the cores A used (its kernel's and its pool's CPU
+time over the time it ran; the tenant's five together): what a share leaves the neighbour.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pathlib import Path
 from kernel_analyst.kernels import KernelSession, Limits, Run, SessionManager
 
 BURNER = """\
-import multiprocessing as _mp, os as _os, time as _time, numpy as _np
+import multiprocessing as _mp, os as _os, resource as _resource, time as _time, numpy as _np
 def _burn(stop):
     while not _os.path.exists(stop):
         for _ in range(100_000):
@@ -45,13 +45,13 @@ _stop = _os.path.abspath('stop')
 _pool = _mp.Pool(_os.cpu_count())
 _jobs = _pool.map_async(_burn, [_stop] * _os.cpu_count())
 _a = _np.random.default_rng(0).random((1000, 1000))
-_products, _t0 = 0, _time.perf_counter()
+_t0, _c0 = _time.perf_counter(), _time.process_time()
 open('busy', 'w').close()
 while not _os.path.exists(_stop):
     _a @ _a
-    _products += 1
 _pool.terminate(); _pool.join(); _os.remove('busy')
-print(_products / (_time.perf_counter() - _t0))
+_children = _resource.getrusage(_resource.RUSAGE_CHILDREN)
+print((_time.process_time() - _c0 + _children.ru_utime + _children.ru_stime) / (_time.perf_counter() - _t0))
 """
 B_SETUP = ("import numpy as np, pandas as pd\n"
            "rng = np.random.default_rng(0)\n"
@@ -70,7 +70,7 @@ class Scenario:
     trivial: list[float] = field(default_factory=list)
     groupby: list[float] = field(default_factory=list)
     host: list[float] = field(default_factory=list)
-    neighbour_rate: list[float] = field(default_factory=list)
+    neighbour_cores: list[float] = field(default_factory=list)
     manager: SessionManager | None = None
     b: KernelSession | None = None
     neighbours: list[KernelSession] = field(default_factory=list)
@@ -111,7 +111,7 @@ async def stop_noise(scenario: Scenario, runs: list[Run]) -> None:
         if ex is None or ex.status != "ok":
             raise RuntimeError(f"{scenario.name}: a neighbour's run ended so: {run.status()}, "
                                f"{ex.text if ex is not None else ''}")
-        scenario.neighbour_rate.append(float(ex.text.split()[-1]))
+        scenario.neighbour_cores.append(float(ex.text.split()[-1]))
     for a in scenario.neighbours:
         (a.workdir / "stop").unlink()
 
@@ -152,15 +152,18 @@ def report(title: str, scenarios: list[Scenario]) -> None:
     alone = next(s for s in scenarios if not s.noisy)
     print(f"\n{title}")
     print(f"{'scenario':<36}" + "".join(f"{what + ' p50':>13} {'p95':>7} {'x alone':>7}"
-                                         for what in ("trivial", "groupby", "host work")) + "  A products/s")
+                                         for what in ("trivial", "groupby", "host work")) + "  A cores")
     for s in scenarios:
         row = f"{s.name:<36}"
         for values, base in ((s.trivial, alone.trivial), (s.groupby, alone.groupby), (s.host, alone.host)):
             p95 = percentile(values, 0.95)
             row += (f"{statistics.median(values) * 1e3:11.1f}ms {p95 * 1e3:5.0f}ms "
                     f"{p95 / percentile(base, 0.95):6.2f}x")
-        rate = f"{statistics.median(s.neighbour_rate):.1f}" if s.neighbour_rate else "-"
-        print(f"{row} {rate:>13}")
+        # Tenants: the five neighbours' cores added up, per round.
+        per_round = [sum(s.neighbour_cores[i:i + len(s.neighbours)])
+                     for i in range(0, len(s.neighbour_cores), max(1, len(s.neighbours)))]
+        cores = f"{statistics.median(per_round):.2f}" if per_round else "-"
+        print(f"{row} {cores:>8}")
 
 
 async def run_part(title: str, scenarios: list[Scenario], *, neighbours: int, idle: int, tenants: bool,
