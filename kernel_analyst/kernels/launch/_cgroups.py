@@ -325,11 +325,11 @@ class OwnerCgroup:
             group = _owners.get(path)
             if group is None:
                 path.mkdir(exist_ok=True)
-                group = _owners[path] = cls(path)
                 if version == 2:  # the kernels below get the controllers this process may hand on
                     enabled = (parent / "cgroup.subtree_control").read_text().split()
                     wanted = [c for c in ("cpu", "memory", "pids") if c in enabled]
                     (path / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
+                group = _owners[path] = cls(path)
             group.refs += 1
         try:
             _write_settings(path, budget.share.settings(version))
