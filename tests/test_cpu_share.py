@@ -14,7 +14,7 @@ import pytest
 
 from kernel_analyst.frontend.flags import add_kernel_flags, add_tenant_cpus_flag, kernel_settings
 from kernel_analyst.kernels import KernelSession, Limits, SessionManager
-from kernel_analyst.kernels.launch import _cgroups
+from kernel_analyst.kernels.launch import _cgroups, sandbox
 from kernel_analyst.kernels.launch._cgroups import CpuBudget, CpuShare, OwnerCgroup
 from kernel_analyst.kernels.launch._threads import thread_count, thread_environment
 from kernel_analyst.server.cli import add_cli, config_from_args
@@ -141,3 +141,18 @@ async def test_an_owners_kernels_share_one_budget(tmp_path: Path) -> None:
         assert owner.exists()
         await manager.close("b")
         assert not owner.exists()  # the last of the owner's kernels removed it
+
+
+def test_without_a_cpu_controller_the_rest_is_made_and_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = _cgroups._cgroup_parents
+    monkeypatch.setattr(_cgroups, "_cgroup_parents", lambda wanted: None if "cpu" in wanted else real(wanted))
+    limits = Limits(cpus=1)
+    group = _cgroups.KernelCgroup.create(max_processes=10, memory_bytes=2**28, cpu=CpuShare(1))
+    assert group is not None and group.cpu is None and group.limits_memory
+    try:
+        assert group.cpu_missing is not None and "no CPU controller" in group.cpu_missing
+        assert sandbox._describe_cpu(limits, group, None).startswith("NOT LIMITED (no CPU controller")
+    finally:
+        group.remove()
+    assert sandbox._describe_cpu(limits, None, None) == "NOT LIMITED (no cgroup can be made here)"
+    assert sandbox._describe_cpu(Limits(), None, None) == "unlimited"
