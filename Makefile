@@ -13,13 +13,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $(STAMP)
 
-# bubblewrap for isolation="sandbox", chromium for the page tests, PostgreSQL for the registry
-# test with several API replicas (Debian/Ubuntu); each skipped where it cannot be installed.
+# bubblewrap for isolation="sandbox" and libseccomp2 for its system-call filter, chromium for
+# the page tests, PostgreSQL for the registry test with several API replicas (Debian/Ubuntu);
+# each skipped where it cannot be installed.
 sysdeps:
 	@command -v bwrap >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq bubblewrap >/dev/null; \
 	} || echo "note: bubblewrap could not be installed; sandbox tests will report it"
+	@ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq libseccomp2 >/dev/null; \
+	} || echo "note: libseccomp2 could not be installed; the system-call filter tests will report it"
 	@command -v chromium >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq chromium >/dev/null; \

@@ -37,6 +37,7 @@ async def test_health_and_schema_need_no_token(server: RunningServer) -> None:  
         assert "HTTPBearer" in schema["components"]["securitySchemes"]
         info = (await anon.get("/api/info")).json()
         assert info["ask_available"] is False
+        assert (info["cpus"], info["tenant_cpus"], info["cpu_policy"]) == (None, None, "quota")
 
 
 @pytest.mark.parametrize("headers", [
@@ -58,6 +59,8 @@ async def test_session_crud(alice: httpx.AsyncClient) -> None:
     sid = await create_session(alice, "crud")
     got = (await alice.get(f"/sessions/{sid}")).json()
     assert got["state"] == "open" and got["label"] == "crud"
+    # How its limits hold (the tests' kernels run under "process", without a CPU share).
+    assert got["enforced"]["cpu"] == "unlimited" and got["enforced"]["memory"].startswith("cgroup v1")
     listed = [s["id"] for s in (await alice.get("/sessions")).json()["sessions"]]
     assert sid in listed
     assert (await alice.delete(f"/sessions/{sid}")).status_code == 204

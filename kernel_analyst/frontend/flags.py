@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from ..kernels.allowlist import normalise_allowlist
-from ..kernels.limits import ISOLATION_LEVELS
+from ..kernels.limits import CPU_POLICIES, ISOLATION_LEVELS
 from .settings import (
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_UPLOAD_MB,
@@ -31,14 +31,21 @@ _MODEL_EXAMPLES = "e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, ollama:
 def add_kernel_flags(parser: argparse.ArgumentParser, *, session_dir: Path | None = None,
                      session_dir_help: str = "keep session files here (default: a temporary directory, "
                                              "removed at exit)") -> None:
-    """``--isolation --timeout --memory --max-upload-mb --network --session-dir --gateway
-    --gateway-env``."""
+    """``--isolation --timeout --memory --cpus --cpu-policy --max-upload-mb --network
+    --session-dir --gateway --gateway-env``."""
     group = parser.add_argument_group("kernel options")
     group.add_argument("--isolation", choices=ISOLATION_LEVELS,
                        help="kernel isolation: none, process, sandbox, auto (default: auto)")
     group.add_argument("--timeout", type=float, metavar="SECONDS",
                        help=f"time limit per cell (default {DEFAULT_TIMEOUT_S:g})")
     group.add_argument("--memory", type=int, metavar="MB", help="kernel memory limit in MiB (default 4096)")
+    group.add_argument("--cpus", type=_cores, metavar="CORES",
+                       help="CPU each kernel may use, in cores (0.5, 1, 2; 0 = no share); its thread pools "
+                            "are sized to it (default: 1 for serve and mcp, no share otherwise)")
+    group.add_argument("--cpu-policy", choices=CPU_POLICIES,
+                       help="how --cpus is enforced: quota (a hard cap, and a fair weight), weight (a fair "
+                            "weight alone: idle cores may be used), burst (quota, plus time left unused "
+                            "in one period spent in the next) (default quota)")
     group.add_argument("--max-upload-mb", type=_upload_mb, metavar="MB",
                        help="the largest data file accepted, in MiB: files given to eda, ask and chat, "
                             f"uploads to the service (default {DEFAULT_MAX_UPLOAD_MB}); the session's "
@@ -63,6 +70,24 @@ def add_gateway_user_flag(parser: argparse.ArgumentParser) -> None:
                         help="with --gateway: start TENANT's kernels as gateway user USER (sent as "
                              "KERNEL_USERNAME; repeatable). Default: a tenant's kernels start as the "
                              "tenant's own name, or as --gateway-env KERNEL_USERNAME if given")
+
+
+def add_tenant_cpus_flag(parser: argparse.ArgumentParser) -> None:
+    """``--tenant-cpus CORES``: the CPU of all of one tenant's kernels together."""
+    parser.add_argument("--tenant-cpus", type=_cores, metavar="CORES",
+                        help="CPU all of one tenant's kernels may use together, in cores, so a tenant "
+                             "with many conversations cannot take the machine from the others "
+                             "(default 0: no budget, each kernel's --cpus only)")
+
+
+def _cores(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of cores (0.5, 1, 2); got {text!r}") from None
+    if value != 0 and not 0.01 <= value <= 1024:
+        raise argparse.ArgumentTypeError(f"cores must be 0 (no share) or between 0.01 and 1024; got {text}")
+    return value
 
 
 def _network(text: str) -> bool | tuple[str, ...]:
@@ -149,6 +174,8 @@ def add_debug_flag(parser: argparse.ArgumentParser, *, top_level: bool = False) 
 def kernel_settings(args: argparse.Namespace) -> KernelSettings:
     """The kernel settings given on the command line."""
     return KernelSettings(isolation=args.isolation, timeout_s=args.timeout, memory_mb=args.memory,
+                          cpus=args.cpus, cpu_policy=args.cpu_policy,
+                          tenant_cpus=getattr(args, "tenant_cpus", None),
                           max_upload_mb=args.max_upload_mb, network=args.network,
                           session_dir=args.session_dir, gateway_url=args.gateway,
                           gateway_env=dict(args.gateway_env),
@@ -162,4 +189,5 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
 
 
 __all__ = ["add_database_flag", "add_debug_flag", "add_gateway_user_flag", "add_kernel_flags",
-           "add_model_flags", "add_recovery_flag", "kernel_settings", "model_settings"]
+           "add_model_flags", "add_recovery_flag", "add_tenant_cpus_flag", "kernel_settings",
+           "model_settings"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..kernels import Limits
-from ..kernels.limits import ISOLATION_LEVELS
+from ..kernels.limits import CPU_POLICIES, ISOLATION_LEVELS
 
 if TYPE_CHECKING:  # the agent package loads LangChain; flags and settings stay light
     from ..agent import ImagesMode
@@ -66,6 +66,14 @@ class KernelSettings:
     """Seconds per cell; None keeps the base (:data:`DEFAULT_TIMEOUT_S` by default)."""
     memory_mb: int | None = None
     """Kernel memory limit in MiB; None keeps the base."""
+    cpus: float | None = None
+    """``Limits.cpus``: each kernel's CPU share in cores (``--cpus``); 0 is no share; None
+    keeps the base."""
+    cpu_policy: str | None = None
+    """``Limits.cpu_policy`` (``--cpu-policy``): quota, weight or burst; None keeps the base."""
+    tenant_cpus: float | None = None
+    """``Limits.tenant_cpus``: the CPU of one tenant's kernels together (``--tenant-cpus``);
+    0 is no budget; None keeps the base."""
     max_upload_mb: int | None = None
     """The largest file an upload accepts, in MiB (``--max-upload-mb``); None keeps the base
     (:data:`DEFAULT_MAX_UPLOAD_MB` by default). Raising it raises the session's disk
@@ -93,6 +101,12 @@ class KernelSettings:
             raise ValueError(f"the timeout must be positive; got {self.timeout_s:g}")
         if self.memory_mb is not None and self.memory_mb < 64:
             raise ValueError(f"the memory limit must be at least 64 MiB; got {self.memory_mb}")
+        for name in ("cpus", "tenant_cpus"):
+            value = getattr(self, name)
+            if value is not None and value != 0 and not 0.01 <= value <= 1024:
+                raise ValueError(f"{name} must be 0 (none) or between 0.01 and 1024 cores; got {value}")
+        if self.cpu_policy is not None and self.cpu_policy not in CPU_POLICIES:
+            raise ValueError(f"cpu_policy must be one of {', '.join(CPU_POLICIES)}; got {self.cpu_policy!r}")
         if self.max_upload_mb is not None and self.max_upload_mb < 1:
             raise ValueError(f"the upload limit must be at least 1 MiB; got {self.max_upload_mb}")
         for key in self.gateway_env:
@@ -114,6 +128,11 @@ class KernelSettings:
             changes["memory_mb"] = self.memory_mb
         if self.network is not None:
             changes["network"] = self.network
+        for name in ("cpus", "tenant_cpus"):
+            if getattr(self, name) is not None:
+                changes[name] = getattr(self, name) or None  # 0: none
+        if self.cpu_policy is not None:
+            changes["cpu_policy"] = self.cpu_policy
         limits = base or Limits()
         if self.max_upload_mb is not None:
             changes.update(upload_limits(limits, self.max_upload_mb))

@@ -10,6 +10,8 @@ from .allowlist import normalise_allowlist
 
 Isolation = Literal["auto", "none", "process", "sandbox"]
 ISOLATION_LEVELS: tuple[str, ...] = ("auto", "none", "process", "sandbox")
+CpuPolicy = Literal["quota", "weight", "burst"]
+CPU_POLICIES: tuple[str, ...] = ("quota", "weight", "burst")
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,30 @@ class Limits:
     made, at every level, ``none`` included); under ``process``/``sandbox`` also a guard on
     the address space (the only limit where there is no memory cgroup). A cell that passes
     80% of it gets a warning; one killed at it says so (``Execution.ending``)."""
+    cpus: float | None = None
+    """CPU the kernel's whole process tree may use, in cores (``0.5``, ``1``, ``2``), with
+    the cgroup CPU controller where this machine lets one be made (at every level,
+    ``none`` included; ``session.describe()`` says where it could not): by default a
+    hard quota (``cpu.max``) and a weight in proportion (``cpu.weight``), see
+    :attr:`cpu_policy`. The kernel's thread pools (OpenBLAS, MKL, OpenMP, numexpr,
+    Arrow, joblib) are sized to it. None: no share (every core)."""
+    tenant_cpus: float | None = None
+    """CPU of all the kernels started for one owner together (``manager.session(owner=)``,
+    the service's tenant), in cores: a parent cgroup per owner, so one owner with many
+    conversations cannot take the machine from the others. None: no budget."""
+    cpu_policy: CpuPolicy = "quota"
+    """How :attr:`cpus` and :attr:`tenant_cpus` are enforced: ``quota`` (``cpu.max``: never
+    more than the share, and ``cpu.weight`` in proportion, so busy kernels share fairly),
+    ``weight`` (``cpu.weight`` alone: more than the share while cores are idle, the share
+    in proportion when they are not) or ``burst`` (``quota`` plus ``cpu.max.burst``: time
+    left unused in one period may be spent in the next). Chosen from the noisy-neighbour
+    benchmark (``docs/security.md``)."""
+    syscall_filter: bool = True
+    """Under ``sandbox``: refuse, with ``EPERM``, the system calls that are the usual routes
+    of kernel exploits out of a container and that a data-analysis kernel never needs
+    (keyrings, ptrace, BPF, perf events, userfaultfd, io_uring, namespaces, mounts,
+    modules ...; ``kernels/launch/_seccomp.py``, ``docs/security.md``). False only for
+    code that truly needs one of them."""
     max_processes: int | None = 256
     """Processes/threads the kernel may run at once (cgroup pids or a non-root uid)."""
     max_file_size_mb: int | None = 2048
@@ -82,6 +108,12 @@ class Limits:
         if self.background_timeout_s is not None and self.background_timeout_s <= 0:
             raise ValueError("background_timeout_s must be positive or None; "
                              f"got {self.background_timeout_s!r}")
+        for name in ("cpus", "tenant_cpus"):
+            value = getattr(self, name)
+            if value is not None and not 0.01 <= value <= 1024:
+                raise ValueError(f"{name} must be between 0.01 and 1024 cores, or None; got {value!r}")
+        if self.cpu_policy not in CPU_POLICIES:
+            raise ValueError(f"cpu_policy must be one of {', '.join(CPU_POLICIES)}; got {self.cpu_policy!r}")
         if self.max_output_bytes < 1000:
             raise ValueError("max_output_bytes must be at least 1000")
         if self.network is not None and not isinstance(self.network, bool):

@@ -160,6 +160,7 @@ def _add_page(app: FastAPI, config: ServerConfig) -> None:
         return {"version": _VERSION, "ask_available": bridge.ask_available,
                 "max_upload_bytes": config.max_upload_bytes, "max_timeout_s": config.max_timeout_s,
                 "default_timeout_s": config.default_timeout_s, "auth": config.auth,
-                "max_background_timeout_s": config.max_background_timeout_s}
+                "max_background_timeout_s": config.max_background_timeout_s, "cpus": config.limits.cpus,
+                "tenant_cpus": config.limits.tenant_cpus, "cpu_policy": config.limits.cpu_policy}
 
     app.mount("/static", StaticFiles(directory=str(static)), name="static")

@@ -17,7 +17,8 @@ from ..frontend import flags
 from ..frontend.errors import UsageError
 from ..frontend.models import load_model
 from ..frontend.settings import KernelSettings
-from .config import ServerConfig, TokenTable, environment_overrides, read_tokens_file
+from ..kernels import Limits
+from .config import SERVICE_CPUS, ServerConfig, TokenTable, environment_overrides, read_tokens_file
 
 _LOOPBACK = ("localhost",)
 DEFAULT_SESSION_DIR = Path("kernel-analyst-sessions")
@@ -71,6 +72,7 @@ def _common(parser: argparse.ArgumentParser, *, default_port: int) -> None:
     flags.add_kernel_flags(parser, session_dir=DEFAULT_SESSION_DIR,
                      session_dir_help=f"where session files and audit notebooks are kept "
                                       f"(default ./{DEFAULT_SESSION_DIR})")
+    flags.add_tenant_cpus_flag(parser)
     flags.add_gateway_user_flag(parser)
     flags.add_model_flags(parser, required=False,
                           purpose="without it, questions are refused (code and EDA work)")
@@ -88,7 +90,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     kernel = flags.kernel_settings(args)
     model = flags.model_settings(args)
     timeout = min(kernel.timeout_s or ServerConfig.default_timeout_s, args.max_timeout)
-    limits = kernel.limits(timeout_s=timeout)  # --max-upload-mb: kernel flags, one limit everywhere
+    # --max-upload-mb: kernel flags, one limit everywhere; --cpus: one core unless told
+    limits = kernel.limits(Limits(cpus=SERVICE_CPUS), timeout_s=timeout)
     return ServerConfig(
         root_dir=kernel.session_dir or DEFAULT_SESSION_DIR, host=args.host, port=args.port, tokens=tokens,
         auth=not no_auth, limits=limits, max_sessions=getattr(args, "max_sessions", 20),

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from ..agent import ImagesMode
 
 DEFAULT_TENANT = "default"
+SERVICE_CPUS = 1.0
+"""Each kernel's CPU share in the service, in cores, unless ``--cpus`` says otherwise: one
+tenant's busy cell cannot take every core from the others, the service and the page
+(``Limits.cpus``; ``docs/security.md`` has the figures)."""
 TOKEN_ENV = "KERNEL_ANALYST_TOKEN"
 TOKENS_FILE_ENV = "KERNEL_ANALYST_TOKENS_FILE"
 
@@ -103,8 +107,9 @@ class ServerConfig:
     """Accepted bearer tokens and their tenants; empty means generate one at start."""
     auth: bool = True
     """Require a bearer token (turn off only on a trusted single-user machine)."""
-    limits: Limits = field(default_factory=Limits)
-    """Kernel limits (isolation, memory ...) for every session."""
+    limits: Limits = field(default_factory=lambda: Limits(cpus=SERVICE_CPUS))
+    """Kernel limits (isolation, memory, CPU share ...) for every session; ``tenant_cpus``
+    bounds each tenant's kernels together."""
     max_sessions: int = 20
     """Live sessions (a kernel each) allowed in total; more get 429 with Retry-After.
     Dormant conversations do not count."""

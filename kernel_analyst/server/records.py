@@ -153,7 +153,17 @@ class SessionRecord:
             "idle_s": round(time.monotonic() - self.last_active, 3),
             "last_used_at": self.last_used_at,
             "disk_bytes": self.disk_bytes if self.dormant else None,
+            "enforced": self.enforced,
         }
+
+    @property
+    def enforced(self) -> dict[str, str] | None:
+        """What enforces each limit of its live kernel here (``cpu``, ``syscalls`` ...), if
+        one runs here and says."""
+        session = self.session
+        kernel = session.describe().get("kernel") if session is not None and not session.closed else None
+        found = kernel.get("enforced") if isinstance(kernel, dict) else None
+        return dict(found) if isinstance(found, dict) else None
 
     def touch(self) -> None:
         """Record a use now (written to the registry by the next housekeeping pass)."""

@@ -38,6 +38,10 @@ class SessionOut(BaseModel):
     last_used_at: str | None = None
     disk_bytes: int | None = Field(None, description="A dormant session's size on disk (what the stored "
                                                       "limit counts).")
+    enforced: dict[str, str] | None = Field(
+        None, description="While its kernel runs here: what enforces each limit, e.g. `cpu` (its CPU share "
+                          "and the tenant's budget, or why it is not limited), `syscalls` (the sandbox's "
+                          "system-call filter), `memory`, `processes`, `network`.")
 
 
 class SessionList(BaseModel):
@@ -228,6 +232,10 @@ class ServerInfo(BaseModel):
     default_timeout_s: float
     auth: bool = True
     max_background_timeout_s: float = Field(86_400.0, description="How long a background run may last.")
+    cpus: float | None = Field(None, description="Each session's CPU share in cores (null: none).")
+    tenant_cpus: float | None = Field(None, description="The CPU of all of one tenant's sessions together, "
+                                                        "in cores (null: no budget).")
+    cpu_policy: str = Field("quota", description="How the shares are enforced: quota, weight or burst.")
 
 
 class Problem(BaseModel):

@@ -101,12 +101,13 @@ class SessionService:
         self.config = config
         self.replica_id = new_replica_id()
         """This process's id in the registry (the owner of the sessions it holds live)."""
-        backend = kernel_backend(config.kernel_settings)
+        self.manager = SessionManager(config.root_dir, limits=config.limits, pool_size=config.pool_size,
+                                      backend=kernel_backend(config.kernel_settings),
+                                      recovery=config.recovery)
         # Pool kernels start for nobody: with kernels started as each tenant's own gateway
-        # user, none could ever be handed out.
-        pool_size = 0 if backend is not None and backend.kernels_per_owner else config.pool_size
-        self.manager = SessionManager(config.root_dir, limits=config.limits, pool_size=pool_size,
-                                      backend=backend, recovery=config.recovery)
+        # user, or inside each tenant's CPU budget, none could ever be handed out.
+        if self.manager.backend.kernels_differ_by_owner(config.limits):
+            self.manager.pool_size = 0
         self.registry = Registry(database_url(config.database_url, config.root_dir))
         self._records: dict[str, SessionRecord] = {}  # every session this replica has seen, until deleted
         self._starting: dict[str, int] = {}

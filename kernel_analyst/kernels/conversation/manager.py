@@ -227,7 +227,8 @@ class SessionManager:
         directory = self.root_dir / directory_name(conversation_id)
         resume = _is_conversation(directory, conversation_id)
         # A pool kernel runs for nobody: never hand it to an owner whose kernels differ.
-        pooled = not (resume and attach) and (owner is None or not self.backend.kernels_per_owner)
+        differ = self.backend.kernels_differ_by_owner(self.limits)
+        pooled = not (resume and attach) and (owner is None or not differ)
         kernel = await self._take_pooled(directory) if pooled else None
         if directory.exists() and not resume:
             _archive_notebook(directory)

@@ -26,6 +26,7 @@ from ._cgroups import KernelCgroup
 from ._local_kernel import LocalKernel, max_message_bytes, wait_ready
 from ._place import Place, read_tail
 from ._process import ForkedProcess
+from ._threads import KERNEL_VARIABLE
 from ._wire import Link, socket_pair
 from ._zmq import ZmqConnection
 
@@ -35,9 +36,10 @@ log = logging.getLogger(__name__)
 class ForkPoint(Protocol):
     """A process that forks kernels: a template or a checkpoint."""
 
-    async def fork(self, child_end: Any, deadline: float) -> int:
+    async def fork(self, child_end: Any, deadline: float, *, threads: int | None = None) -> int:
         """Fork a child that becomes a kernel on the lifeline ``child_end``; its pid as
-        the fork point sees it."""
+        the fork point sees it. ``threads``: the size of the child's thread pools (its
+        CPU share's), where the fork point sets them."""
 
     def status_of(self, pid: int) -> asyncio.Future[int]:
         """The exit status of the fork point's child ``pid``, once reported."""
@@ -132,7 +134,8 @@ async def _fork(point: ForkPoint, spec: dict[str, Any], log_path: Path, deadline
     try:
         with open(log_path, "wb") as logf:
             lifeline.send(spec, [logf.fileno()])
-        return lifeline, await point.fork(child_end, deadline)
+        threads = spec["env"].get(KERNEL_VARIABLE)
+        return lifeline, await point.fork(child_end, deadline, threads=int(threads) if threads else None)
     except BaseException:
         lifeline.close()
         raise

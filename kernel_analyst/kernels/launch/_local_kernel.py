@@ -168,8 +168,10 @@ class LocalKernel(RunningKernel):
             return ""
 
     def describe(self) -> dict[str, Any]:
+        # "enforced": the mechanism behind each limit (the launch's log line), e.g.
+        # {"cpu": "1 core (quota + weight), cgroup v1", "syscalls": "seccomp: ..."}.
         return {"isolation": self.isolation, "backend": "local", "pid": self.proc.pid,
-                "start": dict(self.start_path)}
+                "start": dict(self.start_path), "enforced": dict(self.plan.enforced)}
 
     def moved(self, workdir: Path) -> None:
         if self.place is not None:

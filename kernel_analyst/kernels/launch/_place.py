@@ -12,6 +12,7 @@ sandbox of its own.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import ctypes
 import functools
@@ -31,6 +32,7 @@ from . import sandbox
 from ._cgroups import KernelCgroup
 from ._inkernel import KERNEL_READS
 from ._process import ChildProcess
+from ._seccomp import bwrap_with_filter
 from .egress import EgressProxy, start_egress
 
 HOLDER = ["sh", "-c", 'echo "$$"; exec cat']
@@ -72,8 +74,10 @@ class Place:
 
     @classmethod
     async def create(cls, *, workdir: Path, limits: Limits, isolation: str, python: str,
-                     extra_env: dict[str, str], egress_hosts: dict[str, str]) -> Place:
-        """Make the place (and, under ``sandbox``, start its sandbox)."""
+                     extra_env: dict[str, str], egress_hosts: dict[str, str],
+                     owner: str | None = None) -> Place:
+        """Make the place (and, under ``sandbox``, start its sandbox); ``owner``: who its
+        kernels run for (``Limits.tenant_cpus``)."""
         # Unix socket paths are limited to ~107 bytes: keep the runtime dir short.
         runtime_dir = Path(tempfile.mkdtemp(prefix="ka-"))
         egress: EgressProxy | None = None
@@ -84,7 +88,7 @@ class Place:
             plan = sandbox.plan_launch(
                 argv, workdir=workdir, limits=limits, isolation=isolation, extra_env=extra_env,
                 runtime_dir=runtime_dir, readable=[str(path) for path in KERNEL_READS],
-                egress=egress.route if egress is not None else None, interpreter=python)
+                egress=egress.route if egress is not None else None, interpreter=python, owner=owner)
             place = cls(plan, runtime_dir, isolation, egress=egress,
                         landlock=isolation == "process" and landlock_abi() >= _LANDLOCK_SCOPES_ABI)
             if isolation == "sandbox":
@@ -105,13 +109,13 @@ class Place:
         info_r, info_w = os.pipe()
         out_r, out_w = os.pipe()
         in_r, in_w = os.pipe()
-        argv = [plan.argv[0], "--info-fd", str(info_w), *plan.argv[1:]]
         log_path = self.runtime_dir / "sandbox.log"
         try:
-            with open(log_path, "wb") as logf:
+            with open(log_path, "wb") as logf, bwrap_with_filter(plan.argv, plan.seccomp) as (argv, fds):
                 self.holder = await ChildProcess.spawn(
-                    argv, stdin=in_r, stdout=out_w, stderr=logf, cwd=plan.cwd, env=plan.env,
-                    preexec_fn=plan.preexec, start_new_session=True, pass_fds=(info_w,))
+                    [argv[0], "--info-fd", str(info_w), *argv[1:]], stdin=in_r, stdout=out_w, stderr=logf,
+                    cwd=plan.cwd, env=plan.env, preexec_fn=plan.preexec, start_new_session=True,
+                    pass_fds=(info_w, *fds))
         except (OSError, subprocess.SubprocessError) as exc:
             for fd in (info_r, out_r, in_w):
                 os.close(fd)
@@ -185,6 +189,8 @@ class Place:
             "unshare_net": plan.unshare_net and not sandboxed and not inside,
             "enter": self.holder_pid if sandboxed and not inside else None,
             "landlock": self.landlock and not inside,
+            # A checkpoint's kernels inherit its filter; a second copy would only cost time.
+            "seccomp": base64.b64encode(plan.seccomp).decode() if plan.seccomp and not inside else None,
         }
 
     def moved_by_host(self, *, inside: bool) -> KernelCgroup | None:

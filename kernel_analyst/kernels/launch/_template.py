@@ -141,14 +141,16 @@ class TemplateProcess:
         """The exit status of the template's child ``pid``, once the template reports it."""
         return self._children.status_of(pid)
 
-    async def fork(self, child_end: socket.socket, deadline: float) -> int:
-        """Fork a child that becomes a kernel on the lifeline ``child_end``; its pid."""
+    async def fork(self, child_end: socket.socket, deadline: float, *, threads: int | None = None) -> int:
+        """Fork a child that becomes a kernel on the lifeline ``child_end``; its pid.
+        ``threads``: the size of its thread pools (None: the template's own, one thread
+        per core), set in the template just before the fork (``_forkkernel/pools.py``)."""
         if not self.alive or self._channel is None:
             raise ForkError("the template is not running")
         token = str(next(_tokens))
         waiter = self._children.expect(token)
         try:
-            self._channel.send({"spawn": token}, [child_end.fileno()])
+            self._channel.send({"spawn": token, "threads": threads}, [child_end.fileno()])
         except OSError as exc:
             self._children.spawns.pop(token, None)
             raise ForkError(f"the template is not reachable: {exc}") from exc

@@ -187,6 +187,13 @@ class KernelBackend(abc.ABC):
         an owner's session."""
         return False
 
+    def kernels_differ_by_owner(self, limits: Limits) -> bool:
+        """True when kernels started under ``limits`` for different owners differ: as
+        :attr:`kernels_per_owner`, or a local kernel inside its owner's CPU budget
+        (``Limits.tenant_cpus``). A pool kernel, started for nobody, is then never
+        handed to an owner's session."""
+        return self.kernels_per_owner
+
     @abc.abstractmethod
     async def start(self, request: KernelRequest) -> RunningKernel:
         """Start a kernel and return it once it answers ``kernel_info`` on shell and IOPub.

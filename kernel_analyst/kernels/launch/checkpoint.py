@@ -61,8 +61,9 @@ class Checkpoint:
         await self._children.follow(self.link)
         self._children.end(CheckpointError("the checkpoint's process has ended"))
 
-    async def fork(self, child_end: socket.socket, deadline: float) -> int:
-        """Fork a kernel from the copy (see ``_forked.ForkPoint``)."""
+    async def fork(self, child_end: socket.socket, deadline: float, *, threads: int | None = None) -> int:
+        """Fork a kernel from the copy (see ``_forked.ForkPoint``); its thread pools are
+        the copy's, sized for the kernel it was made from (``threads`` is not used)."""
         if self.closed or self.link.closed:
             raise CheckpointError("the checkpoint is closed")
         token = uuid.uuid4().hex

@@ -269,10 +269,12 @@ class GatewayKernel(RunningKernel):
             delay = min(2 * delay, 1.0)
 
     def describe(self) -> dict[str, Any]:
+        remote = "the gateway's deployment (Kubernetes: the pod's resources and securityContext)"
         return {"isolation": self.isolation, "backend": "gateway", "gateway": self._http.url,
                 "kernel_id": self.kernel_id,
                 "start": {"path": "cold", "reason": "a remote kernel on a gateway is started by the "
-                          "gateway; only local kernels are forked from a template"}}
+                          "gateway; only local kernels are forked from a template"},
+                "enforced": {"cpu": f"not by this host: {remote}", "syscalls": f"not by this host: {remote}"}}
 
     # -- start ---------------------------------------------------------------------------
 

@@ -34,7 +34,9 @@ from ._inkernel import STARTUP_FILES
 from ._local_kernel import LocalKernel, max_message_bytes, start_failure, wait_ready
 from ._place import Place, fork_unavailable_reason
 from ._process import ChildProcess
+from ._seccomp import bwrap_with_filter
 from ._template import TemplateKey, Templates
+from ._threads import thread_count, thread_environment
 from ._zmq import ZmqConnection, channel_url
 from .base import DEFAULT_PRELOAD, KernelBackend, KernelEnvironment, KernelRequest, RunningKernel
 from .egress import EgressProxy, start_egress
@@ -97,6 +99,9 @@ class LocalBackend(KernelBackend):
 
     def resolved_isolation(self, limits: Limits) -> str:
         return sandbox.resolve_isolation(limits)
+
+    def kernels_differ_by_owner(self, limits: Limits) -> bool:
+        return limits.tenant_cpus is not None  # each in its owner's CPU cgroup
 
     def fork_refusal(self, request: KernelRequest, isolation: str) -> str | None:
         """Why a kernel for ``request`` starts cold instead of forked (None: it forks)."""
@@ -165,7 +170,7 @@ class LocalBackend(KernelBackend):
         directory, cgroup and, under ``sandbox``, its own sandbox)."""
         return await Place.create(workdir=request.workdir, limits=request.limits, isolation=isolation,
                                   python=python, extra_env=_extra_env(request),
-                                  egress_hosts=self.egress_hosts)
+                                  egress_hosts=self.egress_hosts, owner=request.owner)
 
     async def _start_cold(self, request: KernelRequest, isolation: str, argv: list[str]) -> LocalKernel:
         # Unix socket paths are limited to ~107 bytes: keep the runtime dir short.
@@ -194,7 +199,7 @@ class LocalBackend(KernelBackend):
         plan = sandbox.plan_launch(full, workdir=request.workdir, limits=request.limits,
                                    isolation=isolation, extra_env=extra_env,
                                    runtime_dir=runtime_dir, readable=STARTUP_FILES,
-                                   egress=egress.route if egress is not None else None)
+                                   egress=egress.route if egress is not None else None, owner=request.owner)
         log_path = runtime_dir / "kernel.log"
         with open(log_path, "wb") as logf:
             proc = await _spawn(plan, logf)
@@ -238,6 +243,7 @@ def _extra_env(request: KernelRequest) -> dict[str, str]:
         "PYTHONHASHSEED": "0",
         "PYDEVD_DISABLE_FILE_VALIDATION": "1",
         "JPY_PARENT_PID": str(os.getpid()),
+        **thread_environment(thread_count(request.limits, budgeted=request.owner is not None)),
     }
 
 
@@ -277,9 +283,15 @@ async def _kill(proc: ChildProcess) -> None:
 
 async def _spawn(plan: sandbox.LaunchPlan, logf: Any) -> ChildProcess:
     """Start the kernel process of ``plan`` (off the event loop; see ``_process``)."""
+    with bwrap_with_filter(plan.argv, plan.seccomp) as (argv, fds):  # open until the spawn is over
+        return await _spawn_argv(plan, argv, fds, logf)
+
+
+async def _spawn_argv(plan: sandbox.LaunchPlan, argv: list[str], fds: tuple[int, ...],
+                      logf: Any) -> ChildProcess:
     spawning = asyncio.ensure_future(ChildProcess.spawn(
-        plan.argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, cwd=plan.cwd,
-        env=plan.env, preexec_fn=plan.preexec, start_new_session=True))
+        argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, cwd=plan.cwd,
+        env=plan.env, preexec_fn=plan.preexec, start_new_session=True, pass_fds=fds))
     try:
         return await asyncio.shield(spawning)
     except asyncio.CancelledError:

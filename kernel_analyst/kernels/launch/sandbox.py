@@ -32,7 +32,8 @@ from pathlib import Path
 
 from ..exceptions import SandboxUnavailableError
 from ..limits import Limits
-from ._cgroups import KernelCgroup
+from ._cgroups import CpuBudget, CpuShare, KernelCgroup
+from ._seccomp import SyscallFilter, syscall_filter
 from .egress import EgressRoute
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,9 @@ class LaunchPlan:
     forked from a template, which sets them itself)."""
     unshare_net: bool = False
     """``preexec`` moves the process into a network namespace of its own."""
+    seccomp: bytes | None = None
+    """The system-call filter (BPF) the sandbox loads before the kernel runs (``sandbox``
+    only; ``_seccomp.py``); None: none."""
 
     def on_ready(self) -> None:
         """Call once the kernel answered: under ``sandbox`` the runtime dir (a host
@@ -452,7 +456,7 @@ def _interpreter(argv: list[str], path: str) -> str | None:
 def plan_launch(
     argv: list[str], *, workdir: Path, limits: Limits, isolation: str, extra_env: dict[str, str],
     runtime_dir: Path | None = None, readable: Sequence[str | os.PathLike[str]] = (),
-    egress: EgressRoute | None = None, interpreter: str | None = None,
+    egress: EgressRoute | None = None, interpreter: str | None = None, owner: str | None = None,
 ) -> LaunchPlan:
     """Build the launch of ``argv`` (a kernel command) under ``isolation``.
 
@@ -460,15 +464,21 @@ def plan_launch(
     files the kernel must read (its startup file). Both are bound into the sandbox.
     ``egress`` is the way to the network allowlist's proxy (``sandbox`` only).
     ``interpreter`` is the Python the sandbox must hold when ``argv`` does not run it
-    itself (a sandbox whose kernels are forked into it from a template).
+    itself (a sandbox whose kernels are forked into it from a template). ``owner``: who
+    the kernel runs for, whose CPU budget (``Limits.tenant_cpus``) it shares.
     """
     network = network_enabled(limits, isolation)
     unshare_net = _check_network(network, isolation)
     env = kernel_environment(isolation, workdir, extra_env)
-    cgroup = _make_cgroup(limits, isolation)
+    cgroup = _make_cgroup(limits, isolation, owner)
     plan = LaunchPlan(argv, env, str(workdir), isolation, cgroup=cgroup, runtime_dir=runtime_dir,
                       unshare_net=unshare_net)
     plan.enforced = _describe_enforcement(limits, isolation, cgroup, network)
+    plan.enforced["cpu"] = _describe_cpu(limits, cgroup, owner)
+    if isolation == "sandbox":
+        found = syscall_filter() if limits.syscall_filter else SyscallFilter(missing="syscall_filter=False")
+        plan.seccomp = found.bpf or None
+        plan.enforced["syscalls"] = found.describe()
     if isolation == "process":
         python = _interpreter(argv, env.get("PATH", os.defpath))
         mpl_cache = matplotlib_cache(python) if python == current_python() else None
@@ -524,11 +534,28 @@ def _check_network(network: bool, isolation: str) -> bool:
     )
 
 
-def _make_cgroup(limits: Limits, isolation: str) -> KernelCgroup | None:
+def _make_cgroup(limits: Limits, isolation: str, owner: str | None) -> KernelCgroup | None:
     memory = limits.memory_mb * _MB if limits.memory_mb else None
-    if isolation == "none":  # tracked, so leftovers can be reaped; memory alone limited
-        return KernelCgroup.create(max_processes=None, memory_bytes=memory)
-    return KernelCgroup.create(max_processes=limits.max_processes, memory_bytes=memory)
+    cpu = CpuShare(limits.cpus, limits.cpu_policy) if limits.cpus else None
+    budget = (CpuBudget(owner, CpuShare(limits.tenant_cpus, limits.cpu_policy))
+              if owner is not None and limits.tenant_cpus else None)
+    # none: tracked, so leftovers can be reaped; memory and CPU alone limited
+    processes = None if isolation == "none" else limits.max_processes
+    return KernelCgroup.create(max_processes=processes, memory_bytes=memory, cpu=cpu, budget=budget)
+
+
+def _describe_cpu(limits: Limits, cgroup: KernelCgroup | None, owner: str | None) -> str:
+    """The CPU share in force, or why the one asked for is not."""
+    budgeted = owner is not None and limits.tenant_cpus is not None
+    if not limits.cpus and not budgeted:
+        return "unlimited"
+    if cgroup is None or cgroup.cpu_missing is not None:
+        why = cgroup.cpu_missing if cgroup is not None else "no cgroup can be made here"
+        return f"NOT LIMITED ({why})"
+    parts = [f"{cgroup.cpu.describe()}, cgroup v{cgroup.version}" if cgroup.cpu else "no share of its own"]
+    if budgeted:
+        parts.append(f"owner {owner!r}: {limits.tenant_cpus:g} cores together")
+    return "; ".join(parts)
 
 
 def _describe_enforcement(limits: Limits, isolation: str, cgroup: KernelCgroup | None,

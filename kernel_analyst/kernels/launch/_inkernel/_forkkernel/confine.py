@@ -1,4 +1,5 @@
-"""Confining a forked kernel: joining its conversation's sandbox, dropping privileges, Landlock."""
+"""Confining a forked kernel: joining its conversation's sandbox, dropping privileges, the
+system-call filter, Landlock."""
 
 from __future__ import annotations
 
@@ -156,3 +157,22 @@ def landlock_scope() -> None:
         check(libc.syscall(446, fd, 0), "landlock_restrict_self")
     finally:
         os.close(fd)
+
+
+# seccomp: the filter the host compiled with libseccomp (launch/_seccomp.py), loaded as
+# bubblewrap loads it for a cold kernel. no_new_privs is set by then (_drop_privileges).
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+
+
+def seccomp_filter(program: bytes) -> None:
+    """Load the BPF ``program`` (``struct sock_filter`` entries) as this process's
+    seccomp filter; every thread and child it makes from here on inherits it."""
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    code = ctypes.create_string_buffer(program, len(program))
+    fprog = Program(len(program) // 8, ctypes.addressof(code))
+    check(clib().prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog), 0, 0),
+          "prctl(PR_SET_SECCOMP)")

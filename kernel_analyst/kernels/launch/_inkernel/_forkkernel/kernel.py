@@ -9,6 +9,7 @@ copy is frozen and serves fork requests like the template."""
 
 from __future__ import annotations
 
+import base64
 import gc
 import os
 import signal
@@ -19,8 +20,9 @@ import threading
 import traceback
 from typing import Any, NoReturn
 
+from . import pools
 from .bind import bind
-from .confine import enter, landlock_scope
+from .confine import enter, landlock_scope, seccomp_filter
 from .state import PR_SET_DUMPABLE, STATE, check, clib, close_fd, open_fds, prctl
 from .wire import recv_msg, send_msg
 
@@ -55,6 +57,8 @@ def serve(ctl: socket.socket, *, role: str, close_in_child: tuple[int, ...] = ()
                 os._exit(0)
             obj, fds = msg
             if "spawn" in obj and len(fds) == 1:
+                if role == "template":  # a checkpoint's pools are its kernel's, sized already
+                    pools.before_fork(obj.get("threads"))
                 pid = os.fork()
                 if pid == 0:
                     signal.set_wakeup_fd(-1)
@@ -277,6 +281,8 @@ def _setup_process(spec: dict[str, Any], fds: list[int], lifeline: socket.socket
     elif spec.get("unshare_net"):
         check(clib().unshare(_CLONE_NEWNET), "unshare(CLONE_NEWNET)")
     _grow_descriptor_table()  # in the kernel process (after _enter's fork), with one thread
+    if spec.get("seccomp"):  # after enter (setns, capset), before anything of the user's
+        seccomp_filter(base64.b64decode(spec["seccomp"]))
     if spec.get("landlock"):
         landlock_scope()
     prctl(PR_SET_DUMPABLE, 1)  # the template is not; the host reads a kernel's /proc files

@@ -29,6 +29,9 @@ class State:
         """Idents of the kernel's own threads (ipykernel's and the lifeline watcher)."""
         self.offsets: dict[int, int] = {}
         """File offsets of the kept descriptors at the time of the checkpoint."""
+        self.pools: Any = None
+        """threadpoolctl's view of the loaded BLAS and OpenMP libraries (built in the
+        template, where threadpoolctl is installed; ``pools.py``)."""
         self.leaked: list[Any] = []
         """Objects of an earlier kernel generation (ZMQ context, sockets, loops): kept
         referenced forever, so no finaliser ever touches them."""

@@ -13,6 +13,7 @@ import threading
 import traceback
 from typing import Any, NoReturn
 
+from . import pools
 from .kernel import serve
 from .state import PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE, PR_SET_PDEATHSIG, STATE, prctl
 from .wire import send_msg
@@ -111,6 +112,7 @@ def _build_template(startup: list[str], preload: str) -> dict[str, Any]:
     app.init_code()
     del os.environ["KERNEL_ANALYST_PRELOAD"]
     _warm_libraries()
+    pools.warm()
     _warm_zmq()
     STATE.app = app
     STATE.helper = app.shell.user_ns.get("_kernel_analyst")
