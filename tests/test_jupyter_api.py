@@ -42,7 +42,8 @@ async def conversation(server: RunningServer) -> AsyncIterator[tuple[str, str]]:
     """alice's conversation with the agent's ``df`` in it: (session id, Jupyter kernel id)."""
     async with server.client("alice") as client:
         sid = await create_session(client, label="titanic")
-        assert (await client.post(f"/sessions/{sid}/execute", json={"code": AGENT_DF})).json()["status"] == "ok"
+        ran = await client.post(f"/sessions/{sid}/execute", json={"code": AGENT_DF})
+        assert ran.json()["status"] == "ok"
         try:
             async with jupyter(server) as api:
                 kernel = next(s["kernel"] for s in (await api.get("/api/sessions")).json()
@@ -66,7 +67,8 @@ async def test_vs_code_path_lists_the_tenants_conversation_and_runs_a_cell(
                                     ("/api/kernels", "/api/kernelspecs", "/api/sessions")]
         assert kid in [k["id"] for k in kernels]
         spec = specs["kernelspecs"][f"ka-{sid}"]
-        assert spec["spec"]["display_name"] == "titanic (kernel-analyst)" and specs["default"] in specs["kernelspecs"]
+        assert spec["spec"]["display_name"] == "titanic (kernel-analyst)"
+        assert specs["default"] in specs["kernelspecs"]
         session = next(s for s in sessions if s["kernel"]["id"] == kid)
         assert session["kernel"]["name"] == f"ka-{sid}" and session["name"] == "titanic"
         assert (await api.get(f"/api/sessions/{session['id']}")).json()["kernel"]["id"] == kid
@@ -128,7 +130,8 @@ async def test_v1_protocol_comms_and_interrupts(server: RunningServer,  # noqa: 
     async with kernel_socket(server.url, kid, server.tokens["alice"], v1=True) as sock:
         assert sock.ws.subprotocol == V1_PROTOCOL
         assert (await sock.request(execute_request(COMM_TARGET))).reply["content"]["status"] == "ok"  # type: ignore[index]
-        opened = await sock.request(message("comm_open", {"comm_id": "c1", "target_name": "echo", "data": {}}))
+        opened = await sock.request(message("comm_open", {"comm_id": "c1", "target_name": "echo",
+                                                          "data": {}}))
         assert opened.reply is None  # comm messages have no reply: done at their idle
         echoed = await sock.request(message("comm_msg", {"comm_id": "c1", "data": {"value": 21}}))
         assert [m["content"]["data"] for m in echoed.of_type("comm_msg")] == [{"echo": 42}]
@@ -172,7 +175,7 @@ MALFORMED: list[tuple[str | bytes, str]] = [
 
 async def test_a_malformed_message_closes_the_socket_with_a_reason(
         server: RunningServer, conversation: tuple[str, str]) -> None:  # noqa: F811
-    sid, kid = conversation
+    _, kid = conversation
     for frame, reason in MALFORMED:
         async with kernel_socket(server.url, kid, server.tokens["alice"]) as sock:
             await sock.ws.send(frame)
@@ -212,13 +215,15 @@ async def test_a_dormant_conversation_is_listed_and_wakes_when_attached(
         spec = (await api.get(f"/api/kernelspecs/ka-{sid}")).json()
         assert spec["spec"]["display_name"] == "titanic (kernel-analyst, dormant)"
     async with kernel_socket(server.url, kid, server.tokens["alice"]) as sock:
-        assert (await sock.request(execute_request("int(df.survived.sum())"))).text == "2"  # the agent's df came back
+        back = await sock.request(execute_request("int(df.survived.sum())"))
+        assert back.text == "2"  # the agent's df came back
     async with jupyter(server) as api:
         assert (await api.get(f"/api/kernels/{kid}")).json()["kernel_analyst"]["state"] == "open"
 
 
 def _cell(who: str, i: int) -> str:
-    return f"import time\nfor k in range(3):\n    print('{who}-{i}-' + str(k), flush=True)\n    time.sleep(0.005)"
+    return (f"import time\nfor k in range(3):\n    print('{who}-{i}-' + str(k), flush=True)\n"
+            "    time.sleep(0.005)")
 
 
 async def test_the_agent_and_a_person_take_turns(server: RunningServer,  # noqa: F811
