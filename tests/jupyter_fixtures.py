@@ -165,6 +165,11 @@ class LabProcess:
                    JUPYTER_RUNTIME_DIR=str(workdir / "runtime"), JUPYTER_GATEWAY_AUTH_TOKEN=gateway_token,
                    JUPYTER_TOKEN=self.token)
         (workdir / "notebooks").mkdir(parents=True, exist_ok=True)
+        # No "get notified about Jupyter news?" toast over the notebook.
+        settings = workdir / "settings" / "@jupyterlab" / "apputils-extension"
+        settings.mkdir(parents=True, exist_ok=True)
+        (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+        env["JUPYTERLAB_SETTINGS_DIR"] = str(workdir / "settings")
         argv = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
                 f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
                 f"--ServerApp.root_dir={workdir / 'notebooks'}", f"--gateway-url={gateway_url}",
