@@ -20,6 +20,7 @@ for by a person.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
@@ -79,19 +80,21 @@ async def records_of(connection: HTTPConnection, tenant: str) -> list[SessionRec
     return await service_of(connection).sessions_of(tenant)
 
 
+async def _find(connection: HTTPConnection, tenant: str, wanted: str, id_of: Callable[[SessionRecord], str],
+                what: str) -> SessionRecord:
+    for record in await records_of(connection, tenant):
+        if id_of(record) == wanted:
+            return record
+    raise SessionNotFoundError(f"no {what} {wanted!r}; list yours with GET /api/{what}s")
+
+
 async def by_kernel_id(connection: HTTPConnection, tenant: str, kid: str) -> SessionRecord:
     """The tenant's conversation with Jupyter kernel id ``kid``; 404 for anyone else's."""
-    for record in await records_of(connection, tenant):
-        if models.kernel_id(record) == kid:
-            return record
-    raise SessionNotFoundError(f"no kernel {kid!r}; list yours with GET /api/kernels")
+    return await _find(connection, tenant, kid, models.kernel_id, "kernel")
 
 
-async def _by_session_id(request: Request, tenant: str, sid: str) -> SessionRecord:
-    for record in await records_of(request, tenant):
-        if models.session_id(record) == sid:
-            return record
-    raise SessionNotFoundError(f"no session {sid!r}; list yours with GET /api/sessions")
+async def _by_session_id(connection: HTTPConnection, tenant: str, sid: str) -> SessionRecord:
+    return await _find(connection, tenant, sid, models.session_id, "session")
 
 
 async def _adopt(request: Request, tenant: str, kernel: dict[str, Any]) -> SessionRecord:
