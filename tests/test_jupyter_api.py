@@ -189,6 +189,11 @@ async def test_a_malformed_message_closes_the_socket_with_a_reason(
 async def test_a_restart_from_a_client_is_the_conversations_restart(
         server: RunningServer, conversation: tuple[str, str]) -> None:  # noqa: F811
     sid, kid = conversation
+    async with kernel_socket(server.url, kid, server.tokens["alice"]) as sock:
+        # A cell whose kernel dies gets no reply from it: the service answers it, saying so.
+        died = await sock.request(execute_request("import os; os._exit(1)"))
+        assert died.reply["content"]["status"] == "error", died.reply  # type: ignore[index]
+        assert "the kernel ended" in died.reply["content"]["evalue"]  # type: ignore[index]
     async with jupyter(server) as api:
         response = await api.post(f"/api/kernels/{kid}/restart")
         assert response.status_code == 200 and response.json()["id"] == kid  # the same kernel id

@@ -203,16 +203,18 @@ class KernelSession:
         ``tap(channel, message)`` (IOPub reaches clients through :meth:`watch`).
 
         An execute request that stores history is a cell: run like :meth:`execute`
-        (``timeout`` as there), recorded in the audit trail with
-        ``metadata.kernel_analyst.by`` set to ``by``, and returned. Anything else is relayed
-        unrecorded (``conversation/relay.py``) and None is returned.
+        (``timeout`` as there), and recorded in the audit trail with
+        ``metadata.kernel_analyst.by`` set to ``by``; any other execute request runs the
+        same way, unrecorded. Either returns its Execution (a call that never reached
+        the kernel, or whose kernel ended, says so there: the client got no reply).
+        Anything else is relayed unrecorded (``conversation/relay.py``); None is returned.
         """
         self._turn.check_open()
         kind, tap = relay.kind_of(msg), relay.client_tap(tap)
         code = str((msg.get("content") or {}).get("code", ""))
         if kind in ("cell", "execute"):
-            ex = await self._execute(code, timeout, None, {"by": by}, None, Relayed(msg, tap), kind == "cell")
-            return ex if kind == "cell" else None
+            relayed = Relayed(msg, tap)
+            return await self._execute(code, timeout, None, {"by": by}, None, relayed, kind == "cell")
         async with self._turn.taken():
             await self._restoring.ready(None)
             kernel = self._kernel.kernel

@@ -36,7 +36,7 @@ from fastapi.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ...frontend.errors import classify
-from ...kernels import KernelAnalystError, KernelSession
+from ...kernels import Execution, KernelAnalystError, KernelSession
 from ...kernels.launch.wsframes import V1_PROTOCOL, decode_legacy, decode_v1, encode_legacy, encode_v1
 from ..config import ServerConfig
 from ..exceptions import ServiceError
@@ -99,6 +99,18 @@ def _error_content(exc: BaseException) -> dict[str, Any]:
     return {"status": "error", "ename": type(exc).__name__, "evalue": classify(exc).message, "traceback": []}
 
 
+def _unanswered(done: Any) -> dict[str, Any]:
+    """The error reply to a request the kernel never answered: a cell that waited its
+    whole timeout for the turn, or whose kernel ended (the Execution says which)."""
+    error = getattr(done, "error", None)
+    if isinstance(done, Execution) and error is not None:
+        return {"status": "error", "ename": error.ename, "evalue": error.evalue, "traceback": []}
+    ending = getattr(done, "ending", None)
+    why = f"the kernel ended: {ending.detail}" if ending is not None else getattr(done, "status", "no reply")
+    return {"status": "error", "ename": "NoReply", "traceback": [],
+            "evalue": f"the kernel did not answer this request ({why})"}
+
+
 # -- the route ----------------------------------------------------------------------------------
 
 @channels_router.websocket("/api/kernels/{kid}/channels")
@@ -142,6 +154,7 @@ class Channels:
         self.closed = False
         self._out: asyncio.Queue[str | bytes | None] = asyncio.Queue()
         self._queued = 0
+        self._pending: set[str] = set()  # this client's requests not answered yet
         self._stop_watching: Callable[[], None] = lambda: None
 
     async def serve(self) -> None:
@@ -221,15 +234,23 @@ class Channels:
         """Run ``work`` for ``msg`` beyond this socket's life (a cell goes on when its client
         leaves); a failure is answered as an error reply."""
 
+        msg_id = msg["header"]["msg_id"]
+        self._pending.add(msg_id)
+
         async def guarded() -> None:
             try:
-                await work
+                done = await work
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 if not isinstance(exc, KernelAnalystError):
                     log.exception("relaying a %s failed", msg["header"]["msg_type"])
-                self._fail(msg, exc)
+                self._fail(msg, _error_content(exc))
+            else:
+                if msg_id in self._pending:  # the kernel never answered it: say why
+                    self._fail(msg, _unanswered(done))
+            finally:
+                self._pending.discard(msg_id)
 
         self.service.spawn(guarded(), f"relay-{self.record.id}")
 
@@ -252,10 +273,10 @@ class Channels:
         self.send(channel, reply_to(msg, msg_type, content, self.id))
         self.send("iopub", reply_to(msg, "status", {"execution_state": "idle"}, self.id))
 
-    def _fail(self, msg: dict[str, Any], exc: BaseException) -> None:
+    def _fail(self, msg: dict[str, Any], content: dict[str, Any]) -> None:
         msg_type = msg["header"]["msg_type"]
         if msg_type.endswith("_request"):
-            self._answer(msg, msg_type.removesuffix("_request") + "_reply", _error_content(exc))
+            self._answer(msg, msg_type.removesuffix("_request") + "_reply", content)
 
     # -- out ------------------------------------------------------------------------------
 
@@ -266,6 +287,9 @@ class Channels:
         msg_type = msg.get("header", {}).get("msg_type")
         if channel == "iopub" and msg_type in _SKIPPED_IOPUB:
             return
+        parent = (msg.get("parent_header") or {}).get("msg_id")
+        if channel != "iopub" and parent in self._pending:
+            self._pending.discard(parent)
         if msg_type == "kernel_info_reply":
             msg = {**msg, "content": {**msg.get("content", {}), "debugger": False}}
         try:
