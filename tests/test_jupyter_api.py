@@ -15,8 +15,10 @@ and a person's cells take turns without mixing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -29,6 +31,23 @@ from .jupyter_fixtures import execute_request, kernel_socket, message
 from .server_fixtures import RunningServer, create_session, server  # noqa: F401
 
 AGENT_DF = "import pandas as pd\ndf = pd.DataFrame({'fare': [7.25, 71.3, 8.05], 'survived': [0, 1, 1]})"
+
+
+@contextlib.contextmanager
+def uvicorn_lines() -> Iterator[list[str]]:
+    """The lines uvicorn logs meanwhile (at INFO: the websocket's "[accepted]" line)."""
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("uvicorn.error")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def jupyter(server: RunningServer, tenant: str = "alice", token: str | None = None) -> httpx.AsyncClient:  # noqa: F811
@@ -90,8 +109,12 @@ async def test_vs_code_path_lists_the_tenants_conversation_and_runs_a_cell(
         assert refused.value.response.status_code == status
 
     # VS Code puts the token in the channels URL; it never reaches a log line.
+    with uvicorn_lines() as logged:
+        async with kernel_socket(server.url, kid, server.tokens["alice"], in_query=True) as sock:
+            info = await sock.request(message("kernel_info_request", {}))
+    accepted = [line for line in logged if "WebSocket /api/kernels/" in line]
+    assert accepted and not any(server.tokens["alice"] in line for line in logged), accepted
     async with kernel_socket(server.url, kid, server.tokens["alice"], in_query=True) as sock:
-        info = await sock.request(message("kernel_info_request", {}))
         assert info.reply is not None and info.reply["content"]["language_info"]["name"] == "python"
         assert info.reply["content"]["debugger"] is False  # a breakpoint would stop the agent too
         shape = execute_request("df.shape", user_expressions={"n": "len(df)"})
