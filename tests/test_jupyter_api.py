@@ -63,12 +63,15 @@ async def conversation(server: RunningServer) -> AsyncIterator[tuple[str, str]]:
         sid = await create_session(client, label="titanic")
         ran = await client.post(f"/sessions/{sid}/execute", json={"code": AGENT_DF})
         assert ran.json()["status"] == "ok"
-        try:
-            async with jupyter(server) as api:
-                kernel = next(s["kernel"] for s in (await api.get("/api/sessions")).json()
-                              if s["kernel"]["kernel_analyst"]["conversation"] == sid)
-            yield sid, kernel["id"]
-        finally:
+    try:
+        async with jupyter(server) as api:
+            kernel = next(s["kernel"] for s in (await api.get("/api/sessions")).json()
+                          if s["kernel"]["kernel_analyst"]["conversation"] == sid)
+        yield sid, kernel["id"]
+    finally:
+        # A new connection: one idle through the test may be closed by the server's
+        # keep-alive timeout just as it is reused.
+        async with server.client("alice") as client:
             await client.delete(f"/sessions/{sid}")
 
 
