@@ -57,6 +57,7 @@ from .ending import finish, ground_partial, now, partial_text, record_answer
 from .events import AgentEvent, AgentNote, FinalAnswer, ModelText
 from .exceptions import ToolCallingUnsupportedError
 from .figures import ImagesMode, images_enabled, without_images
+from .handoff import handoff_note
 from .observation import DEFAULT_BUDGET, ObservationSettings
 from .prompting import kernel_context, message, system_prompt
 from .protocols import PROTOCOLS, ProtocolName, ProtocolState, Reading
@@ -304,7 +305,7 @@ class Analyst:
             note += "\n" + message("variables_gone", names=", ".join(gone))
         if running := context_note(session):
             note += "\n" + running
-        return note
+        return note + handoff_note(session.audit.cells)
 
     async def _run(self, turn: Turn) -> Answer:
         protocol = turn.conversation.protocol

@@ -70,9 +70,14 @@ class FakeKernel(RunningKernel):
     # -- RunningKernel ----------------------------------------------------------------
 
     def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:
+        return self.send_message(channel, {"header": {"msg_id": uuid.uuid4().hex, "msg_type": msg_type},
+                                           "parent_header": {}, "metadata": {}, "content": content})
+
+    def send_message(self, channel: Channel, msg: dict[str, Any]) -> str:
         if self.broken is not None:
             raise KernelConnectionError(self.broken)
-        msg_id = uuid.uuid4().hex
+        msg_id, msg_type = str(msg["header"]["msg_id"]), str(msg["header"]["msg_type"])
+        content = msg.get("content") or {}
         self.sent.append((channel, msg_type, content))
         if self.is_alive():
             task = asyncio.get_running_loop().create_task(self._handle(channel, msg_type, msg_id, content))

@@ -22,6 +22,7 @@ from ..frontend.settings import package_version
 from .agent_bridge import AgentBridge, agent_router
 from .config import ServerConfig
 from .exceptions import ServiceError, TooManySessionsError
+from .jupyter_api import QueryToken, channels_router, jupyter_router
 from .routes import UPLOAD_OVERHEAD_BYTES, router, upload_router
 from .runs_api import runs_router
 from .schemas import ServerInfo
@@ -107,6 +108,7 @@ def create_app(config: ServerConfig, *, model: Any = None, mcp: bool = True) -> 
     app.add_exception_handler(kernels.KernelAnalystError, _library_error)
     app.add_exception_handler(FileNotFoundError, _library_error)
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(QueryToken)  # outermost: the URL is clean before anything logs it
     if not config.auth:
         # Without tokens, only loopback Host headers: a web page elsewhere cannot reach the
         # API through DNS rebinding.
@@ -115,6 +117,8 @@ def create_app(config: ServerConfig, *, model: Any = None, mcp: bool = True) -> 
     app.include_router(upload_router, max_body_size=config.max_upload_bytes + UPLOAD_OVERHEAD_BYTES)
     app.include_router(agent_router, max_body_size=config.max_body_bytes)
     app.include_router(runs_router, max_body_size=config.max_body_bytes)
+    app.include_router(jupyter_router, max_body_size=config.max_body_bytes)
+    app.include_router(channels_router)
     _add_page(app, config)
     if mcp_mount is not None:
         # A plain route, not a mount: "/mcp" itself is the endpoint (no redirect to "/mcp/").

@@ -74,6 +74,10 @@ class SessionRecord:
     """The request holding :attr:`lock`, if any."""
     run: asyncio.Task[Any] | None = field(default=None, repr=False)
     """The multi-step run (EDA, agent) in progress, which Stop cancels."""
+    attached: int = 0
+    """Jupyter clients (JupyterLab, VS Code) attached to it here over the kernel channels
+    websocket; while any is, it is not put to sleep for being idle (as Jupyter's culler
+    leaves connected kernels alone)."""
 
     @classmethod
     def from_row(cls, row: SessionRow, root_dir: Path) -> SessionRecord:

@@ -254,6 +254,7 @@ def cell_view(cell: dict[str, Any], index: int, *, workdir: str | None = None) -
         if error else None,
         "html": render_outputs(cell, workdir=workdir),
         "undone": bool(ka.get("undone")),
+        "by": "person" if ka.get("by") == "person" else None,
     }
 
 

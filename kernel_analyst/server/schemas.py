@@ -197,6 +197,9 @@ class CellOut(BaseModel):
     id: str = Field("", description="A code cell's nbformat id: the page anchors it as `cell-id=<id>`, "
                                     "which an answer's cited numbers link to.")
     undone: bool = Field(False, description="An undo took the variables back to before this cell.")
+    by: Literal["person"] | None = Field(
+        None, description="`person`: run by hand from a Jupyter client (JupyterLab, VS Code) attached to "
+                          "the conversation.")
 
 
 class CellList(BaseModel):

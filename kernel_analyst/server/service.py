@@ -675,7 +675,7 @@ class SessionService:
         return culled
 
     def _is_due(self, record: SessionRecord, idle_limit: float) -> bool:
-        if record.lock.locked() or record.resuming.locked():
+        if record.lock.locked() or record.resuming.locked() or record.attached:
             return False
         last = record.last_active
         session = record.session

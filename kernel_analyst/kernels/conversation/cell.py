@@ -30,9 +30,13 @@ from ..endings import KernelEnding
 from ..execution import Execution, ExecutionError, OutputCollector, VariableChanges
 from ..launch.base import RunningKernel
 from ..launch.diagnosis import CellWatch
-from ..launch.request import IopubHandler, Outcome, Request, Settled, deadline_after
+from ..launch.request import IopubHandler, MessageTap, Outcome, Request, Settled, deadline_after
 from ..limits import Limits
 from ._support import expression_json
+
+EXPRESSION_PREFIX = "_kernel_analyst_"
+"""The session's own user_expressions on a cell (``_kernel_analyst_step`` ...): names no
+client's expressions use, so a relayed cell carries both."""
 
 
 class Ending(enum.Enum):
@@ -73,6 +77,17 @@ class CellResult:
         return self.ending in (Ending.UNRESPONSIVE, Ending.BROKEN)
 
 
+@dataclass(frozen=True)
+class Relayed:
+    """A client's own execute request (JupyterLab, VS Code), sent as it is: its
+    ``msg_id`` and headers kept, its content replaced by the one the run sends."""
+
+    msg: dict[str, Any]
+    """The client's whole message (``header``, ``parent_header``, ``metadata``, ``buffers``)."""
+    tap: MessageTap
+    """Gets what the kernel sends back for it, whole, as it arrives."""
+
+
 class CellRun:
     """Sends one execute request and follows it to the end under the timeout policy."""
 
@@ -110,14 +125,19 @@ class CellRun:
             self._interrupt_wanted = True
 
     async def run(self, content: dict[str, Any], *, deadline: float | None,
-                  timeout: float | None) -> CellResult:
-        """Send ``content`` as an execute request and wait until it is over.
+                  timeout: float | None, relayed: Relayed | None = None) -> CellResult:
+        """Send ``content`` as an execute request (``relayed``: in the client's message)
+        and wait until it is over.
 
         ``deadline`` is absolute (``time.monotonic()``); ``timeout`` is the caller's
         figure, for messages. Cancelling the calling task interrupts the cell first.
         """
         router = self.kernel.router
-        request = router.send("shell", "execute_request", content, on_iopub=self._iopub)
+        if relayed is None:
+            request = router.send("shell", "execute_request", content, on_iopub=self._iopub)
+        else:
+            request = router.relay("shell", {**relayed.msg, "content": content}, on_message=relayed.tap,
+                                   on_iopub=self._iopub)
         try:
             outcome = await router.wait(request, deadline)
             if outcome is Outcome.TIMEOUT:
@@ -224,8 +244,9 @@ def apply_result(ex: Execution, collector: OutputCollector, result: CellResult) 
         ex.error = ex.error or collector.error or ExecutionError(
             str(content.get("ename", "Error")), str(content.get("evalue", content.get("status"))),
             [str(t) for t in content.get("traceback", [])])
-    expressions = {name: expression_json(value)
-                   for name, value in content.get("user_expressions", {}).items()}
+    expressions = {name.removeprefix(EXPRESSION_PREFIX): expression_json(value)
+                   for name, value in content.get("user_expressions", {}).items()
+                   if name.startswith(EXPRESSION_PREFIX)}
     step = expressions.get("step")
     if isinstance(step, dict):
         ex.variables = VariableChanges.from_dict(step)

@@ -23,6 +23,7 @@ from ..launch import (
     KernelBackend,
     KernelEnvironment,
     KernelRequest,
+    MessageTap,
     Outcome,
     RunningKernel,
     deadline_after,
@@ -90,6 +91,7 @@ class Lifecycle:
         self.before_replace: list[Callable[[], Awaitable[None]]] = []
         self.on_new_kernel: list[Callable[[], None]] = []
         self._restarts: list[float] = []
+        self._watchers: list[MessageTap] = []
 
     async def start(self, attach: str | None = None) -> RunningKernel:
         """A new kernel from the backend (not yet in use: see :meth:`attach`)."""
@@ -98,6 +100,10 @@ class Lifecycle:
     def attach(self, kernel: RunningKernel, *, numbered: bool = False) -> None:
         """Use ``kernel`` from now on; ``numbered``: it already numbers its next cell after
         the notebook's last (else that is set before its first request)."""
+        old = self.kernel
+        if old is not None and old is not kernel:
+            old.router.listeners[:] = [t for t in old.router.listeners if t not in self._watchers]
+        kernel.router.listeners.extend(t for t in self._watchers if t not in kernel.router.listeners)
         self.kernel = kernel
         self.loss_reported = False
         self.renumber = not numbered
@@ -107,6 +113,26 @@ class Lifecycle:
         the notebook's already) in place of the current one, which the caller shuts down."""
         self.attach(kernel, numbered=True)
         self._new_kernel()
+
+    def watch(self, listener: MessageTap) -> Callable[[], None]:
+        """Show ``listener`` the IOPub messages of the kernel in use and of every kernel
+        attached later; return the function that stops it."""
+
+        def iopub(channel: str, msg: dict[str, Any]) -> None:
+            if channel == "iopub":
+                listener(channel, msg)
+
+        self._watchers.append(iopub)
+        if self.kernel is not None:
+            self.kernel.router.listeners.append(iopub)
+
+        def stop() -> None:
+            if iopub in self._watchers:
+                self._watchers.remove(iopub)
+            if self.kernel is not None and iopub in self.kernel.router.listeners:
+                self.kernel.router.listeners.remove(iopub)
+
+        return stop
 
     def alive(self) -> bool:
         """True when there is a kernel and its process runs."""

@@ -23,7 +23,17 @@ from ..execution import Execution, OutputCollector, VariableChanges
 from ..launch import CellWatch, deadline_after, diagnose
 from . import quota
 from ._support import OutputCallback, callback_adapter, expression_json
-from .cell import CellResult, CellRun, Ending, account_output, apply_result, note_ending, record_usage
+from .cell import (
+    EXPRESSION_PREFIX,
+    CellResult,
+    CellRun,
+    Ending,
+    Relayed,
+    account_output,
+    apply_result,
+    note_ending,
+    record_usage,
+)
 from .lifecycle import Lifecycle, Setup
 from .recording import LateOutput, Recorder
 
@@ -53,8 +63,11 @@ class CellRunner:
         self._state_lost = state_lost
 
     async def run(self, ex: Execution, t0: float, deadline: float | None, timeout: float | None,
-                  on_output: OutputCallback | None, *, record: bool) -> None:
-        """Run ``ex.code`` under the timeout policy and conclude (``record``: into the trail)."""
+                  on_output: OutputCallback | None, *, record: bool, relayed: Relayed | None = None) -> None:
+        """Run ``ex.code`` under the timeout policy and conclude (``record``: into the
+        trail). ``relayed``: the cell is a client's own execute request (sent in its
+        message; an unrecorded one carries none of the session's bookkeeping, so the
+        next cell's variable diff still covers what it changed)."""
         limits = self.setup.limits
         updates: Updates = []
         collector = OutputCollector(
@@ -72,16 +85,19 @@ class CellRunner:
         usage = CellWatch(kernel, warn=lambda text: collector.handle("stream", {"name": "stderr",
                                                                                    "text": text}))
         recorded = (updates, late) if record else None
+        bookkeeping = record or relayed is None
         try:
             async with usage:
+                content = self._content(ex.code, relayed, bookkeeping=bookkeeping)
                 if guard is None:
-                    result = await run.run(self._content(ex.code), deadline=deadline, timeout=timeout)
+                    result = await run.run(content, deadline=deadline, timeout=timeout, relayed=relayed)
                 else:
                     async with guard.watching(kernel) as watch:
-                        result = await run.run(self._content(ex.code), deadline=deadline, timeout=timeout)
+                        result = await run.run(content, deadline=deadline, timeout=timeout, relayed=relayed)
         except asyncio.CancelledError:
             # The caller gave up: the cell was stopped; record what it did, then re-raise.
-            await asyncio.shield(self._conclude(ex, t0, collector, run.result, watch, usage, recorded))
+            await asyncio.shield(self._conclude(ex, t0, collector, run.result, watch, usage, recorded,
+                                                bookkeeping=bookkeeping))
             raise
         except KernelConnectionError as exc:  # the request could not even be sent
             run.result.ending = Ending.BROKEN
@@ -89,7 +105,7 @@ class CellRunner:
             result = run.result
         finally:
             self.running = None
-        await self._conclude(ex, t0, collector, result, watch, usage, recorded)
+        await self._conclude(ex, t0, collector, result, watch, usage, recorded, bookkeeping=bookkeeping)
 
     async def run_unrecorded(self, code: str, timeout: float | None) -> Execution:
         """Run a cell without recording it (a replay); the kernel is replaced if it must be."""
@@ -100,21 +116,31 @@ class CellRunner:
         await self.run(ex, time.monotonic(), deadline_after(timeout), timeout, None, record=False)
         return ex
 
-    def _content(self, code: str) -> dict[str, Any]:
-        expressions = {"step": STEP_EXPR}
-        if not self.trail.versions_recorded:
-            expressions["versions"] = _VERSIONS_EXPR
-        return {"code": code, "silent": False, "store_history": True,
-                "user_expressions": expressions, "allow_stdin": False, "stop_on_error": False}
+    def _content(self, code: str, relayed: Relayed | None, *, bookkeeping: bool) -> dict[str, Any]:
+        """The execute request's content: the session's own, or the client's with the
+        session's bookkeeping added (under reserved names) and no stdin."""
+        expressions: dict[str, str] = {}
+        if bookkeeping:
+            expressions[EXPRESSION_PREFIX + "step"] = STEP_EXPR
+            if not self.trail.versions_recorded:
+                expressions[EXPRESSION_PREFIX + "versions"] = _VERSIONS_EXPR
+        if relayed is None:
+            return {"code": code, "silent": False, "store_history": True,
+                    "user_expressions": expressions, "allow_stdin": False, "stop_on_error": False}
+        theirs = relayed.msg.get("content") or {}
+        own = theirs.get("user_expressions")
+        return {**theirs, "code": code, "allow_stdin": False,
+                "user_expressions": {**(own if isinstance(own, dict) else {}), **expressions}}
 
     async def _conclude(self, ex: Execution, t0: float, collector: OutputCollector, result: CellResult,
                         watch: quota.QuotaWatch, usage: CellWatch,
-                        recorded: tuple[Updates, LateOutput] | None) -> None:
+                        recorded: tuple[Updates, LateOutput] | None, *, bookkeeping: bool) -> None:
         """Fill the execution in, record it (unless ``recorded`` is None), and replace the
-        kernel if the run says so."""
+        kernel if the run says so. Without ``bookkeeping`` (a client's unrecorded request)
+        the variable diff is left for the next cell."""
         ex.duration_s = time.monotonic() - t0
         expressions = apply_result(ex, collector, result)
-        if result.reply is not None and ex.status != "ok" and ex.state == "kept":
+        if bookkeeping and result.reply is not None and ex.status != "ok" and ex.state == "kept":
             expressions["step"] = await self._diff_after_error(ex)
         account_output(ex, collector, expressions.get("step"), limit=self.setup.limits.max_output_bytes)
         record_usage(ex, expressions.get("step"), usage)

@@ -24,13 +24,14 @@ from .._clock import utcnow
 from ..exceptions import CheckpointError, VariableFetchError
 from ..execution import ColumnValues, Execution, ExecutionError, VariableInfo
 from ..files import FileInfo
-from ..launch import KernelBackend, KernelEnvironment, RunningKernel, deadline_after
+from ..launch import Channel, KernelBackend, KernelEnvironment, MessageTap, RunningKernel, deadline_after
 from ..limits import Limits
 from ..recovery import RecoveryPolicy, RecoveryReport
 from ..trail import AuditTrail
-from . import branches, quota
+from . import branches, quota, relay
 from ._support import OutputCallback, column_values_expression
 from .branches import BranchInfo
+from .cell import Relayed
 from .checkpoints import CheckpointInfo, Checkpoints, FileMode, UndoReport
 from .lifecycle import Lifecycle, Setup
 from .recording import Recorder
@@ -166,6 +167,11 @@ class KernelSession:
         with the Execution (the object this call returns, filled in as the cell runs) once
         the call has the session's turn, before the cell is sent.
         """
+        return await self._execute(code, timeout, on_output, annotations, on_start)
+
+    async def _execute(self, code: str, timeout: float | None, on_output: OutputCallback | None,
+                       annotations: dict[str, Any] | None, on_start: Callable[[Execution], None] | None,
+                       relayed: Relayed | None = None, record: bool = True) -> Execution:
         self._turn.check_open()
         timeout = timeout if timeout is not None else self.limits.timeout_s
         called = time.monotonic()
@@ -179,16 +185,47 @@ class KernelSession:
             if on_start is not None:
                 on_start(ex)
             t0 = time.monotonic()
-            await self._restoring.ready(ex)
+            await self._restoring.ready(ex if record else None)
             if waited >= 0.1:
                 ex.events.append(f"waited {waited:.1f} s for an earlier call on this session")
-            if self.limits.checkpoints:
+            if self.limits.checkpoints and record:
                 await self._checkpoints.before_cell(ex)
-            await self._cells.run(ex, t0, deadline, timeout, on_output, record=True)
+            await self._cells.run(ex, t0, deadline, timeout, on_output, record=record, relayed=relayed)
             self.last_used = time.monotonic()
             return ex
         finally:
             self._turn.release()
+
+    async def relay(self, msg: dict[str, Any], tap: MessageTap, *, channel: Channel = "shell",
+                    by: str = "person", timeout: float | None = None) -> Execution | None:
+        """Relay a client's own Jupyter request (JupyterLab, VS Code: its ``msg_id`` and
+        headers kept) in the conversation's turn; what the kernel answers it goes to
+        ``tap(channel, message)`` (IOPub reaches clients through :meth:`watch`).
+
+        An execute request that stores history is a cell: run like :meth:`execute`
+        (``timeout`` as there), and recorded in the audit trail with
+        ``metadata.kernel_analyst.by`` set to ``by``; any other execute request runs the
+        same way, unrecorded. Either returns its Execution (a call that never reached
+        the kernel, or whose kernel ended, says so there: the client got no reply).
+        Anything else is relayed unrecorded (``conversation/relay.py``); None is returned.
+        """
+        self._turn.check_open()
+        kind, tap = relay.kind_of(msg), relay.client_tap(tap)
+        code = str((msg.get("content") or {}).get("code", ""))
+        if kind in ("cell", "execute"):
+            relayed = Relayed(msg, tap)
+            return await self._execute(code, timeout, None, {"by": by}, None, relayed, kind == "cell")
+        async with self._turn.taken():
+            await self._restoring.ready(None)
+            kernel = self._kernel.kernel
+            assert kernel is not None
+            await relay.forward(kernel, channel, msg, tap, deadline=deadline_after(timeout))
+        return None
+
+    def watch(self, listener: MessageTap) -> Callable[[], None]:
+        """Show ``listener`` every IOPub message of the conversation's kernel, and of every
+        kernel that takes its place (a restart, a death); return the function that stops it."""
+        return self._kernel.watch(listener)
 
     def _lost(self, reason: str) -> None:
         self._restoring.lost(reason)
@@ -213,14 +250,16 @@ class KernelSession:
         if running is not None and (background or self.runs.running is None):
             await running.interrupt()
 
-    async def restart(self) -> None:
-        """Start a fresh kernel: every variable is lost (recorded in the audit trail)."""
+    async def restart(self, *, by: str | None = None) -> None:
+        """Start a fresh kernel: every variable is lost (recorded in the audit trail,
+        with who asked for it when ``by`` says: ``"a person, from JupyterLab"``)."""
         self._turn.check_open()
         async with self._turn.taken():
             self._kernel.loss_reported = True
             self._restoring.pending = None  # asked for a clean kernel: nothing comes back
             await self._kernel.replace("restart requested")
-            self._trail.mark("Kernel restarted on request. All variables were lost.", "restart_requested")
+            asked = f"Kernel restarted on request{f' by {by}' if by else ''}."
+            self._trail.mark(f"{asked} All variables were lost.", "restart_requested")
 
     async def variables(self) -> list[VariableInfo]:
         """Summaries of the user's variables, without adding a cell to the audit trail.

@@ -39,7 +39,16 @@ from .checkpoint import (
 from .diagnosis import WARN_FRACTION, CellWatch, diagnose, memory_warning
 from .gateway import GatewayBackend, GatewayKernel
 from .local import LocalBackend
-from .request import Channel, IopubHandler, Outcome, Request, RequestRouter, Settled, deadline_after
+from .request import (
+    Channel,
+    IopubHandler,
+    MessageTap,
+    Outcome,
+    Request,
+    RequestRouter,
+    Settled,
+    deadline_after,
+)
 
 __all__ = [
     "DEFAULT_PRELOAD",
@@ -56,6 +65,7 @@ __all__ = [
     "KernelRequest",
     "LocalBackend",
     "LocalKernel",
+    "MessageTap",
     "Outcome",
     "Request",
     "RequestRouter",

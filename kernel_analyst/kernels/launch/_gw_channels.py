@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import socket
 import struct
@@ -22,12 +21,12 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from jupyter_client.jsonutil import json_default
 from tornado.httpclient import HTTPClientError
 from tornado.websocket import WebSocketClientConnection, WebSocketClosedError, websocket_connect
 
 from ..exceptions import GatewayError
 from ._gw_http import GatewayHTTP
+from .wsframes import decode_legacy, encode_legacy
 
 log = logging.getLogger(__name__)
 
@@ -38,21 +37,14 @@ _BACKOFF_MAX_S = 2.0
 _TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)  # Linux only
 
 
-def encode(channel: str, msg: dict[str, Any]) -> str:
-    """A message as websocket JSON text."""
-    return json.dumps({**msg, "channel": channel, "buffers": []}, default=json_default)
+def encode(channel: str, msg: dict[str, Any]) -> str | bytes:
+    """A message as a websocket frame (JSON text, or binary when it carries buffers)."""
+    return encode_legacy(channel, msg)
 
 
 def decode(frame: str | bytes) -> tuple[str, dict[str, Any]]:
     """(channel, message) from a websocket frame (JSON text, or binary with buffers)."""
-    if isinstance(frame, bytes):
-        (nbufs,) = struct.unpack_from("!I", frame)
-        offsets = [*struct.unpack_from(f"!{nbufs}I", frame, 4), len(frame)]
-        msg = json.loads(frame[offsets[0]:offsets[1]])
-        msg["buffers"] = [frame[offsets[i]:offsets[i + 1]] for i in range(1, nbufs)]
-    else:
-        msg = json.loads(frame)
-    return str(msg.pop("channel", "")), msg
+    return decode_legacy(frame)
 
 
 class KernelChannels:
@@ -74,7 +66,7 @@ class KernelChannels:
         self._on_failure = on_failure
         self.reconnect_window_s = reconnect_window_s
         self._ws: WebSocketClientConnection | None = None
-        self._outbox: deque[str] = deque()
+        self._outbox: deque[str | bytes] = deque()
         self._reader: asyncio.Task[None] | None = None
         self._closing = False
         self.reconnects = 0
@@ -108,15 +100,15 @@ class KernelChannels:
             return
         self._write(self._ws, text)
 
-    def _write(self, ws: WebSocketClientConnection, text: str) -> None:
+    def _write(self, ws: WebSocketClientConnection, text: str | bytes) -> None:
         try:
-            done = ws.write_message(text)
+            done = ws.write_message(text, binary=isinstance(text, bytes))
         except WebSocketClosedError:
             self._outbox.append(text)  # resent after the reconnect
             return
         done.add_done_callback(lambda fut: self._requeue_if_failed(fut, text))
 
-    def _requeue_if_failed(self, fut: asyncio.Future[None], text: str) -> None:
+    def _requeue_if_failed(self, fut: asyncio.Future[None], text: str | bytes) -> None:
         """A write that failed on a socket closing under it is resent after the reconnect."""
         if not fut.cancelled() and fut.exception() is not None and not self._closing:
             self._outbox.append(text)

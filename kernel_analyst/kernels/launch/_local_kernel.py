@@ -94,6 +94,9 @@ class LocalKernel(RunningKernel):
     def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:
         return self.conn.send(channel, msg_type, content)
 
+    def send_message(self, channel: Channel, msg: dict[str, Any]) -> str:
+        return self.conn.send_message(channel, msg)
+
     async def wait_exited(self) -> None:
         await asyncio.shield(self._exited)
 

@@ -94,11 +94,17 @@ class ZmqConnection:
 
     def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:
         """Send a message on ``channel`` and return its msg_id."""
-        msg = self.session.msg(msg_type, content)
-        msg_id = str(msg["header"]["msg_id"])
+        return self.send_message(channel, self.session.msg(msg_type, content))
+
+    def send_message(self, channel: Channel, msg: dict[str, Any]) -> str:
+        """Sign and send a whole message (``header``, ``parent_header``, ``metadata``,
+        ``content``, optional ``buffers``) on ``channel``; return its msg_id."""
+        header = msg["header"]
+        msg_id, msg_type = str(header["msg_id"]), str(header.get("msg_type"))
         try:
-            sent = asyncio.ensure_future(self._sockets[channel].send_multipart(self.session.serialize(msg)))
-        except (zmq.ZMQError, KeyError) as exc:
+            frames = [*self.session.serialize(msg), *(msg.get("buffers") or [])]
+            sent = asyncio.ensure_future(self._sockets[channel].send_multipart(frames))
+        except (zmq.ZMQError, KeyError, TypeError, ValueError) as exc:
             raise KernelConnectionError(f"could not send {msg_type} on {channel}: {exc}") from exc
         if sent.done():
             error = sent.exception()

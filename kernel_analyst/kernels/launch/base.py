@@ -128,6 +128,12 @@ class RunningKernel(abc.ABC):
         whose replies are awaited."""
 
     @abc.abstractmethod
+    def send_message(self, channel: Channel, msg: dict[str, Any]) -> str:
+        """Send a whole message built elsewhere (a client's, relayed: its header, parent
+        header, metadata and buffers kept, signed here); return its ``msg_id``. Raises
+        KernelConnectionError when it cannot be sent. Use ``router.relay``."""
+
+    @abc.abstractmethod
     async def wait_exited(self) -> None:
         """Return once the kernel process has ended (for any reason)."""
 

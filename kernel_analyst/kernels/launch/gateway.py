@@ -111,7 +111,9 @@ class GatewayKernel(RunningKernel):
     # -- messages ------------------------------------------------------------------------
 
     def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:
-        msg = self._session.msg(msg_type, content)
+        return self.send_message(channel, self._session.msg(msg_type, content))
+
+    def send_message(self, channel: Channel, msg: dict[str, Any]) -> str:
         self.channels.send(channel, msg)
         return str(msg["header"]["msg_id"])
 

@@ -49,6 +49,8 @@ Channel = Literal["shell", "control", "iopub", "stdin"]
 
 IopubHandler = Callable[[str, dict[str, Any]], None]
 """Called with (msg_type, content) for each IOPub message of a request but ``status``."""
+MessageTap = Callable[[str, dict[str, Any]], None]
+"""Called with (channel, whole message) for each message it is given, as received."""
 
 PROBE_AFTER_S = 0.25
 """How long a settled reply waits for its idle status before IOPub is probed."""
@@ -61,6 +63,9 @@ class Connection(Protocol):
 
     def send(self, channel: Channel, msg_type: str, content: dict[str, Any]) -> str:
         """Send a message; its ``msg_id``."""
+
+    def send_message(self, channel: Channel, msg: dict[str, Any]) -> str:
+        """Send a whole message built elsewhere (its header kept); its ``msg_id``."""
 
     async def wait_exited(self) -> None:
         """Return once the kernel process has ended."""
@@ -125,12 +130,23 @@ class Request:
     """Resolved by this request's ``idle`` status on IOPub."""
     iopub_messages: int = 0
     """IOPub messages routed to this request."""
+    on_message: MessageTap | None = None
+    """Sees every message routed to this request, whole, on any channel (a relayed
+    request's replies go back to the client that sent it)."""
 
     @property
     def content(self) -> dict[str, Any]:
         """The reply's content (call once :attr:`reply` is done)."""
         content: dict[str, Any] = self.reply.result().get("content", {})
         return content
+
+
+def _tap(tap: MessageTap, channel: str, msg: dict[str, Any]) -> None:
+    """Show ``msg`` to a tap; its failure is logged, and costs no request its reply."""
+    try:
+        tap(channel, msg)
+    except Exception:
+        log.exception("a message tap failed")
 
 
 def _resolve(fut: asyncio.Future[Any], value: Any = None) -> None:
@@ -159,6 +175,9 @@ class RequestRouter:
         """Messages for requests that had already settled."""
         self.on_unrouted: Callable[[str, dict[str, Any]], None] | None = None
         """Sees every message no pending request claims (status without a parent ...)."""
+        self.listeners: list[MessageTap] = []
+        """See every message the kernel sends, before it is routed (the clients attached
+        to a conversation watch its IOPub this way)."""
 
     # -- sending ------------------------------------------------------------------------
 
@@ -170,6 +189,29 @@ class RequestRouter:
         msg_id = self._kernel.send(channel, msg_type, content)
         request = Request(msg_id, msg_type, channel, on_iopub)
         self._pending[msg_id] = request
+        return request
+
+    def relay(self, channel: Channel, msg: dict[str, Any], *, on_message: MessageTap,
+              on_iopub: IopubHandler | None = None) -> Request:
+        """Send a whole message built by someone else (a client attached to the
+        conversation: its ``msg_id`` and headers kept) and route what comes back for it,
+        whole, to ``on_message``. Raises KernelConnectionError when the connection failed,
+        and ValueError for a ``msg_id`` already in flight."""
+        if self.failure is not None:
+            raise KernelConnectionError(f"the connection to the kernel failed: {self.failure}")
+        header = msg.get("header") or {}
+        msg_id = header.get("msg_id")
+        if not isinstance(msg_id, str) or not msg_id:
+            raise ValueError("the message has no header.msg_id")
+        if msg_id in self._pending:
+            raise ValueError(f"a request with msg_id {msg_id!r} is in flight already")
+        request = Request(msg_id, str(header.get("msg_type")), channel, on_iopub, on_message=on_message)
+        self._pending[msg_id] = request  # before the send: a reply cannot come before it is routed
+        try:
+            self._kernel.send_message(channel, msg)
+        except BaseException:
+            del self._pending[msg_id]
+            raise
         return request
 
     def forget(self, request: Request, *, late: IopubHandler | None = None) -> None:
@@ -189,8 +231,12 @@ class RequestRouter:
 
     def deliver(self, channel: str, msg: dict[str, Any]) -> None:
         """Route one incoming message (the connection's only callback)."""
+        for listener in self.listeners:
+            _tap(listener, channel, msg)
         parent = (msg.get("parent_header") or {}).get("msg_id")
         request = self._pending.get(parent) if parent else None
+        if request is not None and request.on_message is not None:
+            _tap(request.on_message, channel, msg)
         if request is None:
             self._unrouted(channel, msg, parent)
         elif channel == "iopub":

@@ -11,7 +11,7 @@ import {
 
 const $ = (id) => document.getElementById(id);
 const state = { info: null, session: null, busy: false, current: null, signedIn: false,
-  runFirst: null, runLastMarkdown: null, outcome: null };
+  runFirst: null, runLastMarkdown: null, outcome: null, shownCells: null };
 
 function setStatus(text, kind) {
   const el = $("status");
@@ -158,6 +158,7 @@ async function openSession(id) {
     if (files) renderFiles(id, files); else $("files").textContent = "";
     clearVariables();
     renderCells(data.cells);
+    state.shownCells = data.cells.length;
     performance.mark("ka-cells-rendered");
     requestAnimationFrame(() => setTimeout(() => performance.mark("ka-cells-painted")));
     $("progress").hidden = true;
@@ -363,6 +364,7 @@ function summaryFirst() {
 }
 
 async function runStream(path, body, label) {
+  state.shownCells = null; // built live from here: the next catch-up renders the notebook once
   state.runFirst = null;
   state.runLastMarkdown = null;
   state.outcome = null;
@@ -416,7 +418,7 @@ async function undo() {
   try {
     const report = await (await api("/sessions/" + id + "/undo", jsonBody({}))).json();
     const cells = (await getJson("/sessions/" + id + "/cells")).cells;
-    show = () => { renderCells(cells); setStatus(report.text, "done"); };
+    show = () => { renderCells(cells); state.shownCells = cells.length; setStatus(report.text, "done"); };
   } catch (err) {
     const nothing = err instanceof ApiError && err.status === 409;
     const why = err.detail || err.message;
@@ -523,6 +525,21 @@ function wire() {
     "kernel-analyst-" + sid() + ".html").catch((err) => setStatus("Download failed: " + err.message, "error")));
   $("view-notebook").addEventListener("click", viewNotebook);
   $("cells").addEventListener("click", followCitation);
+  document.addEventListener("visibilitychange", catchUp);
+}
+
+// A person may run cells on the same kernel from JupyterLab or VS Code (they are in the
+// notebook, marked "by hand"): coming back to this tab shows the notebook as it is now.
+async function catchUp() {
+  const id = sid();
+  if (!id || state.busy || document.visibilityState !== "visible") return;
+  let data;
+  try { data = await getJson("/sessions/" + id + "/cells"); } catch (err) { return; }
+  if (sid() !== id || state.busy || data.cells.length === state.shownCells) return;
+  renderCells(data.cells);
+  state.shownCells = data.cells.length;
+  document.body.dataset.caughtUp = String(data.cells.length); // what tests wait for
+  await refreshVariables();
 }
 
 // A number of an answer links to the cell it came from ("#cell-id=ID"): scroll there and

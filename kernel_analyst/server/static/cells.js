@@ -100,7 +100,16 @@ export function cellFromView(view) {
     duration_s: view.duration_s, error: view.error,
   });
   if (view.undone) markUndone(cell);
+  if (view.by === "person") markByHand(cell);
   return cell;
+}
+
+// A cell a person ran from JupyterLab or VS Code on the conversation's kernel.
+function markByHand(cell) {
+  cell.classList.add("by-person");
+  const badge = el("span", "by-badge", "by hand");
+  badge.title = "Run by a person from a Jupyter client (JupyterLab, VS Code) attached to this conversation";
+  cell.querySelector(".cell-head").appendChild(badge);
 }
 
 // A cell whose effects an undo took back: it stays in the notebook, shown as undone.
