@@ -6,7 +6,8 @@ execution in this order: the turn (``turn.py``), a ready kernel with the namespa
 conversation expects (``lifecycle.py``, ``restoring.py``), the cell under the timeout
 policy (``runner.py``, ``cell.py``), the record in the audit trail (``recording.py``).
 Beside it: background runs (``runs.py``), checkpoints and undo (``checkpoints.py``),
-branches (``branches.py``), files and the disk quota (``workdir.py``, ``quota.py``).
+branches (``branches.py``), files and the disk quota (``workdir.py``, ``quota.py``),
+variables and values asked for without a cell (``queries.py``).
 
 May import: ``launch`` (through its package face: the backend interface, the request
 path, diagnosis, checkpoints of a process), ``trail``, and the value modules of

@@ -97,6 +97,20 @@ class Lifecycle:
         """A new kernel from the backend (not yet in use: see :meth:`attach`)."""
         return await self.setup.backend.start(self.setup.request(attach))
 
+    async def first(self, kernel: RunningKernel | None, attach: str | None = None) -> RunningKernel:
+        """The conversation's first kernel, in use: ``kernel`` (a pre-started pool kernel)
+        or a new one (reattached to ``attach`` where the backend can)."""
+        adopted = kernel is not None
+        kernel = kernel if kernel is not None else await self.start(attach)
+        self.attach(kernel)
+        if adopted:
+            kernel.moved(self.setup.workdir)
+            # A pool kernel started in another directory that was renamed to this one:
+            # its cwd followed the rename; point HOME and cwd at the new name (it runs
+            # before the first cell: the kernel handles shell requests in order).
+            self.send_silently(f"_kernel_analyst.adopt({str(self.setup.workdir)!r})")
+        return kernel
+
     def attach(self, kernel: RunningKernel, *, numbered: bool = False) -> None:
         """Use ``kernel`` from now on; ``numbered``: it already numbers its next cell after
         the notebook's last (else that is set before its first request)."""

@@ -8,7 +8,8 @@ variables back), run the cell (``cell.CellRun`` owns the timeout, interrupt and
 cancellation policy; requests go through the kernel's one request path,
 ``launch/request.py``), conclude it (outcome, output accounting, the disk quota), record
 it (``recording.py``), and replace the kernel when the run says it must. Checkpoints,
-runs and branches are collaborators with their own modules.
+runs, branches and questions about the kernel's state (``queries.py``) are collaborators
+with their own modules.
 """
 
 from __future__ import annotations
@@ -21,24 +22,25 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._clock import utcnow
-from ..exceptions import CheckpointError, VariableFetchError
-from ..execution import ColumnValues, Execution, ExecutionError, VariableInfo
+from ..exceptions import CheckpointError
+from ..execution import ColumnValues, Execution, VariableInfo
 from ..files import FileInfo
 from ..launch import Channel, KernelBackend, KernelEnvironment, MessageTap, RunningKernel, deadline_after
 from ..limits import Limits
 from ..recovery import RecoveryPolicy, RecoveryReport
 from ..trail import AuditTrail
 from . import branches, quota, relay
-from ._support import OutputCallback, column_values_expression
+from ._support import OutputCallback
 from .branches import BranchInfo
 from .cell import Relayed
 from .checkpoints import CheckpointInfo, Checkpoints, FileMode, UndoReport
 from .lifecycle import Lifecycle, Setup
+from .queries import Queries
 from .recording import Recorder
 from .restoring import Restoring
 from .runner import CellRunner
 from .runs import Run, Runs
-from .turn import Turn
+from .turn import Turn, not_run
 from .workdir import Workdir
 
 log = logging.getLogger(__name__)
@@ -82,6 +84,7 @@ class KernelSession:
         self.last_used = time.monotonic()
         self.runs = Runs(self)
         """The session's background runs (:meth:`submit`; ``conversation/runs.py``)."""
+        self._queries = Queries(self._turn, self._kernel, self._restoring, self.runs)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -93,16 +96,7 @@ class KernelSession:
         names a kernel still running elsewhere that the backend could reattach to;
         ``reason`` is why, for the recovery report)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        adopted = kernel is not None
-        if kernel is None:
-            kernel = await self._kernel.start(attach if resume else None)
-        self._kernel.attach(kernel)
-        if adopted:
-            kernel.moved(self.workdir)
-            # A pool kernel started in another directory that was renamed to this one:
-            # its cwd followed the rename; point HOME and cwd at the new name (it runs
-            # before the first cell: the kernel handles shell requests in order).
-            self._kernel.send_silently(f"_kernel_analyst.adopt({str(self.workdir)!r})")
+        kernel = await self._kernel.first(kernel, attach if resume else None)
         if resume and self.notebook_path.exists():
             self._trail.reopen(kernel)
             self._restoring.reopened(kernel, reason or "conversation reopened")
@@ -177,7 +171,7 @@ class KernelSession:
         called = time.monotonic()
         deadline = deadline_after(timeout)
         if not await self._turn.take(deadline):
-            return _not_run(code, timeout, time.monotonic() - called)
+            return not_run(code, timeout, time.monotonic() - called)
         try:
             self._turn.check_open()
             waited = time.monotonic() - called
@@ -215,11 +209,7 @@ class KernelSession:
         if kind in ("cell", "execute"):
             relayed = Relayed(msg, tap)
             return await self._execute(code, timeout, None, {"by": by}, None, relayed, kind == "cell")
-        async with self._turn.taken():
-            await self._restoring.ready(None)
-            kernel = self._kernel.kernel
-            assert kernel is not None
-            await relay.forward(kernel, channel, msg, tap, deadline=deadline_after(timeout))
+        await self._queries.forward(msg, tap, channel, timeout)
         return None
 
     def watch(self, listener: MessageTap) -> Callable[[], None]:
@@ -264,44 +254,21 @@ class KernelSession:
     async def variables(self) -> list[VariableInfo]:
         """Summaries of the user's variables, without adding a cell to the audit trail.
         Raises SessionBusyError while a background run is queued or running."""
-        self._turn.check_open()
-        self.runs.check_idle("list the variables")
-        async with self._turn.taken():
-            await self._restoring.ready(None)
-            data = await self._kernel.evaluate("_kernel_analyst.variables()", 10.0)
-        return [VariableInfo.from_dict(d) for d in data] if isinstance(data, list) else []
+        return await self._queries.variables()
 
     async def fetch(self, name: str, *, format: Literal["records", "csv"] = "records",
                     max_bytes: int = 10_000_000) -> Any:
         """Return a variable's value as plain data: JSON-able values as they are,
         DataFrames as a list of records (or CSV text with ``format="csv"``), Series as a
         dict, arrays as lists. Raises VariableFetchError when absent or too large."""
-        self._turn.check_open()
-        if not name.isidentifier():
-            raise VariableFetchError(f"{name!r} is not a variable name")
-        self.runs.check_idle(f"fetch {name!r}")
-        async with self._turn.taken():
-            await self._restoring.ready(None)
-            expression = f"_kernel_analyst.fetch({name!r}, {format!r}, {int(max_bytes)})"
-            data = await self._kernel.evaluate(expression, 60.0)
-        if not isinstance(data, dict):
-            raise VariableFetchError(f"could not fetch {name!r}: the kernel did not answer")
-        if "error" in data:
-            raise VariableFetchError(str(data["error"]))
-        return data["value"]
+        return await self._queries.fetch(name, format, max_bytes)
 
     async def column_values(self, frame: str, column: str, values: Sequence[Any] = (), *,
                             limit: int = 20) -> ColumnValues | None:
         """What the DataFrame ``frame`` holds in ``column`` (its ``limit`` most common values)
         and whether one of ``values`` equals one as ``==`` does, without a cell; None for no
         such column or answer, or while a background run holds the kernel."""
-        self._turn.check_open()
-        expression = column_values_expression(frame, column, values, limit)
-        if expression is None or self.runs.active is not None:
-            return None
-        async with self._turn.taken():
-            await self._restoring.ready(None)
-            return ColumnValues.from_dict(await self._kernel.evaluate(expression, 10.0))
+        return await self._queries.column_values(frame, column, values, limit)
 
     # -- checkpoints and branches (checkpoints.py, branches.py) ---------------------------
 
@@ -479,11 +446,3 @@ class KernelSession:
         """True while an execution is running or queued."""
         return self._turn.busy
 
-
-def _not_run(code: str, timeout: float | None, waited: float) -> Execution:
-    """The result of a call whose deadline passed while an earlier call held the session."""
-    text = (f"the code did not run: the session was busy with an earlier call for the whole "
-            f"timeout ({waited:.1f} s of {timeout:g} s)")
-    return Execution(code=code, status="timeout", started_at=utcnow(), duration_s=waited,
-                     error=ExecutionError("TimeoutError", text, []),
-                     events=[f"not run: waited {waited:.1f} s for an earlier call on this session"])

@@ -8,7 +8,9 @@ import sys
 import time
 from collections.abc import AsyncIterator
 
+from .._clock import utcnow
 from ..exceptions import SessionClosedError
+from ..execution import Execution, ExecutionError
 
 
 class Turn:
@@ -69,3 +71,12 @@ class Turn:
         async with self.lock:
             self.check_open()
             yield
+
+
+def not_run(code: str, timeout: float | None, waited: float) -> Execution:
+    """The result of a call whose deadline passed while an earlier call held the session."""
+    text = (f"the code did not run: the session was busy with an earlier call for the whole "
+            f"timeout ({waited:.1f} s of {timeout:g} s)")
+    return Execution(code=code, status="timeout", started_at=utcnow(), duration_s=waited,
+                     error=ExecutionError("TimeoutError", text, []),
+                     events=[f"not run: waited {waited:.1f} s for an earlier call on this session"])
