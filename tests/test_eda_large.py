@@ -25,10 +25,12 @@ from kernel_analyst.frontend.settings import KernelSettings
 from kernel_analyst.kernels import KernelSession, Limits, SessionManager
 from kernel_analyst.kernels.files import FileInfo
 
+from .conftest import SHARED
 from .test_eda_report import generated
 
 FORCED = PlaybookOptions(out_of_core_bytes=1)  # every file is "large": the out-of-core path
 EXACT = {"rel": 1e-9, "abs": 1e-9}
+DABENCH = SHARED / "datasets" / "dabench" / "da-dev-tables"
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +102,20 @@ async def test_a_malformed_large_csv_fails_loading_in_one_line(session: KernelSe
     assert not load.ok and report.error is not None
     assert "broken.csv: cannot be read as a table" in (load.error or "")
     assert "Line: 50001" in (load.error or "") and "\n" not in (load.error or "")
+
+
+async def test_a_year_month_column_out_of_core_is_dated_as_pandas_dates_it(session: KernelSession,
+                                                                          tmp_path: Path) -> None:
+    """DABench's Zillow table: ``Month`` holds ``1996-04``, ISO 8601 to pandas; DuckDB's cast
+    refused it, and its retry named the column twice (the load failed)."""
+    path = tmp_path / "zillow.csv"
+    path.write_bytes((DABENCH / "Zip_MedianSoldPricePerSqft_AllHomes.csv").read_bytes())
+    options = PlaybookOptions(out_of_core_bytes=1, steps=("overview",))
+    report = await run_playbook(session, path, options=options)
+    assert report.engine == "duckdb" and report.ok, report.error
+    months = await session.execute("print(con.execute('SELECT min(\"Month\"), count(\"Month\"), "
+                                   "count(*) FROM data').fetchone())")
+    assert months.text.strip() == "(datetime.datetime(1996, 4, 1, 0, 0), 5124, 5124)", months.text
 
 
 def _malformed(path: Path) -> Path:

@@ -260,8 +260,8 @@ for attempt in range(6):  # a column typed from DuckDB's sample may hold text fu
         break
     except duckdb.ConversionException as exc:
         column = conversion_column(exc)
-        if column is None or attempt == 5:
-            raise ValueError(f"{file_name}: " + one_line(exc)) from None
+        if column is None or attempt == 5 or f"{column!r}: 'VARCHAR'" in source:
+            raise ValueError(f"{file_name}: " + one_line(exc)) from None  # text already, or no end
         print(f"Column {column!r} holds text further down the file: read as text.")
         source = source.replace("types={", "types={" + repr(column) + ": 'VARCHAR', ", 1)
     except duckdb.Error as exc:  # a malformed file: say where, in one line

@@ -214,8 +214,11 @@ def _select(plan: Any, names: list[str] | None) -> str:
     for col, fmt in dates.items():
         ident = _ident(col)
         if fmt == "ISO8601":
+            # Year and month alone ("1996-04") is ISO 8601 to pandas, not to DuckDB's cast; and
+            # DuckDB 2.0 pushes a lone TRY_CAST into the CSV reader as a strict cast, which
+            # fails the whole read on such a value: the COALESCE keeps the cast in the view.
             expr = (f"timezone('UTC', TRY_CAST({ident} AS TIMESTAMPTZ))" if col in utc
-                    else f"TRY_CAST({ident} AS TIMESTAMP)")
+                    else f"COALESCE(TRY_CAST({ident} AS TIMESTAMP), try_strptime({ident}, '%Y-%m'))")
         else:
             expr = f"try_strptime({ident}, {_lit(fmt)})"
         parts.append(f"{expr} AS {ident}")
