@@ -42,6 +42,9 @@ async def test_timeout_interrupts_and_keeps_state(backend_manager: SessionManage
     assert ex.status == "timeout" and ex.state == "kept"
     assert "before" in ex.text, "partial output is kept"
     assert ex.error is not None and ex.error.ename == "KeyboardInterrupt"
+    # The traceback ends in the cell, as Python's own SIGINT handler leaves it (a person
+    # sees it in JupyterLab): no frame of the kernel's interrupt guard.
+    assert "_kernel_analyst" not in "".join(ex.error.traceback), ex.error.traceback
     assert (await s.execute("x")).text == "5\n"
     spin = await s.execute("while True: pass", timeout=1)
     assert spin.status == "timeout" and spin.state == "kept"

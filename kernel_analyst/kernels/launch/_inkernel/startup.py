@@ -470,7 +470,7 @@ def _kernel_analyst_safe_interrupts():
         kernel.post_handler_hook  # noqa: B018
     except Exception:
         return None
-    state = {"in_code": 0, "reporting": 0, "held": False, "late_interrupts": 0}
+    state = {"in_code": 0, "reporting": 0, "held": False, "late_interrupts": 0, "handling": False}
     import linecache
 
     source = "raise KeyboardInterrupt('interrupted before the next statement of the cell ran')\n"
@@ -478,33 +478,50 @@ def _kernel_analyst_safe_interrupts():
     linecache.cache[name] = (len(source), None, [source], name)  # so tracebacks show the line
     interrupted = compile(source, name, "exec")
 
+    def arm():
+        # While user code runs and no traceback is written, Python's own handler (C code):
+        # the KeyboardInterrupt starts in the user's frame, and the traceback a person
+        # sees in JupyterLab ends there, not in a handler of ours. Else ours holds it. A
+        # handler the cell installed itself (SIG_IGN, its own) is left alone.
+        current = signal.getsignal(signal.SIGINT)
+        if state["handling"] and (current is on_sigint or current is signal.default_int_handler):
+            wanted = signal.default_int_handler if state["in_code"] and not state["reporting"] else on_sigint
+            if current is not wanted:
+                signal.signal(signal.SIGINT, wanted)
+
     async def guarded_run_code(code_obj, result=None, *, async_=False):
         state["in_code"] += 1
         try:
             if state["held"]:
                 state["held"] = False
                 code_obj, async_ = interrupted, False
+            arm()
             return await run_code(code_obj, result, async_=async_)
         finally:
             state["in_code"] -= 1
+            arm()
 
     def guarded_showtraceback(*args, **kwargs):
         state["reporting"] += 1
+        arm()
         try:
             return showtraceback(*args, **kwargs)
         finally:
             state["reporting"] -= 1
+            arm()
 
     def on_sigint(signum, frame):
         if state["in_code"] and not state["reporting"]:
-            raise KeyboardInterrupt
+            raise KeyboardInterrupt  # a signal between a change of state and arm()
         state["held"] = True
 
     def pre_handler_hook():
         state["held"] = False
         kernel.saved_sigint_handler = signal.signal(signal.SIGINT, on_sigint)
+        state["handling"] = True
 
     def post_handler_hook():
+        state["handling"] = False
         signal.signal(signal.SIGINT, kernel.saved_sigint_handler)
         if state["held"]:
             state["held"] = False
