@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test demo lint typecheck pytest sysdeps eg-venv notebooks bench clean
+.PHONY: test setup demo lint typecheck pytest sysdeps eg-venv notebooks bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,25 +14,26 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # bubblewrap for isolation="sandbox" and libseccomp2 for its system-call filter, chromium for
-# the page tests, PostgreSQL for the registry test with several API replicas (Debian/Ubuntu);
-# each skipped where it cannot be installed.
+# the page tests, PostgreSQL for the registry test with several API replicas (Debian/Ubuntu):
+# the missing ones in one apt-get run; each test that needs one says so where it is missing.
 sysdeps:
-	@command -v bwrap >/dev/null 2>&1 || { \
+	@missing=""; \
+	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || missing="$$missing libseccomp2"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 \
+	  || missing="$$missing postgresql"; \
+	if [ -n "$$missing" ]; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq bubblewrap >/dev/null; \
-	} || echo "note: bubblewrap could not be installed; sandbox tests will report it"
-	@ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || { \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq libseccomp2 >/dev/null; \
-	} || echo "note: libseccomp2 could not be installed; the system-call filter tests will report it"
-	@command -v chromium >/dev/null 2>&1 || { \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq chromium >/dev/null; \
-	} || echo "note: chromium could not be installed; the web page tests will be skipped"
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || { \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq postgresql >/dev/null; \
-	} || echo "note: postgresql could not be installed; the several-replica registry test will be skipped"
+	  $$SUDO apt-get update -qq >/dev/null; \
+	  $$SUDO apt-get install -y -qq $$missing >/dev/null 2>&1 || for p in $$missing; do \
+	    $$SUDO apt-get install -y -qq $$p >/dev/null || echo "note: $$p could not be installed; the tests that need it say so"; \
+	  done; \
+	fi
+
+# The virtualenv and the Debian packages download at once (two jobs), then the rest in order.
+setup:
+	$(MAKE) -j2 --output-sync=target $(STAMP) sysdeps
 
 # Jupyter Enterprise Gateway 3.3 for the gateway tests, in a virtualenv of its own under
 # $(VENV) (it pins jupyter-client<7 and pyzmq<25): made here, before the tests, so its pip
@@ -53,7 +54,8 @@ pytest: $(STAMP) sysdeps eg-venv
 	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not busy_machine"
 	$(BIN)/pytest -q -p no:cacheprovider -m busy_machine
 
-test: lint typecheck pytest
+test: setup
+	$(MAKE) lint typecheck pytest
 
 demo: $(STAMP)
 	$(BIN)/kernel-analyst eda examples/data/penguins.csv -o out/penguins-eda.ipynb --html out/penguins-eda.html
