@@ -51,7 +51,7 @@ typecheck: $(STAMP)
 # Two workers (whole modules each, so module fixtures stay shared), then the tests that
 # load the machine on purpose, alone, so they never slow a neighbour's timing.
 pytest: $(STAMP) sysdeps eg-venv
-	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not busy_machine"
+	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not busy_machine" --durations=15
 	$(BIN)/pytest -q -p no:cacheprovider -m busy_machine
 
 test: setup
