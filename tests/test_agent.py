@@ -378,6 +378,26 @@ async def test_an_empty_reply_is_no_answer(manager: SessionManager) -> None:
     assert "empty_reply" in reasons
 
 
+async def test_a_follow_up_answered_without_code_from_an_earlier_number_goes_back(
+        manager: SessionManager, tmp_path: Path) -> None:
+    """Seen with the local model on a real file: the follow-up "which state has the
+    largest TOTAL" answered at once with the first question's sum, no cell run."""
+    path = tmp_path / "totals.csv"
+    path.write_text("state,total\nA,5\nB,9\nC,7\n")
+    model = ScriptedChatModel(script=[
+        tool_call("print(df['total'].sum())"), "The totals sum to 21.",
+        "B has the largest total, 21.",
+        tool_call("print(df['total'].max())"), "B has the largest total, 9.",
+    ])
+    analyst, cid = Analyst(model, manager), SCRATCH + "-stale-no-code"
+    await analyst.ask(cid, "What do the totals sum to?", files=[path])
+    answer = await analyst.ask(cid, "Which state has the largest total, and what is it?")
+    feedback = str(model.calls[3].last_message.content)
+    assert ("These numbers come from the outputs of an earlier question, and no code ran for this one: 21 "
+            "(cell [2]: print(df['total'].sum()))." in feedback), feedback
+    assert answer.ok and answer.text == "B has the largest total, 9." and len(model.calls) == 5
+
+
 async def test_a_follow_up_answered_with_an_earlier_questions_number_goes_back(
         manager: SessionManager) -> None:
     table = "import pandas as pd\nt = pd.DataFrame({'state': ['A', 'B', 'C'], 'total': [5, 9, 7]})"

@@ -23,9 +23,11 @@ reason at most once per question, so a model that insists still gets its answer 
   templates, decimals: :class:`kernel_analyst.agent.form.AnswerForm`) and the answer does
   not follow it; the feedback names the form.
 
-- ``stale``: this question ran cells, yet every number of the answer comes from the cells of
-  an earlier question (a follow-up answered with the previous answer's total): the answer
-  is grounded, but not in what this question computed.
+- ``stale``: every number of the answer comes from the cells of an earlier question (a
+  follow-up answered with the previous answer's total), whether this question ran cells or
+  (in a conversation with data files) none: the answer is grounded, but not in what this
+  question computed. Sent once: a follow-up that only restates an earlier result says so
+  and is accepted.
 
 The grounding of the last answer reviewed is kept (:attr:`AnswerReview.grounding`): it
 goes with the answer that is finally returned, sent back or not.
@@ -93,8 +95,10 @@ class AnswerReview:
             reasons.append(("unsupported", message(key, numbers=named, tool_name=tool_name)))
         if self.settings.check_form:
             reasons += _form_reasons(answer, question)
-            if since is not None and steps and (stale := self._stale(answer, cells, since, question, files)):
-                reasons.append(("stale", message("feedback_stale", numbers=stale)))
+            if since is not None and (steps or has_files) \
+                    and (stale := self._stale(answer, cells, since, question, files)):
+                key = "feedback_stale" if steps else "feedback_stale_no_code"
+                reasons.append(("stale", message(key, numbers=stale)))
         fresh = [(key, text) for key, text in reasons if key not in self.sent]
         if not fresh:
             return None
