@@ -91,3 +91,22 @@ def test_directives_are_read_from_leading_comments() -> None:
     assert found is not None and found.kind == "background"
     assert find_directive("x = 1\n# kernel-analyst: wait") is None, "only before the code"
     assert find_directive("# kernel-analyst: no-replay\nx = 1") is None
+
+
+async def test_a_wait_with_no_run_is_no_step_and_the_prose_beside_it_is_the_answer(
+        manager: SessionManager) -> None:
+    """Seen with the local model: its work done, it wrote its answer and then `wait`, `check`,
+    `cancel` blocks copied from its prompt, each counted as a code run, until the limit."""
+    model = ScriptedChatModel(script=[
+        "```python\nprint(2, 3.0)\n```",
+        "```python\n# kernel-analyst: check\n```",
+        "2 rows, 3.0 hours apart.\n```python\n# kernel-analyst: wait 120\n```",
+    ])
+    analyst = Analyst(model, manager, protocol="code", require_work=False, max_steps=2)
+    answer = await analyst.ask("agent-idle-directive", "How many rows, how many hours apart?")
+    assert answer.ok and answer.text == "2 rows, 3.0 hours apart." and answer.stop_reason == "answered"
+    assert len(answer.steps) == 1 and len(model.calls) == 3
+    assert "There is no background run to check" in str(model.calls[2].last_message.content)
+    cells = nbformat.read(answer.notebook_path, as_version=4).cells
+    skipped = [c for c in cells if c.metadata.get("kernel_analyst", {}).get("reason") == "no_background_run"]
+    assert len(skipped) == 1 and "Reply 2 ran nothing" in skipped[0].source

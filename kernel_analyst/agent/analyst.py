@@ -319,8 +319,11 @@ class Analyst:
                 self._switched_to_code(turn, reading)
             if reading.is_answer and not reading.text.strip():  # an empty reply is no answer
                 await self._idle_reply(turn, "empty_reply", message("empty_reply"))
-            elif reading.is_answer or _repeats_work(turn, reading, text):
-                answer_text = reading.text if reading.is_answer else text
+            elif reading.is_answer or (repeats := _repeats_work(turn, reading, text)) or (
+                    reading.text.strip() and self._steps.idle_only(turn, reading)):
+                # An answer; work shown again beside one (the whole reply); or prose beside
+                # a wait for a background run that does not exist (the prose).
+                answer_text = text if not reading.is_answer and repeats else reading.text
                 feedback = self._review(turn, answer_text)
                 if feedback is None:
                     return finish(turn, "answered", answer_text)

@@ -114,6 +114,17 @@ class BackgroundSteps:
             await run.wait(seconds)
         return self._view(code, run, on_output, started=False)
 
+    def idle_directive(self, session: KernelSession, code: str) -> str | None:
+        """What the model is told when ``code`` is a ``wait``, ``check`` or ``cancel`` with no
+        run to act on (None otherwise): no step, since nothing runs (small models copy the
+        directives they were shown, after their work is done)."""
+        directive = find_directive(code)
+        if directive is None or directive.kind == "background":
+            return None
+        if session.runs.active is not None or self._unreported(session) is not None:
+            return None
+        return message("background_none", action=directive.kind)
+
     def _unreported(self, session: KernelSession) -> Run | None:
         ended = [r for r in session.runs.all()
                  if r.done and r.id in self._seen and r.id not in self._reported]

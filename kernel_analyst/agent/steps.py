@@ -65,6 +65,12 @@ class StepRunner:
             await self.not_run(turn, "unreadable_call", message("unreadable_call"), as_user=True)
         turn.idle = 0 if len(turn.steps) + turn.undos > done else turn.idle + 1
 
+    def idle_only(self, turn: Turn, reading: Reading) -> bool:
+        """True when the reply's code (written as text) only waits for, checks or cancels a
+        background run and there is none: its prose, if any, is the reply's substance."""
+        return bool(reading.actions) and not reading.calls and not reading.invalid and all(
+            self.background.idle_directive(turn.session, a.code) is not None for a in reading.actions)
+
     def _count_attempt(self, turn: Turn) -> None:
         if turn.attempts < self.max_steps:
             turn.attempts += 1
@@ -141,6 +147,8 @@ class StepRunner:
         """Run one action within the step limit; return the model's text and the observation."""
         if turn.error is not None:
             return await self.not_run(turn, "after_failure", message("not_run_after_failure")), None
+        if (idle := self.background.idle_directive(turn.session, action.code)) is not None:
+            return await self.not_run(turn, "no_background_run", idle), None
         if turn.attempts >= self.max_steps:
             text = message("step_limit", max_steps=self.max_steps)
             return await self.not_run(turn, "step_limit", text), None
