@@ -12,8 +12,8 @@ from langchain_core.messages import AIMessage
 
 from kernel_analyst import Analyst, SessionManager
 from kernel_analyst.agent.testing import ScriptedChatModel, tool_call
-from kernel_analyst.agent.undo import find_undo
-from kernel_analyst.kernels import LocalBackend
+from kernel_analyst.agent.undo import find_undo, only_read
+from kernel_analyst.kernels import Execution, LocalBackend, VariableChanges, VariableInfo
 
 from .conftest import test_limits
 
@@ -47,6 +47,34 @@ def test_find_undo() -> None:
     assert find_undo("# kernel-analyst: undo [4]") == (True, 4)
     assert find_undo("# kernel-analyst: undo\nx = 1") == (False, None)
     assert find_undo("# kernel-analyst: wait 10") == (False, None)
+
+
+def test_a_step_that_only_read_has_nothing_to_undo() -> None:
+    read = Execution(code="", status="ok")
+    assert only_read("print(df.shape[0], df['t'].diff().mean())", read)
+    assert only_read("df.head()\nlen(df)", read)
+    assert not only_read("x = 1", read)
+    assert not only_read("df.dropna(inplace=True)", read)
+    assert not only_read("print(items.pop())", read)
+    assert not only_read("exec('x = 1')", read)
+    assert not only_read("print(1", read)
+    assert not only_read("print(1)", Execution(code="", status="error"))
+    made = Execution(code="", status="ok",
+                     variables=VariableChanges(created=[VariableInfo(name="x", type="int")]))
+    assert not only_read("print(1)", made)
+
+
+async def test_an_undo_after_a_step_that_only_printed_is_no_step(manager: SessionManager) -> None:
+    """Seen with the local model: its answer printed, it wrote the answer with an undo block
+    copied from its prompt, re-ran the cell, undid it again, until its code runs ran out."""
+    model = ScriptedChatModel(script=[
+        "```python\nimport pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})\n```",
+        "```python\nprint(len(df), df['a'].sum())\n```",
+        "2 rows, summing to 3.\n```python\n# kernel-analyst: undo\n```",
+    ])
+    answer = await Analyst(model, manager, protocol="code").ask("undo-only-read", "Rows and their sum?")
+    assert answer.stop_reason == "answered" and answer.text == "2 rows, summing to 3.", answer
+    assert len(answer.steps) == 2 and not any(undone(c) for c in code_cells(answer.notebook_path))
 
 
 async def test_undo_tool_brings_the_frame_back(manager: SessionManager) -> None:

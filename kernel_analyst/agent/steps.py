@@ -30,7 +30,7 @@ from .protocols import Action, Reading, Via
 from .results import Step
 from .tool import TOOL_NAME
 from .turn import Turn
-from .undo import UNDO_TOOL_NAME, find_undo, undo_step
+from .undo import UNDO_TOOL_NAME, find_undo, only_read, undo_step
 
 _REMINDER_MAX = 1200
 """A question up to this long is restated after each output under ``code``."""
@@ -69,7 +69,19 @@ class StepRunner:
         """True when the reply's code (written as text) only waits for, checks or cancels a
         background run and there is none: its prose, if any, is the reply's substance."""
         return bool(reading.actions) and not reading.calls and not reading.invalid and all(
-            self.background.idle_directive(turn.session, a.code) is not None for a in reading.actions)
+            self._idle(turn, a.code) is not None for a in reading.actions)
+
+    def _idle(self, turn: Turn, code: str) -> tuple[str, str] | None:
+        """Why ``code`` is no step, as (kind, what the model is told): a wait, check or
+        cancel with no background run, or an undo of a step that only read (it printed,
+        it changed no variable). None for code to run."""
+        if (text := self.background.idle_directive(turn.session, code)) is not None:
+            return "no_background_run", text
+        undo, to = find_undo(code) if self.undo else (False, None)
+        last = turn.steps[-1] if turn.steps and turn.undone_at != len(turn.steps) else None
+        if undo and to is None and last is not None and only_read(last.code, last.execution):
+            return "nothing_to_undo", message("undo_nothing", step=last.index)
+        return None
 
     def _count_attempt(self, turn: Turn) -> None:
         if turn.attempts < self.max_steps:
@@ -147,8 +159,8 @@ class StepRunner:
         """Run one action within the step limit; return the model's text and the observation."""
         if turn.error is not None:
             return await self.not_run(turn, "after_failure", message("not_run_after_failure")), None
-        if (idle := self.background.idle_directive(turn.session, action.code)) is not None:
-            return await self.not_run(turn, "no_background_run", idle), None
+        if (idle := self._idle(turn, action.code)) is not None:
+            return await self.not_run(turn, *idle), None
         if turn.attempts >= self.max_steps:
             text = message("step_limit", max_steps=self.max_steps)
             return await self.not_run(turn, "step_limit", text), None

@@ -18,6 +18,7 @@ an observation saying so, never a failure of the answer.
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Any, Literal
 
@@ -26,7 +27,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ArgsSchema, BaseTool
 from pydantic import BaseModel, Field
 
-from ..kernels import KernelSession, SessionManager
+from ..kernels import Execution, KernelSession, SessionManager
 from ..kernels.conversation import DEFAULT_CHECKPOINTS, enable_checkpoints
 from ..kernels.exceptions import CheckpointError
 from .exceptions import KernelToolError
@@ -52,6 +53,38 @@ def find_undo(code: str) -> tuple[bool, int | None]:
         if match is not None and not found[0]:
             found = (True, int(match.group(1)) if match.group(1) else None)
     return found
+
+
+_MUTATING = frozenset({"append", "extend", "insert", "remove", "pop", "popitem", "clear", "update",
+                       "setdefault", "add", "discard", "sort", "reverse", "__setitem__", "__delitem__"})
+"""Methods that change their object whatever their arguments (pandas' change it only with
+``inplace=True``)."""
+
+
+def only_read(code: str, execution: Execution) -> bool:
+    """True when a step could not have changed the variables: no name was created, rebound
+    or deleted, and its code only evaluates expressions (no assignment, no ``inplace=True``,
+    no method that changes its object). Undoing such a step changes nothing (a small model
+    copies the undo directive from its prompt after its last step printed the answer)."""
+    if execution.variables or execution.status != "ok":
+        return False
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return False
+    if not all(isinstance(node, ast.Expr) for node in tree.body):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.NamedExpr, ast.Lambda, ast.Await, ast.Yield, ast.YieldFrom)):
+            return False
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATING:
+                return False
+            if any(k.arg == "inplace" for k in node.keywords):
+                return False
+            if isinstance(node.func, ast.Name) and node.func.id in {"exec", "eval", "setattr", "delattr"}:
+                return False
+    return True
 
 
 async def undo_step(session: KernelSession, to: int | None) -> str:
