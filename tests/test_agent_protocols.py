@@ -234,12 +234,16 @@ async def test_code_that_already_failed_is_not_run_again(manager: SessionManager
 
     wrong = "import pandas as pd\ndf = pd.read_csv('titanic.csv')\nprint(df['Survived'].mean())"
     model = ScriptedChatModel(script=[f"```python\n{wrong}\n```", f"```python\n{wrong}\n```",
-                                      f"```python\n{SURVIVAL}\n```", "It is 0.3838."])
+                                      f"```python\n{wrong}\n```", f"```python\n{SURVIVAL}\n```",
+                                      "It is 0.3838."])
     answer = await Analyst(model, manager, protocol="code").ask("protocols-repeat", "Rate?",
                                                                  files=[SEABORN / "titanic.csv"])
-    assert [s.execution.status for s in answer.steps] == ["error", "ok"]  # the repeat never ran
+    assert [s.execution.status for s in answer.steps] == ["error", "ok"]  # the repeats never ran
     told = str(model.calls[2].messages[-1].content)
     assert told.startswith("Not run: this is the same code that just failed in step 1 (KeyError: 'Survived')")
+    again = str(model.calls[3].messages[-1].content)  # sent a third time: another way out
+    assert again.startswith("Not run: you sent the code that failed in step 1 again (KeyError: 'Survived'). "
+                            "Do not patch it: write a new, shorter cell"), again
     first = str(model.calls[1].messages[-1].content)
     assert "The DataFrames' columns are: df: survived, pclass" in first
     assert answer.text == "It is 0.3838."

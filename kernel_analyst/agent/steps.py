@@ -170,7 +170,10 @@ class StepRunner:
             return await self._undo(turn, to), None
         earlier = _ran_before(turn.steps, action.code) if turn.undone_at != len(turn.steps) else None
         if earlier is not None and earlier.execution.error is not None:  # it would fail the same way
-            text = message("repeated_failure", step=earlier.index, error=str(earlier.execution.error))
+            # Told once to fix the cause; sent again, a different way out (small models
+            # repeat one long cell that fails: an f-string answer template, a chained call).
+            key = "repeated_failure_again" if turn.idle else "repeated_failure"
+            text = message(key, step=earlier.index, error=str(earlier.execution.error))
             return await self.not_run(turn, "repeated_failure", text), None
         if earlier is not None and earlier.execution.status == "ok":
             text = message("repeated_success", step=earlier.index)
