@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from kernel_analyst import Analyst, Answer, SessionManager
 from kernel_analyst.agent import ToolCallingUnsupportedError
 from kernel_analyst.agent.testing import ModelCall, ScriptedChatModel, tool_call, tool_calls
-from tests.conftest import SEABORN, test_limits
+from tests.conftest import MESSY, SEABORN, test_limits
 
 TITANIC = SEABORN / "titanic.csv"
 # Tests whose kernel state does not matter share this conversation (one kernel).
@@ -376,6 +376,21 @@ async def test_an_empty_reply_is_no_answer(manager: SessionManager) -> None:
     assert str(model.calls[1].last_message.content).startswith("Your reply was empty.")
     reasons = [c["metadata"]["kernel_analyst"].get("reason") for c in notebook_cells(answer)]
     assert "empty_reply" in reasons
+
+
+async def test_an_answer_right_after_a_failed_step_goes_back_once(manager: SessionManager) -> None:
+    """Seen with the local model on frictionless' skip-rows file: ``df.loc[2, 'name']``
+    failed (KeyError: 2), and the answer gave a name anyway, from the profile."""
+    model = ScriptedChatModel(script=[
+        tool_call("print(df.shape[0], df.loc[2, 'name'])"), "2 rows; id 2 is english.",
+        tool_call("print(df.loc[df['id'] == 2, 'name'].iloc[0])"), "2 rows; id 2 is 中国人.",
+    ])
+    answer = await Analyst(model, manager).ask(
+        SCRATCH + "-failed-last", "How many data rows, and what is the name for id 2?",
+        files=[MESSY / "frictionless_skip-rows-before-headers.csv"])
+    feedback = str(model.calls[2].last_message.content)
+    assert "Your last code failed (KeyError: 2)" in feedback, feedback
+    assert answer.ok and answer.text == "2 rows; id 2 is 中国人." and len(answer.steps) == 2
 
 
 async def test_a_follow_up_answered_without_code_from_an_earlier_number_goes_back(

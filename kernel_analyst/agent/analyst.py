@@ -357,7 +357,7 @@ class Analyst:
             protocol=protocol.prompt_protocol, tool_name=TOOL_NAME, has_files=turn.has_files,
             cells_run=cells_run, answer=answer_text, evidence=turn.evidence,
             cells=turn.session.audit.cells, question=turn.question, files=turn.files,
-            since=turn.first_cell, steps=len(turn.steps))
+            since=turn.first_cell, steps=len(turn.steps), failed=_last_failure(turn))
 
     async def _take_steps(self, turn: Turn, reply: AIMessage, reading: Reading, text: str) -> None:
         """Record the reply's prose and run what it asks for."""
@@ -464,6 +464,14 @@ def _bind_tool(model: BaseChatModel, tools: list[BaseTool],
         raise ToolCallingUnsupportedError(
             f"{type(model).__name__} does not support tool calling (bind_tools); use protocol "
             "'code' or 'auto' (the model writes ```python blocks), or a model that calls tools") from exc
+
+
+def _last_failure(turn: Turn) -> str | None:
+    """The error of this question's last step, if it did not end ``ok`` (one line)."""
+    last = turn.steps[-1].execution if turn.steps else None
+    if last is None or last.status == "ok":
+        return None
+    return str(last.error).splitlines()[0] if last.error is not None else last.status
 
 
 def _work_cells(cells: list[dict[str, Any]]) -> int:

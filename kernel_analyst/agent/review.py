@@ -23,6 +23,11 @@ reason at most once per question, so a model that insists still gets its answer 
   templates, decimals: :class:`kernel_analyst.agent.form.AnswerForm`) and the answer does
   not follow it; the feedback names the form.
 
+- ``failed``: the question's last step failed (an error, a timeout) and the model answered
+  at once: nothing computed what that step was for, and a small model fills the gap with
+  a guess (a name it saw in the profile). Sent once: an answer that says what could not
+  be computed is accepted.
+
 - ``stale``: every number of the answer comes from the cells of an earlier question (a
   follow-up answered with the previous answer's total), whether this question ran cells or
   (in a conversation with data files) none: the answer is grounded, but not in what this
@@ -75,13 +80,16 @@ class AnswerReview:
     def feedback(self, *, protocol: str, tool_name: str, has_files: bool, cells_run: int,
                  answer: str = "", evidence: str = "", cells: Sequence[dict[str, Any]] = (),
                  question: str = "", files: Sequence[str] = (), since: int | None = None,
-                 steps: int = 0) -> str | None:
+                 steps: int = 0, failed: str | None = None) -> str | None:
         """The message that sends the answer back, or None to accept it. ``evidence`` is
         the data-derived text the model was shown without running code (the profiles);
         ``cells`` the conversation's notebook cells, ``question`` and ``files`` what the
         answer may restate without it being a claim; ``since`` the index of this
-        question's first cell and ``steps`` the steps it ran (for ``stale``)."""
+        question's first cell and ``steps`` the steps it ran (for ``stale``); ``failed`` the
+        error of this question's last step, if it failed (for ``failed``)."""
         reasons: list[tuple[str, str]] = []
+        if failed is not None and self.settings.check_form:
+            reasons.append(("failed", message("feedback_failed_last", error=failed)))
         if (self.settings.require_work and has_files and cells_run == 0
                 and not _numbers_shown(answer, evidence)):
             key = "feedback_no_work_code" if protocol == "code" else "feedback_no_work_tools"
