@@ -141,7 +141,7 @@ CASES: tuple[Case, ...] = (
         "How many rows does this file have, and what is the sum of column a?",
         (_n(2), _n(5)),
         "What is the value of column c in the last row?",
-        (Expected("é"),),
+        (Expected("©"),),
         "a",
     ),
     Case(
