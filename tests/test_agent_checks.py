@@ -185,3 +185,19 @@ async def test_a_table_too_large_for_pandas_is_pointed_to_duckdb_not_to_the_call
     assert large.too_large and tables_note([large]) == (
         f"`{path.name}` (delimited text, encoding utf-8, delimiter ',') is too large to load with pandas in "
         "this kernel: query it with DuckDB, as said above, and fetch only aggregates or samples into pandas.")
+
+
+def test_a_model_that_refuses_missing_values_is_answered_with_how_to_drop_them() -> None:
+    import numpy as np
+    from sklearn.linear_model import LinearRegression
+
+    try:  # the real message of the installed scikit-learn
+        LinearRegression().fit(np.array([[1.0], [np.nan], [3.0]]), np.array([1.0, 2.0, 3.0]))
+    except ValueError as exc:
+        error = ExecutionError("ValueError", str(exc), [])
+    ex = Execution(code="model.fit(X, y)", status="error")
+    ex.error = error
+    assert ErrorTeacher().hint(ex, ex.code, {}).startswith(
+        "The model refuses missing values: keep the rows where every column you use has a value")
+    ex.error = ExecutionError("ValueError", "could not broadcast input array", [])
+    assert ErrorTeacher().hint(ex, ex.code, {}) == ""

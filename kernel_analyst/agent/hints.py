@@ -11,7 +11,8 @@ reads, so an error about reading one is answered with its call:
 - a ``KeyError`` on a DataFrame whose one column name holds the file's delimiter says it
   was read with the wrong separator; a ``KeyError`` close to an existing column names it
   (a stray byte-order mark, case, spaces); otherwise the frames' columns are listed;
-- a conversion error shows a value that is not a plain number.
+- a conversion error shows a value that is not a plain number;
+- a model that refuses missing values (scikit-learn, statsmodels) says how to drop or fill them.
 
 The same error twice in a row gets a different, more concrete hint: the file's first lines
 and the loader's call, or the code that takes the number out of the text, instead of the
@@ -38,6 +39,7 @@ _CONVERSION = ("invalid literal for int()", "could not convert string to float",
                "invalid literal for float()")
 _DELIMITERS = {";": "`;`", "\t": "TAB", "|": "`|`", ",": "`,`"}
 _DIGITS = re.compile(r"\d+")
+_NAN = re.compile(r"\bcontains (?:NaN|inf or nans|infinity)", re.IGNORECASE)
 
 
 @dataclass
@@ -59,7 +61,7 @@ class ErrorTeacher:
         self.last = key
         table = self._table_in(code)
         for teach in (self._decode, self._parser, self._separator, self._close_column, self._conversion,
-                      self._missing_file):
+                      self._missing_file, self._missing_values):
             text = teach(ex, table, variables, repeated)
             if text:
                 return text
@@ -175,6 +177,16 @@ class ErrorTeacher:
             return ""
         listed = ", ".join(f"`{name}`" for name in self.tables)
         return message("hint_no_file", files=listed)
+
+
+    def _missing_values(self, ex: Execution, _: UploadedTable | None, __: Mapping[str, VariableInfo],
+                        repeated: bool) -> str:
+        """scikit-learn's ``Input X contains NaN``, statsmodels' ``MissingDataError``."""
+        assert ex.error is not None
+        text = f"{ex.error.ename}: {ex.error.evalue}"
+        if not (_NAN.search(text) or ex.error.ename == "MissingDataError"):
+            return ""
+        return message("hint_missing_values")
 
 
 def _literals(code: str) -> set[str]:
