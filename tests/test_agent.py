@@ -378,6 +378,23 @@ async def test_an_empty_reply_is_no_answer(manager: SessionManager) -> None:
     assert "empty_reply" in reasons
 
 
+async def test_a_step_that_replaces_the_uploaded_table_by_a_subset_is_told_so(
+        manager: SessionManager) -> None:
+    """Seen with the local model: ``df = df[df['pl_discmethod'] == 'Radial Velocity']`` to
+    count one method, and the next question's median came from 553 of 1,035 planets."""
+    model = ScriptedChatModel(script=[
+        tool_call("df = df[df['pl_discmethod'] == 'Radial Velocity']\nprint(len(df))"),
+        tool_call("rv = df\nprint(len(rv))"), "553 of the planets.",
+    ])
+    answer = await Analyst(model, manager).ask(SCRATCH + "-shrunk", "How many by Radial Velocity?",
+                                               files=[MESSY / "seaborn_raw_planets_commented.csv"])
+    told = str(model.calls[1].last_message.content)
+    assert ("Check: `df`, the uploaded table, now holds 553 of its 1,035 rows: this step replaced it by a "
+            "subset" in told), told
+    assert "Check: `df`" not in str(model.calls[2].last_message.content)  # said once, when it happened
+    assert answer.ok
+
+
 async def test_an_answer_right_after_a_failed_step_goes_back_once(manager: SessionManager) -> None:
     """Seen with the local model on frictionless' skip-rows file: ``df.loc[2, 'name']``
     failed (KeyError: 2), and the answer gave a name anyway, from the profile."""

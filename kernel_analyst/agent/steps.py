@@ -19,7 +19,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from ..kernels import Execution, KernelAnalystError
 from .background import BackgroundSteps
 from .briefing import track_variables
-from .checks import comparison_notes, result_notes
+from .checks import comparison_notes, result_notes, shrunk_tables
 from .context_window import observation_id
 from .ending import now
 from .events import AgentNote, StepCode, StepFinished, StepOutput, StepStarted
@@ -196,11 +196,15 @@ class StepRunner:
                                              annotations={"agent": agent_meta})
         ex = run.execution
         variables = turn.conversation.variables
+        rows_before = {name: info.shape[0] for name, info in variables.items() if info.shape}
         lost = track_variables(variables, ex)
         observation = await self._observe(turn, ex, lost, index) if run.observe else Observation(text="")
         lines = [part for part in (run.note, observation.text) if part]
         if run.observe:
             lines += await self._checks(turn, ex, action.code)
+            if self.check_results:
+                tables = {t.variable for t in turn.conversation.teacher.tables.values() if t.variable}
+                lines += shrunk_tables(ex, rows_before, tables)
             hint = turn.conversation.teacher.hint(ex, action.code, variables)
             lines += [hint] if hint else []
         text = "\n".join(lines)
