@@ -46,10 +46,14 @@ async def test_outputs_stream_as_they_arrive(server: RunningServer, sid: str) ->
         async for event in _events(response):
             seen.append(event)
     names = [name for name, _, _ in seen]
-    assert names == ["output", "output", "output", "result"], names
-    assert seen[0][1]["output"] == {"output_type": "stream", "name": "stdout", "text": "first\n"}
-    assert seen[0][1]["html"] == '<pre class="output-stream stdout">first\n</pre>'
-    assert seen[3][2] - seen[0][2] > 0.5, "the first output arrived only at the end"
+    assert names[-1] == "result" and set(names[:-1]) == {"output"} and len(names) >= 4, names
+    # A line may come in two stream outputs (print writes the text and the newline apart, and
+    # ipykernel's own flush can fall between them on a busy machine): the text is what counts.
+    streams = [data["output"] for name, data, _ in seen[:-1] if data["output"]["output_type"] == "stream"]
+    assert "".join(o["text"] for o in streams) == "first\nsecond\n", streams
+    assert seen[0][1]["output"]["text"] in ("first\n", "first")
+    assert seen[0][1]["html"].startswith('<pre class="output-stream stdout">first')
+    assert seen[-1][2] - seen[0][2] > 0.5, "the first output arrived only at the end"
     result = seen[-1][1]
     assert result["status"] == "ok" and result["text"] == "first\nsecond\n'done'\n"
 
@@ -61,7 +65,11 @@ async def test_kernel_death_during_a_stream(server: RunningServer, sid: str) -> 
             "code": "print('going', flush=True)\nimport os, time\ntime.sleep(0.2)\nos._exit(1)"})
         assert response.status_code == 200
         events = parse_sse(response.text)
-        assert [name for name, _ in events] == ["output", "result"], events
+        # "going\n" may come as one stream output or two: print writes the text and the
+        # newline apart, and ipykernel's own flush can fall between them on a busy machine.
+        names = [name for name, _ in events]
+        assert names[-1] == "result" and set(names[:-1]) == {"output"}, events
+        assert "".join(data["output"].get("text", "") for _, data in events[:-1]) == "going\n", events
         result = events[-1][1]
         assert result["status"] == "died" and result["state"] == "lost"
         # The service's recovery policy is "replay": the next cell finds the variable rebuilt
