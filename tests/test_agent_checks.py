@@ -132,6 +132,10 @@ def test_the_form_a_question_asks_for() -> None:
     assert AnswerForm.of("What is the mean fare?").problems("About 32.") == []
     dabench = AnswerForm.of("Finish with @mean_fare[mean_fare_value]. Write each @name[value] as shown.")
     assert dabench.names == ("mean_fare",) and dabench.problems("@mean_fare[34.65]") == []
+    # DABench 6: the answer was prose, with the code that printed the form restated under it.
+    restated = "The mean fare is 34.65.\n```python\nprint(f'@mean_fare[{m:.2f}]')\n```"
+    assert dabench.problems(restated) == ["missing: @mean_fare[...]"]
+    assert dabench.problems("Run `print('@mean_fare[1]')`; it is 34.65.") == ["missing: @mean_fare[...]"]
 
 
 def test_table_names_and_endings() -> None:

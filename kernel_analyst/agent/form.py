@@ -21,6 +21,9 @@ from dataclasses import dataclass
 
 _TEMPLATE_RE = re.compile(r"@(\w+)\[")
 _ANSWER_RE = re.compile(r"@(\w+)\[(.*?)\]")
+_CODE_RE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.DOTALL)
+"""Code in an answer (fenced, or inline): a template inside it is code that prints the
+form, not the answer written in it."""
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 _DECIMALS_RE = re.compile(r"\b(?:to|with|at)\s+(\d|one|two|three|four|five|six)\s+decimal(?:\s+places?|s)?\b",
                           re.IGNORECASE)
@@ -56,7 +59,7 @@ class AnswerForm:
         more decimals than asked (empty when it follows the form, or none is given)."""
         if not self.names:
             return []
-        given = dict(_ANSWER_RE.findall(answer))
+        given = dict(_ANSWER_RE.findall(_CODE_RE.sub(" ", answer)))
         missing = [name for name in self.names if name not in given]
         if missing:
             return [f"missing: {', '.join(f'@{n}[...]' for n in missing)}"]
