@@ -322,7 +322,8 @@ class Analyst:
             elif reading.is_answer or (repeats := _repeats_work(turn, reading, text)) or (
                     reading.text.strip() and self._steps.idle_only(turn, reading)):
                 # An answer; work shown again beside one (the whole reply); or prose beside
-                # a wait for a background run that does not exist (the prose).
+                # blocks that are no step: a wait for a background run that does not exist,
+                # an undo of a step that only printed (the prose).
                 answer_text = text if not reading.is_answer and repeats else reading.text
                 feedback = self._review(turn, answer_text)
                 if feedback is None:

@@ -66,8 +66,8 @@ class StepRunner:
         turn.idle = 0 if len(turn.steps) + turn.undos > done else turn.idle + 1
 
     def idle_only(self, turn: Turn, reading: Reading) -> bool:
-        """True when the reply's code (written as text) only waits for, checks or cancels a
-        background run and there is none: its prose, if any, is the reply's substance."""
+        """True when every block of the reply (code written as text) is no step (see
+        :meth:`_idle`): its prose, if any, is the reply's substance."""
         return bool(reading.actions) and not reading.calls and not reading.invalid and all(
             self._idle(turn, a.code) is not None for a in reading.actions)
 
