@@ -32,9 +32,9 @@ import numpy as np
 import pandas as pd
 
 from kernel_analyst.agent.briefing import describe_files
-from kernel_analyst.agent.observation import DEFAULT_BUDGET, observe
+from kernel_analyst.agent.briefing.uploads import read_uploads, tables_note
 from kernel_analyst.agent.prompting import kernel_context, message, system_prompt
-from kernel_analyst.agent.uploads import read_uploads, tables_note
+from kernel_analyst.agent.tools.observation import DEFAULT_BUDGET, observe
 from kernel_analyst.eda._profile_impl import profile_frame
 from kernel_analyst.kernels import Execution, FileInfo
 

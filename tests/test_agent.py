@@ -353,8 +353,8 @@ def test_models_without_tool_calling_write_code_as_text_or_are_refused(manager: 
     with pytest.raises(ToolCallingUnsupportedError, match="tool calling"):
         Analyst(GenericFakeChatModel(messages=iter(())), manager, protocol="tools")
     analyst = Analyst(GenericFakeChatModel(messages=iter(())), manager)  # auto: code as text
-    assert "```python" in str(analyst._systems["code"].content)
-    assert analyst._bound is None
+    assert "```python" in str(analyst._loop.systems["code"].content)
+    assert analyst._loop.caller.bound is None
 
 
 def test_settings_are_checked(manager: SessionManager) -> None:

@@ -10,8 +10,8 @@ import nbformat
 import pytest
 
 from kernel_analyst import Analyst, SessionManager
-from kernel_analyst.agent.background import find_directive
 from kernel_analyst.agent.testing import ModelCall, ScriptedChatModel, tool_call
+from kernel_analyst.agent.tools.background import find_directive
 
 from .conftest import test_limits
 

@@ -7,10 +7,15 @@ from typing import Any
 
 import pytest
 
-from kernel_analyst.agent.checks import comparisons, empty_answer, never_matches_by_type, result_notes
-from kernel_analyst.agent.form import AnswerForm
-from kernel_analyst.agent.hints import ErrorTeacher
-from kernel_analyst.agent.uploads import UploadedTable, frame_names, is_table
+from kernel_analyst.agent.briefing.uploads import UploadedTable, frame_names, is_table
+from kernel_analyst.agent.feedback.checks import (
+    comparisons,
+    empty_answer,
+    never_matches_by_type,
+    result_notes,
+)
+from kernel_analyst.agent.feedback.form import AnswerForm
+from kernel_analyst.agent.feedback.hints import ErrorTeacher
 from kernel_analyst.eda import detect
 from kernel_analyst.kernels import Execution, ExecutionError, VariableChanges, VariableInfo
 from tests.conftest import MESSY
@@ -180,7 +185,7 @@ def test_a_missing_file_lists_the_uploads() -> None:
 
 
 async def test_a_table_too_large_for_pandas_is_pointed_to_duckdb_not_to_the_call() -> None:
-    from kernel_analyst.agent.uploads import read_uploads, tables_note
+    from kernel_analyst.agent.briefing.uploads import read_uploads, tables_note
 
     path = MESSY / "csvkit_realdata_ks_1033_data.csv"  # 212 kB: over an eighth of a 1 MiB kernel
     (small,) = await read_uploads([path], [path.name], memory_mb=1024)

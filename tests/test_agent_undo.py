@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage
 
 from kernel_analyst import Analyst, SessionManager
 from kernel_analyst.agent.testing import ScriptedChatModel, tool_call
-from kernel_analyst.agent.undo import find_undo, only_read
+from kernel_analyst.agent.tools.undo import find_undo, only_read
 from kernel_analyst.kernels import Execution, LocalBackend, VariableChanges, VariableInfo
 
 from .conftest import test_limits

@@ -11,8 +11,8 @@ import pytest
 
 import kernel_analyst.frontend as frontend
 from kernel_analyst.agent.events import FinalAnswer, ModelText, StepCode
-from kernel_analyst.agent.observation import trim_traceback
 from kernel_analyst.agent.results import Answer
+from kernel_analyst.agent.tools.observation import trim_traceback
 from kernel_analyst.eda import EdaReport, StepResult
 from kernel_analyst.frontend.console import code_is_complete
 from kernel_analyst.frontend.errors import RunFailedError, UsageError, classify

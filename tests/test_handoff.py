@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kernel_analyst.agent.handoff import describe, hand_cells, handoff_note, variable_changes
+from kernel_analyst.agent.briefing.handoff import describe, hand_cells, handoff_note, variable_changes
 from kernel_analyst.kernels.launch.wsframes import decode_legacy, decode_v1, encode_legacy, encode_v1
 
 

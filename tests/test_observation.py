@@ -6,7 +6,7 @@ import base64
 import struct
 import zlib
 
-from kernel_analyst.agent.observation import elide, observe, png_size, trim_traceback
+from kernel_analyst.agent.tools.observation import elide, observe, png_size, trim_traceback
 from kernel_analyst.kernels import Execution, ExecutionError, VariableChanges, VariableInfo
 
 

@@ -34,7 +34,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, SkipValidation
 
 from .exceptions import ScriptError
-from .tool import TOOL_NAME
+from .tools.kernel_tool import TOOL_NAME
 
 
 @dataclass(frozen=True)

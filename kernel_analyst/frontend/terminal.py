@@ -47,7 +47,7 @@ def _join(value: Any) -> str:
 
 
 def _png_size(value: Any) -> str:
-    from ..agent.observation import png_size
+    from ..agent.tools.observation import png_size
 
     try:
         size = png_size(base64.b64decode(_join(value)))

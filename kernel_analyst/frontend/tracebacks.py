@@ -1,7 +1,7 @@
 """A failed cell as people read it: the one-line summary first, then the trimmed
 traceback, with the full text kept one step away.
 
-Trimming is the agent's (:func:`kernel_analyst.agent.observation.trim_traceback`): of a
+Trimming is the agent's (:func:`kernel_analyst.agent.tools.observation.trim_traceback`): of a
 chain only the last exception, the user's frames and the frame that raised, library
 frames folded, no host path outside the session. The web page and the terminal both
 show an :class:`ErrorView`.
@@ -70,7 +70,7 @@ class ErrorView:
     @classmethod
     def build(cls, ename: str, evalue: str, traceback: list[str], *, workdir: str | None = None) -> ErrorView:
         """The view of an error given by its parts."""
-        from ..agent.observation import trim_traceback
+        from ..agent.tools.observation import trim_traceback
 
         frames, omitted = trim_traceback(traceback, workdir=workdir) if traceback else ([], 0)
         full = "\n".join(strip_ansi(line).rstrip("\n") for line in traceback) or f"{ename}: {evalue}"

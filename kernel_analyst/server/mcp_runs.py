@@ -25,7 +25,7 @@ from typing import Any
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 
-from ..agent.observation import ObservationSettings, elide, observe_step
+from ..agent.tools.observation import ObservationSettings, elide, observe_step
 from ..kernels import Run, RunStatus
 from .records import SessionRecord
 from .runs_api import background_timeout

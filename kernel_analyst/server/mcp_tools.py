@@ -4,7 +4,7 @@ Over streamable HTTP the bearer token names the tenant, exactly as for the HTTP 
 over stdio the caller is the local user (tenant ``default``). A tool call without a
 ``session_id`` uses the tenant's default MCP session, started on first use. What
 ``execute`` returns is the observation a model sees (the agent's one step,
-:func:`~kernel_analyst.agent.observation.observe_step`): text within the budget, a cut
+:func:`~kernel_analyst.agent.tools.observation.observe_step`): text within the budget, a cut
 output saved in the session for reading in pieces, a trimmed traceback, and figures as
 MCP image content unless ``--images off``.
 """
@@ -29,7 +29,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from ..agent.observation import Observation, ObservationSettings, observe_step
+from ..agent.tools.observation import Observation, ObservationSettings, observe_step
 from ..frontend.errors import classify
 from ..kernels import Execution, KernelAnalystError
 from ..kernels import files as _files

@@ -369,7 +369,9 @@ class KernelSession:
 
     async def add_markdown(self, text: str, **meta: Any) -> None:
         """Append a markdown cell (question, reasoning, answer) to the audit trail (at
-        once while a background run holds the session: its cell lands when it ends)."""
+        once while a background run holds the session: its cell lands when it ends);
+        ``meta`` goes to its ``metadata.kernel_analyst``, with ``at`` (now) unless given."""
+        meta.setdefault("at", utcnow())
         if self.runs.active is not None:
             self.audit.append_markdown(text, **meta)
             return

@@ -27,11 +27,11 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ArgsSchema, BaseTool
 from pydantic import BaseModel, Field
 
-from ..kernels import Execution, KernelSession, SessionManager
-from ..kernels.conversation import DEFAULT_CHECKPOINTS, enable_checkpoints
-from ..kernels.exceptions import CheckpointError
-from .exceptions import KernelToolError
-from .prompting import message, template
+from ...kernels import Execution, KernelSession, SessionManager
+from ...kernels.conversation import DEFAULT_CHECKPOINTS, enable_checkpoints
+from ...kernels.exceptions import CheckpointError
+from ..exceptions import KernelToolError
+from ..prompting import message, template
 
 UNDO_TOOL_NAME = "undo"
 """The name the model calls the undo tool by."""

@@ -28,7 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolM
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
-from .exceptions import ModelConfigError, ProviderNotInstalledError
+from ..exceptions import ModelConfigError, ProviderNotInstalledError
 
 INSTALL_HINT = 'pip install "kernel-analyst[llamacpp]"'
 """What to install for ``llamacpp:`` models."""

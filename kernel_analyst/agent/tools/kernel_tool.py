@@ -27,10 +27,10 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ArgsSchema, BaseTool
 from pydantic import BaseModel, Field, PrivateAttr
 
-from ..kernels import SessionManager
-from .exceptions import KernelToolError
+from ...kernels import SessionManager
+from ..exceptions import KernelToolError
+from ..prompting import tool_description
 from .observation import DEFAULT_BUDGET, ObservationSettings, observe_step, store_saved_output
-from .prompting import tool_description
 
 TOOL_NAME = "python"
 """The name the model calls the tool by."""

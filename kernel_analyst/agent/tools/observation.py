@@ -35,10 +35,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kernels import KernelSession
-from ..kernels.exceptions import KernelAnalystError
-from ..kernels.execution import Execution, ExecutionError, strip_ansi
-from .prompting import message, message_names
+from ...kernels import KernelSession
+from ...kernels.exceptions import KernelAnalystError
+from ...kernels.execution import Execution, ExecutionError, strip_ansi
+from ..prompting import message, message_names
 
 DEFAULT_BUDGET = 2500
 """Characters of observation per step, unless configured otherwise: sized so that a small

@@ -27,9 +27,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..kernels import Execution, VariableInfo
-from .prompting import message
-from .uploads import UploadedTable
+from ...kernels import Execution, VariableInfo
+from ..briefing.uploads import UploadedTable
+from ..prompting import message
 
 _MAX_FRAMES = 3
 _MAX_COLUMNS = 40

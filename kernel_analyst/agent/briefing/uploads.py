@@ -19,12 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..eda._outofcore import over_pandas_share, text_bytes
-from ..eda.exceptions import UnreadableFileError
-from ..eda.loader import Plan, detect
-from ..eda.profile import profile_file, variable_name
-from ..kernels import KernelSession
-from .prompting import message
+from ...eda._outofcore import over_pandas_share, text_bytes
+from ...eda.exceptions import UnreadableFileError
+from ...eda.loader import Plan, detect
+from ...eda.profile import profile_file, variable_name
+from ...kernels import KernelSession
+from ..prompting import message
 
 TABLE_SUFFIXES = frozenset({".csv", ".tsv", ".tab", ".txt", ".dat", ".psv", ".xlsx", ".xlsm", ".xls", ".ods",
                             ".parquet", ".pq", ".json", ".jsonl", ".ndjson"})

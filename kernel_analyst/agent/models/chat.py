@@ -16,7 +16,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from .exceptions import MissingAPIKeyError, ModelConfigError, ProviderNotInstalledError
+from ..exceptions import MissingAPIKeyError, ModelConfigError, ProviderNotInstalledError
 
 log = logging.getLogger(__name__)
 
@@ -171,3 +171,7 @@ def _construction_error(parsed: ModelSpec, exc: Exception) -> ModelConfigError:
         variable = API_KEY_VARIABLES.get(parsed.provider or "", "the provider's API key variable")
         return MissingAPIKeyError(f"model {str(parsed)!r} needs an API key: set {variable} ({text})")
     return ModelConfigError(f"could not create model {str(parsed)!r}: {type(exc).__name__}: {text}")
+
+
+__all__ = ["API_KEY_VARIABLES", "EXTRAS", "LLAMACPP", "LOCAL_SERVER_KEY", "ModelEnvironment", "ModelSpec",
+           "install_hint", "load_chat_model"]

@@ -1,34 +1,39 @@
 """How an answer ends: the :class:`Answer` built from a turn, a partial answer when the steps
 ran out, and the answer's cell in the audit notebook.
 
-An answer never ends with nothing. When the step limit is reached, or the model's replies
-ran nothing several times in a row, the model is asked once more for an answer without
-code; what it says (its prose, never code) is the partial answer, grounded in the cells
-like any answer. If it says nothing usable, the partial answer is the last result a cell
-printed, quoted. Either way the answer is marked partial, in its text, its ``partial``
-field and the notebook.
+An answer never ends with nothing. When the judge stops the answer (the step limit, or
+replies that ran nothing several times in a row), the model is asked once more for an
+answer without code; what it says (its prose, never code) is the partial answer, grounded
+in the cells like any answer. If it says nothing usable, the partial answer is the last
+result a cell printed, quoted. Either way the answer is marked partial, in its text, its
+``partial`` field and the notebook.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import time
 from typing import Any
 
-from ..claims import SourceIndex, cite_markdown, ground
-from ..kernels import KernelAnalystError
-from .prompting import message
-from .results import Answer, StopReason
-from .turn import Turn
+from langchain_core.messages import HumanMessage
+
+from ...claims import Grounding, SourceIndex, cite_markdown, ground
+from ...kernels import KernelAnalystError
+from ..feedback.decisions import Stop
+from ..feedback.judge import Judge
+from ..prompting import message
+from ..results import Answer, StopReason
+from .acting import Actor, note
+from .calling import ModelCaller
+from .state import Turn
 
 _QUOTED_OUTPUT = 600
 """Characters of the last cell's output a partial answer quotes, at most."""
 
 
-def finish(turn: Turn, reason: StopReason, text: str = "", *, partial: bool = False) -> Answer:
+def finish(turn: Turn, reason: StopReason, text: str = "", *, claims: Grounding | None = None,
+           partial: bool = False) -> Answer:
     """The answer as the turn stands."""
-    grounded = reason == "answered" or (partial and bool(text))
     return Answer(
         text=text,
         steps=list(turn.steps),
@@ -40,11 +45,29 @@ def finish(turn: Turn, reason: StopReason, text: str = "", *, partial: bool = Fa
         error=turn.error if reason == "error" else None,
         duration_s=time.monotonic() - turn.started,
         files=list(turn.files),
-        protocol=turn.conversation.protocol.prompt_protocol,
+        protocol=turn.protocol.prompt_protocol,
         notes=list(turn.notes),
-        claims=turn.review.grounding if grounded else None,
+        claims=claims,
         partial=partial,
     )
+
+
+async def partial(turn: Turn, judge: Judge, caller: ModelCaller, actor: Actor, stop: Stop) -> Answer:
+    """End with the best partial answer the cells support."""
+    note(turn, "partial", stop.reason.text)
+    asked = len(turn.messages)
+    turn.messages.append(HumanMessage(judge.partial_request()))
+    reply = await caller.call(turn)
+    said = judge.partial_answer(str(reply.text), calls=bool(reply.tool_calls)) if reply is not None else ""
+    if not said:  # code or nothing: not kept, so the history stays a valid exchange
+        del turn.messages[asked:]
+        if reply is not None:
+            await actor.not_run(turn, "no_answer", message("no_partial_answer"))
+    turn.error = None  # a failed last call still leaves the cells' partial answer
+    text = partial_text(turn, said)
+    claims = ground(text, SourceIndex.from_cells(turn.cells), question=turn.question,
+                    files=turn.files) if text else None
+    return finish(turn, "max_steps", text, claims=claims, partial=bool(text))
 
 
 def partial_text(turn: Turn, reply: str) -> str:
@@ -57,13 +80,6 @@ def partial_text(turn: Turn, reply: str) -> str:
             shown = output if len(output) <= _QUOTED_OUTPUT else output[:_QUOTED_OUTPUT] + " ..."
             return message("partial_from_cell", step=step.index, output=shown)
     return ""
-
-
-def ground_partial(turn: Turn, text: str) -> None:
-    """Ground a partial answer's numbers in the conversation's cells (kept on the review)."""
-    cells = turn.session.audit.cells
-    turn.review.grounding = ground(text, SourceIndex.from_cells(cells), question=turn.question,
-                                   files=turn.files)
 
 
 async def record_answer(turn: Turn, answer: Answer, max_steps: int) -> None:
@@ -86,12 +102,7 @@ async def record_answer(turn: Turn, answer: Answer, max_steps: int) -> None:
         meta["partial"] = True
     with contextlib.suppress(KernelAnalystError):  # a session closed meanwhile keeps its notebook
         await turn.session.add_markdown(text, role="answer", stop_reason=answer.stop_reason,
-                                        protocol=answer.protocol, at=now(), **meta)
+                                        protocol=answer.protocol, **meta)
 
 
-def now() -> str:
-    """The time for a notebook cell's metadata (UTC, ISO 8601, milliseconds)."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-__all__ = ["finish", "ground_partial", "now", "partial_text", "record_answer"]
+__all__ = ["finish", "partial", "partial_text", "record_answer"]

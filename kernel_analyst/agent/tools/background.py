@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..kernels import Execution, KernelSession, Run
-from .prompting import message
+from ...kernels import Execution, KernelSession, Run
+from ..prompting import message
 
 DirectiveKind = Literal["background", "wait", "check", "cancel"]
 _DIRECTIVE = re.compile(r"^#\s*kernel-analyst:\s*(background|wait|check|cancel)\b[ \t]*(\d+(?:\.\d+)?)?\s*$")
@@ -114,16 +114,10 @@ class BackgroundSteps:
             await run.wait(seconds)
         return self._view(code, run, on_output, started=False)
 
-    def idle_directive(self, session: KernelSession, code: str) -> str | None:
-        """What the model is told when ``code`` is a ``wait``, ``check`` or ``cancel`` with no
-        run to act on (None otherwise): no step, since nothing runs (small models copy the
-        directives they were shown, after their work is done)."""
-        directive = find_directive(code)
-        if directive is None or directive.kind == "background":
-            return None
-        if session.runs.active is not None or self._unreported(session) is not None:
-            return None
-        return message("background_none", action=directive.kind)
+    def pending(self, session: KernelSession) -> bool:
+        """True while a run goes on, or one ended whose end the model was not shown: a
+        wait, check or cancel has something to act on."""
+        return session.runs.active is not None or self._unreported(session) is not None
 
     def _unreported(self, session: KernelSession) -> Run | None:
         ended = [r for r in session.runs.all()

@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..kernels import ColumnValues, Execution, VariableInfo
-from .prompting import message
+from ...kernels import ColumnValues, Execution, VariableInfo
+from ..prompting import message
 
 ValueLookup = Callable[[str, str, tuple[Any, ...]], Awaitable[ColumnValues | None]]
 """Asks the kernel for a column's values: (frame, column, the literals compared with)."""

@@ -16,7 +16,7 @@ import uuid
 
 from langchain_core.messages import BaseMessage
 
-from .prompting import message
+from ..prompting import message
 
 _OBSERVATION_PREFIX = "ka-observation-"
 _TRIMMED_SUFFIX = "-trimmed"

@@ -8,9 +8,9 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 
+from ..prompting import message
+from ..tools.observation import Observation
 from .context_window import observation_id
-from .observation import Observation
-from .prompting import message
 
 ImagesMode = Literal["auto", "on", "off"]
 """Whether figures go to the model as images: ``auto`` when the model's LangChain profile

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .prompting import message
+from ..prompting import message
 
 _MAX_NAMES = 8
 _TURN_ROLES = ("question", "answer")

@@ -1,0 +1,91 @@
+"""Before a question's first model call: its files uploaded, its tables read (and loaded),
+its question cell recorded, and the note the model reads under the question.
+
+:func:`brief` does it in that order and returns a :class:`Briefing`, a value the loop
+builds the first message and the judge's facts from.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...kernels import KernelSession, VariableInfo
+from ..prompting import kernel_context, message
+from ..tools.background import context_note
+from .handoff import handoff_note
+from .note import describe_files, describe_variables, question_markdown, refresh_variables
+from .uploads import UploadedTable, preload, read_uploads, tables_note
+
+
+@dataclass(frozen=True)
+class Briefing:
+    """What a question starts from."""
+
+    note: str
+    """What the model reads under the question: files, tables, variables, a person's cells."""
+    uploaded: list[str] = field(default_factory=list)
+    """The names the question's files got in the working directory."""
+    tables: list[UploadedTable] = field(default_factory=list)
+    """The uploaded tables as the loader reads them (with their DataFrames, when preloaded)."""
+    has_files: bool = False
+    """The conversation has data files (not only outputs the agent saved)."""
+    cells_before: int = 0
+    """Code cells that computed something before this question (not the loading of files)."""
+    first_cell: int = 0
+    """The index of the question's cell in the notebook."""
+
+    @property
+    def evidence(self) -> str:
+        """What the model was shown from the data before its first step (the profiles)."""
+        return "\n".join(t.profile for t in self.tables if t.profile)
+
+
+async def brief(session: KernelSession, variables: dict[str, VariableInfo], question: str,
+                files: Sequence[str | os.PathLike[str]], *, turn: int, preload_tables: bool) -> Briefing:
+    """Upload ``files``, read their tables, record the question (the ``turn``-th) and, with
+    ``preload_tables``, load each table; ``variables`` (the model's view of the namespace)
+    is brought up to date in place."""
+    uploaded = [(await session.upload(Path(path))).name for path in files]
+    tables = await read_uploads([Path(path) for path in files], uploaded, memory_mb=session.limits.memory_mb)
+    gone = await refresh_variables(session, variables)
+    first_cell = len(session.audit.cells)
+    await session.add_markdown(question_markdown(question, uploaded), role="question", turn=turn)
+    if preload_tables and tables:
+        tables = await preload(session, tables, set(variables), turn=turn)
+        if any(t.variable for t in tables):
+            await refresh_variables(session, variables)
+    note = await _note(session, variables, uploaded, tables, gone)
+    listing = await session.files()
+    return Briefing(note, uploaded, tables, has_files=any(not f.name.startswith("outputs/") for f in listing),
+                    cells_before=_work_cells(session.audit.cells), first_cell=first_cell)
+
+
+async def _note(session: KernelSession, variables: dict[str, VariableInfo], uploaded: list[str],
+                tables: list[UploadedTable], gone: list[str]) -> str:
+    """The note on files, tables and variables attached to the question."""
+    loaded = {t.variable for t in tables if t.variable}
+    listing = await session.files()
+    others = [v for name, v in variables.items() if name not in loaded]
+    note = kernel_context(files=describe_files(listing, new=uploaded, memory_mb=session.limits.memory_mb),
+                          variables=describe_variables(others))
+    if tables:
+        note += "\n" + tables_note(tables)
+    if gone:
+        note += "\n" + message("variables_gone", names=", ".join(gone))
+    if running := context_note(session):
+        note += "\n" + running
+    return note + handoff_note(session.audit.cells)
+
+
+def _work_cells(cells: list[dict[str, Any]]) -> int:
+    """Code cells that computed something (not the briefing's own loading of the files)."""
+    roles = [(c.get("metadata") or {}).get("kernel_analyst", {}).get("role") for c in cells
+             if c.get("cell_type") == "code"]
+    return sum(role != "profile" for role in roles)
+
+
+__all__ = ["Briefing", "brief"]

@@ -1,0 +1,231 @@
+"""What the judge decides, as values, and what it reads to decide.
+
+The judge (:mod:`.judge`) is asked at four moments of an answer and answers each with one
+of these values; the loop (:mod:`kernel_analyst.agent.loop`) does what the value says and
+holds no policy of its own:
+
+- after a model reply: :class:`RunActions`, :class:`Tell` (the reply is no step),
+  :class:`SendBack` (an answer, not accepted yet) or :class:`Accept`;
+- before each action of a reply: :class:`Run`, :class:`Undo` or :class:`Skip`;
+- after a step ran: :class:`StepNotes` (what the model is told beside the output);
+- after a reply was acted on: :class:`Stop` (end with a partial answer) or None.
+
+Every decision that tells the model something carries the :class:`Reason` (the policy's key
+and the text) it used. What the judge reads of the answer being built is :class:`TurnFacts`
+(the loop's turn provides it; a test can give any object of that shape) and
+:class:`QuestionFacts` (fixed for the question).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ...claims import Grounding
+from ...kernels import ColumnValues, Execution, VariableInfo
+from ..protocols import Action, ProtocolState
+from ..results import Step
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One thing a policy found, as the model is told it."""
+
+    key: str
+    """The policy's key (``form``, ``repeated_failure``, ``cut_code`` ...): notebook
+    records and events name it, and a send-back reason is given once per question."""
+    text: str
+    """What the model reads."""
+
+
+# -- after a reply -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunActions:
+    """Run what the reply asks for; each action is judged again before it runs."""
+
+
+@dataclass(frozen=True)
+class Tell:
+    """The reply ran nothing and is no answer: it is recorded, and the model reads the reason."""
+
+    reason: Reason
+    """Why it is no step, as the model is told."""
+
+
+@dataclass(frozen=True)
+class Accept:
+    """The reply is the answer."""
+
+    answer: str
+    """The answer's text."""
+    grounding: Grounding
+    """Its numbers, each grounded in a cell, derived, or unsupported."""
+    switch_to_code: bool = False
+    """An undecided ``auto`` conversation writes code as text from now on (its model
+    answered instead of calling the tool)."""
+
+
+@dataclass(frozen=True)
+class SendBack:
+    """The answer goes back to the model with every reason found (each once per question)."""
+
+    answer: str
+    """The answer's text (recorded in the notebook as returned)."""
+    reasons: tuple[Reason, ...]
+    """The reasons, in the order the model reads them."""
+    text: str
+    """The one message the model reads."""
+    grounding: Grounding
+    """The answer's numbers, as for :class:`Accept`."""
+    switch_to_code: bool = False
+    """As for :class:`Accept`."""
+
+
+ReplyDecision = RunActions | Tell | Accept | SendBack
+"""What happens after a model reply."""
+
+
+# -- before an action --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """Run the action's code as a step."""
+
+    action: Action
+    """What to run."""
+
+
+@dataclass(frozen=True)
+class Undo:
+    """Undo cells (the model asked for it): the last one, or back to before cell ``to``."""
+
+    action: Action
+    """The model's request (a directive or the undo tool's call)."""
+    to: int | None
+    """The cell's prompt number, or None for the last cell."""
+
+
+@dataclass(frozen=True)
+class Skip:
+    """No step: the model reads the reason in place of an output."""
+
+    reason: Reason
+    """Why it is no step."""
+
+
+ActionDecision = Run | Undo | Skip
+"""What happens to one action of a reply."""
+
+
+# -- after a step, after a reply ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepNotes:
+    """What the model is told after a step's output: checks, a hint, the last step's note."""
+
+    reasons: tuple[Reason, ...] = ()
+    """The lines of feedback, in order, with the policies that wrote them."""
+    closing: Reason | None = None
+    """Said apart after everything else (the last code run allowed was used)."""
+
+    @property
+    def notes(self) -> list[str]:
+        """The lines' texts."""
+        return [reason.text for reason in self.reasons]
+
+
+@dataclass(frozen=True)
+class Stop:
+    """End the answer with the best partial answer the cells support."""
+
+    reason: Reason
+    """Why (the step limit; replies that ran nothing): said to the user, not the model."""
+
+
+# -- what the judge reads ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuestionFacts:
+    """What is fixed for one question when its first model call is made."""
+
+    question: str = ""
+    """The question as asked."""
+    files: tuple[str, ...] = ()
+    """The files uploaded with it (an answer may restate their names)."""
+    has_files: bool = False
+    """The conversation has data files (an answer must then come from a cell)."""
+    cells_before: int = 0
+    """Code cells that computed something before this question (not the loading of files)."""
+    evidence: str = ""
+    """What the model was shown from the data before its first step (the tables' profiles)."""
+    first_cell: int = 0
+    """The index of this question's first cell (its question cell) in the notebook."""
+
+
+@dataclass(frozen=True)
+class StepFacts:
+    """One step that ran, for the policies that look at its outcome."""
+
+    code: str
+    """The code as it ran."""
+    execution: Execution
+    """Its result (a view of a background run's new output while it goes on)."""
+    observed: bool = True
+    """False when there was nothing to observe beyond a note (code not run: a busy kernel)."""
+    rows_before: Mapping[str, int] = field(default_factory=dict)
+    """The rows of each DataFrame the model knew of before the step."""
+
+
+class TurnFacts(Protocol):
+    """What the judge reads of the answer being built (the loop's turn provides it)."""
+
+    @property
+    def steps(self) -> Sequence[Step]:
+        """The steps of this answer so far, in order."""
+
+    @property
+    def cells(self) -> Sequence[dict[str, Any]]:
+        """The conversation's notebook cells, this question's included."""
+
+    @property
+    def variables(self) -> Mapping[str, VariableInfo]:
+        """The kernel's variables as the model knows them."""
+
+    @property
+    def protocol(self) -> ProtocolState:
+        """The conversation's action protocol (read, never changed, by the judge)."""
+
+    @property
+    def failed(self) -> bool:
+        """The kernel or the model failed in this answer: nothing more runs."""
+
+    def background_pending(self) -> bool:
+        """A background run is going on, or one ended whose end the model was not shown."""
+
+    async def column_values(self, frame: str, column: str, values: tuple[Any, ...]) -> ColumnValues | None:
+        """The values of a DataFrame's column, asked of the kernel without adding a cell."""
+
+
+__all__ = [
+    "Accept",
+    "ActionDecision",
+    "QuestionFacts",
+    "Reason",
+    "ReplyDecision",
+    "Run",
+    "RunActions",
+    "SendBack",
+    "Skip",
+    "StepFacts",
+    "StepNotes",
+    "Stop",
+    "Tell",
+    "TurnFacts",
+    "Undo",
+]

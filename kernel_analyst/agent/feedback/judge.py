@@ -1,0 +1,293 @@
+"""The judge: every decision about a model's reply or action, returned as a value.
+
+One :class:`Judge` per question. The loop asks it at four moments and does what it returns
+(:mod:`.decisions`):
+
+- :meth:`Judge.on_reply`: a reply that is no step and no answer (:data:`.replies.NO_STEP_REPLIES`)
+  is :class:`Tell`; an answer (:func:`.replies.answer_in`) goes to :meth:`Judge.on_answer`,
+  which accepts it or sends it back with every reason of :data:`.answers.ANSWER_CHECKS`
+  not sent yet; anything else is :class:`RunActions`;
+- :meth:`Judge.on_action` (and :meth:`Judge.on_call` for a native call): a step runs, an
+  undo is done, or the action is :class:`Skip` (:data:`.replies.NO_STEP`, the step limit,
+  :data:`.replies.REPEATS`);
+- :meth:`Judge.after_step`: the lines the model reads beside the output (:mod:`.outcomes`);
+- :meth:`Judge.after_reply`: :class:`Stop` when the step limit was reached or too many
+  replies in a row ran nothing.
+
+The question's one :class:`Budget` (code runs, replies in a row that ran nothing, reasons
+sent back, undos) is written here and nowhere else. Adding a policy means writing a
+function in this room, registering it in :class:`Policies` and its text in
+``prompts/messages.txt``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..prompting import message
+from ..protocols import Action, InvalidCall, ProtocolState, Reading, Via
+from ..results import Step
+from ..tools.kernel_tool import TOOL_NAME
+from ..tools.undo import UNDO_TOOL_NAME, find_undo
+from .answers import ANSWER_CHECKS, AnswerCase, Registered, grounding_of
+from .decisions import (
+    Accept,
+    ActionDecision,
+    QuestionFacts,
+    Reason,
+    ReplyDecision,
+    Run,
+    RunActions,
+    SendBack,
+    Skip,
+    StepFacts,
+    StepNotes,
+    Stop,
+    Tell,
+    TurnFacts,
+    Undo,
+)
+from .hints import ErrorTeacher
+from .outcomes import STEP_CHECKS, StepCase, StepCheck, last_step
+from .replies import (
+    NO_STEP,
+    NO_STEP_REPLIES,
+    REPEATS,
+    ActionCase,
+    ActionPolicy,
+    ReplyCase,
+    ReplyPolicy,
+    answer_in,
+    nothing_to_run,
+)
+
+_REMINDER_MAX = 1200
+"""A question up to this long is restated after each output under ``code``."""
+MAX_IDLE_REPLIES = 3
+"""Replies in a row that run nothing (the same code again, unreadable or cut code) before
+the answer ends with what the cells show: the user should not wait for a loop."""
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """What the judge allows and checks (from the analyst's settings)."""
+
+    max_steps: int = 15
+    """Code runs allowed for one question."""
+    max_idle: int = MAX_IDLE_REPLIES
+    """Replies in a row that ran nothing before the answer ends."""
+    undo: bool = True
+    """The model can undo cells."""
+    require_work: bool = True
+    """Send back an answer given before any code ran in a conversation with data files."""
+    check_numbers: bool = True
+    """Send back an answer with numbers no cell produced."""
+    check_results: bool = True
+    """Check results that cannot be right, and answers that are empty or not in the form asked."""
+    tool_name: str = TOOL_NAME
+    """The Python tool's name, for the messages."""
+
+
+@dataclass(frozen=True)
+class Policies:
+    """The policies the judge asks, by moment, in order."""
+
+    replies: tuple[ReplyPolicy, ...] = NO_STEP_REPLIES
+    """Replies that are no step and no answer."""
+    no_step: tuple[ActionPolicy, ...] = NO_STEP
+    """Actions that are no step and use no code run."""
+    repeats: tuple[ActionPolicy, ...] = REPEATS
+    """Actions that use a code run and are not run."""
+    answers: tuple[Registered, ...] = ANSWER_CHECKS
+    """Reasons to send an answer back."""
+    steps: tuple[StepCheck, ...] = STEP_CHECKS
+    """Lines after a step's output."""
+
+
+@dataclass
+class Budget:
+    """One question's budget and counters; only the judge writes them."""
+
+    steps: int = 0
+    """Code runs used (replies that tried to run code count, capped at the limit)."""
+    idle: int = 0
+    """Replies in a row that ran nothing."""
+    sent: set[str] = field(default_factory=set)
+    """Reasons already sent back (each is sent once per question)."""
+    undone_at: int = -1
+    """The number of steps when the model last undid a cell (code may run again after it)."""
+    undos: int = 0
+    """Undos done (a reply that undoes is not idle)."""
+    progress_mark: int = 0
+    """Steps and undos when the current reply's actions began."""
+    limit_reached: bool = False
+    """The step limit was already used up when the current reply's actions began."""
+
+    def count(self, max_steps: int, *, capped: bool = True) -> None:
+        """Count a reply that tried to run code and could not."""
+        if not capped or self.steps < max_steps:
+            self.steps += 1
+
+
+class Judge:
+    """Every decision of one question; see the module docstring."""
+
+    def __init__(self, settings: JudgeSettings, question: QuestionFacts, *,
+                 teacher: ErrorTeacher | None = None, policies: Policies | None = None) -> None:
+        self.settings = settings
+        self.question = question
+        self.teacher = teacher if teacher is not None else ErrorTeacher()
+        self.policies = policies or Policies()
+        self.budget = Budget()
+
+    # -- a reply ---------------------------------------------------------------------------------
+
+    def on_reply(self, reading: Reading, text: str, facts: TurnFacts) -> ReplyDecision:
+        """What a model reply leads to (it was read by the conversation's protocol)."""
+        case = ReplyCase(reading, text, [self._case(a, facts) for a in reading.actions], facts.steps,
+                         self.settings.tool_name)
+        for policy in self.policies.replies:
+            if (reason := policy(case)) is not None:
+                return Tell(reason)
+        answer = answer_in(case)
+        if answer is not None:
+            return self.on_answer(answer, facts)
+        self.budget.progress_mark = len(facts.steps) + self.budget.undos
+        self.budget.limit_reached = self.budget.steps >= self.settings.max_steps
+        return RunActions()
+
+    def on_answer(self, answer: str, facts: TurnFacts) -> Accept | SendBack:
+        """Accept an answer, or send it back with the reasons not sent yet."""
+        q = self.question
+        switch = (self.settings.require_work and q.has_files and facts.protocol.active is None
+                  and q.cells_before + len(facts.steps) == 0)
+        grounding = grounding_of(answer, facts.cells, q)
+        case = AnswerCase(answer, grounding, q, facts.cells, len(facts.steps),
+                          "code" if switch else facts.protocol.prompt_protocol, self.settings.tool_name,
+                          failed=_last_failure(facts.steps))
+        checks = [r.check for r in self.policies.answers if getattr(self.settings, r.setting)]
+        reasons = [reason for check in checks if (reason := check(case)) is not None]
+        fresh = tuple(reason for reason in reasons if reason.key not in self.budget.sent)
+        if not fresh:
+            return Accept(answer, grounding, switch)
+        self.budget.sent.update(reason.key for reason in fresh)
+        text = message("feedback", reasons="".join(f"\n{reason.text}" for reason in fresh))
+        return SendBack(answer, fresh, text, grounding, switch)
+
+    def after_reply(self, decision: ReplyDecision, facts: TurnFacts) -> Stop | None:
+        """After the loop acted on a reply: stop, or go on (None)."""
+        budget = self.budget
+        if isinstance(decision, Tell):
+            budget.idle += 1
+        elif isinstance(decision, RunActions):
+            progressed = len(facts.steps) + budget.undos > budget.progress_mark
+            budget.idle = 0 if progressed else budget.idle + 1
+            if budget.limit_reached:
+                return Stop(Reason("step_limit", message("step_limit", max_steps=self.settings.max_steps)))
+        if budget.idle >= self.settings.max_idle:
+            return Stop(Reason("stalled", message("stalled", count=budget.idle)))
+        return None
+
+    def after_output(self, facts: TurnFacts) -> str:
+        """What follows a step's output written back as text (``code``): answer now, or write
+        the next block, and the question again ("" when no code run is left)."""
+        if self.budget.steps >= self.settings.max_steps or facts.failed:
+            return ""
+        return message("code_continue") + _question_reminder(self.question.question)
+
+    def partial_request(self) -> str:
+        """What the model is asked when the answer stops: its best answer without code."""
+        return message("step_limit_answer", max_steps=self.settings.max_steps)
+
+    def partial_answer(self, text: str, *, calls: bool) -> str:
+        """The prose of the reply to :meth:`partial_request`: "" when it is code (written as
+        text, cut, or a tool call) or nothing, which is never an answer."""
+        reading = ProtocolState("tools").read(text, tool_name=self.settings.tool_name)
+        return "" if reading.code_only or reading.cut or calls else reading.text
+
+    # -- an action -------------------------------------------------------------------------------
+
+    def on_call(self, name: str, args: Any, call_id: str, facts: TurnFacts) -> ActionDecision:
+        """A native tool call: the Python tool's code or the undo tool are actions; another
+        tool or missing code is no step (and counts as a try)."""
+        if name == UNDO_TOOL_NAME and self.settings.undo:
+            to = args.get("to") if isinstance(args, dict) else None
+            directive = "# kernel-analyst: undo" + (f" {to}" if isinstance(to, int) else "")
+            return self.on_action(Action(directive, Via.TOOL_CALL, call_id), facts)
+        code = args.get("code") if isinstance(args, dict) else None
+        if name == self.settings.tool_name and isinstance(code, str) and code.strip():
+            return self.on_action(Action(code, Via.TOOL_CALL, call_id), facts)
+        if not facts.failed:
+            self.budget.count(self.settings.max_steps)
+        tool_name = self.settings.tool_name
+        if name != tool_name:
+            key = "unknown_tool_undo" if self.settings.undo else "unknown_tool"
+            return Skip(Reason("unknown_tool", message(key, name=name, tool_name=tool_name)))
+        return Skip(Reason("bad_arguments", message("bad_arguments", tool_name=tool_name, detail="")))
+
+    def on_invalid_call(self, bad: InvalidCall) -> Skip | None:
+        """A native call whose arguments could not be parsed (None without a call id to answer)."""
+        if not bad.call_id:
+            return None
+        self.budget.count(self.settings.max_steps, capped=False)
+        detail = f" ({bad.error})" if bad.error else ""
+        return Skip(Reason("bad_arguments", message("bad_arguments", tool_name=self.settings.tool_name,
+                                                    detail=detail)))
+
+    def on_nothing_to_run(self, reading: Reading) -> Skip:
+        """A reply with code that cannot run (cut, or a call that cannot be read): counts as a try."""
+        self.budget.count(self.settings.max_steps)
+        return Skip(nothing_to_run(reading))
+
+    def on_action(self, action: Action, facts: TurnFacts) -> ActionDecision:
+        """Run the action, undo, or skip it with the reason."""
+        case = self._case(action, facts)
+        for policy in self.policies.no_step:
+            if (reason := policy(case)) is not None:
+                return Skip(reason)
+        if self.budget.steps >= self.settings.max_steps:
+            return Skip(Reason("step_limit", message("step_limit", max_steps=self.settings.max_steps)))
+        self.budget.steps += 1
+        undo, to = find_undo(action.code) if self.settings.undo else (False, None)
+        if undo:
+            self.budget.undone_at = len(facts.steps)
+            self.budget.undos += 1
+            return Undo(action, to)
+        for policy in self.policies.repeats:
+            if (reason := policy(case)) is not None:
+                return Skip(reason)
+        return Run(action)
+
+    async def after_step(self, step: StepFacts, facts: TurnFacts) -> StepNotes:
+        """The lines the model reads after a step's output."""
+        case = StepCase(step, facts.variables, self.teacher, facts.column_values, self.budget.steps,
+                        self.settings.max_steps, self.settings.check_results)
+        reasons = [reason for check in self.policies.steps for reason in await check(case)]
+        return StepNotes(tuple(reasons), last_step(case))
+
+    def _case(self, action: Action, facts: TurnFacts) -> ActionCase:
+        return ActionCase(action, facts.steps, self.budget.undone_at, self.budget.idle, facts.failed,
+                          facts.background_pending(), self.settings.undo)
+
+
+def _question_reminder(question: str) -> str:
+    """The question restated after an output, so that a small model reads what it asks
+    (and the form it asks for) right before it answers, not only at the start of a long
+    context; empty for a question too long to repeat. Earlier outputs keep theirs: taking
+    it out would change messages the model server has cached, and cost their whole
+    prompt again."""
+    question = question.strip()
+    return "\n" + message("code_question", question=question) if 0 < len(question) <= _REMINDER_MAX else ""
+
+
+def _last_failure(steps: Sequence[Step]) -> str | None:
+    """The error of the last step, if it did not end ``ok`` (one line)."""
+    last = steps[-1].execution if steps else None
+    if last is None or last.status == "ok":
+        return None
+    return str(last.error).splitlines()[0] if last.error is not None else last.status
+
+
+__all__ = ["MAX_IDLE_REPLIES", "Budget", "Judge", "JudgeSettings", "Policies"]

@@ -1,0 +1,95 @@
+"""After a step ran: what the model is told beside its output, each line from one policy.
+
+In order: comparisons against values a column never holds, empty selections and NaN
+results (:mod:`.checks`), an uploaded table left with fewer rows, the hint for an error
+(:mod:`.hints`); then, apart, the note that this was the last code run allowed. Each policy is an
+async function of a :class:`StepCase` (only the comparison check asks the kernel anything:
+a column's values, through :attr:`StepCase.lookup`, so a test gives it a dict).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from ...kernels import VariableInfo
+from ..prompting import message
+from .checks import ValueLookup, comparison_notes, result_notes, shrunk_tables
+from .decisions import Reason, StepFacts
+from .hints import ErrorTeacher
+
+
+@dataclass(frozen=True)
+class StepCase:
+    """A step that ran, with what the policies read."""
+
+    step: StepFacts
+    """The code and its outcome."""
+    variables: Mapping[str, VariableInfo] = field(default_factory=dict)
+    """The variables as the model knows them after the step."""
+    teacher: ErrorTeacher = field(default_factory=ErrorTeacher)
+    """The conversation's uploaded tables and last error."""
+    lookup: ValueLookup | None = None
+    """Asks the kernel for a column's values (None: not asked)."""
+    steps_used: int = 0
+    """Code runs used in this answer, this one included."""
+    max_steps: int = 15
+    """Code runs allowed."""
+    check_results: bool = True
+    """Whether the checks of results that cannot be right run."""
+
+    @property
+    def ran(self) -> bool:
+        """The code ran and ended ``ok``, and there is an outcome to look at."""
+        return self.step.observed and self.step.execution.status == "ok"
+
+
+StepCheck = Callable[[StepCase], Awaitable[list[Reason]]]
+"""The lines a policy adds after a step (none, one or more)."""
+
+
+async def wrong_values(case: StepCase) -> list[Reason]:
+    """Comparisons with a value the column never holds (with its real values)."""
+    if not case.check_results or not case.ran:
+        return []
+    notes = await comparison_notes(case.step.code, case.variables, case.lookup)
+    return [Reason("check_values", note) for note in notes]
+
+
+async def empty_results(case: StepCase) -> list[Reason]:
+    """An empty selection, or a NaN or empty result printed as the finding."""
+    if not case.check_results or not case.ran:
+        return []
+    return [Reason("check_empty", note) for note in result_notes(case.step.execution)]
+
+
+async def shrunk_table(case: StepCase) -> list[Reason]:
+    """An uploaded table's DataFrame left with fewer rows."""
+    if not case.check_results or not case.step.observed:
+        return []
+    tables = {t.variable for t in case.teacher.tables.values() if t.variable}
+    return [Reason("table_shrunk", note) for note in shrunk_tables(case.step.execution, case.step.rows_before,
+                                                                   tables)]
+
+
+async def error_hint(case: StepCase) -> list[Reason]:
+    """What went wrong in terms of the data, and what to run instead (:mod:`.hints`)."""
+    if not case.step.observed:
+        return []
+    hint = case.teacher.hint(case.step.execution, case.step.code, case.variables)
+    return [Reason("hint", hint)] if hint else []
+
+
+STEP_CHECKS: tuple[StepCheck, ...] = (wrong_values, empty_results, shrunk_table, error_hint)
+"""The policies after a step, in the order the model reads their lines."""
+
+
+def last_step(case: StepCase) -> Reason | None:
+    """This was the last code run allowed: answer now (said apart, after the rest)."""
+    if case.steps_used < case.max_steps:
+        return None
+    return Reason("last_step", message("last_step", max_steps=case.max_steps))
+
+
+__all__ = ["STEP_CHECKS", "StepCase", "StepCheck", "empty_results", "error_hint", "last_step", "shrunk_table",
+           "wrong_values"]

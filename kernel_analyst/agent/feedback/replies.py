@@ -1,0 +1,219 @@
+"""Replies and actions that are no step: the policies that say so, each a function of a case.
+
+A small model wastes replies in a handful of ways, each answered with one message that
+says what to do instead (and none of them counted as work done):
+
+- a reply that is **empty**, or **only code** under ``tools`` (code is never an answer);
+- a block **cut** at the reply's length limit, or a call written as text that **cannot be
+  read** (both count against the step limit: the model tried to run something);
+- a **wait, check or cancel with no background run**, or an **undo right after a step that
+  only read** (copied from the prompt after the work was done): no step, and prose beside
+  such a block is the reply's answer;
+- **the code of the previous step again**: after a failure it would fail the same way
+  (told once to fix the cause, then to write a new, shorter cell); after a success its
+  output is above already;
+- an action after the kernel **failed** earlier in the same reply.
+
+:func:`answer_in` decides whether a reply is an answer at all: prose with no action, prose
+beside code that already ran (work shown again), or prose beside blocks that are no step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..prompting import message
+from ..protocols import Action, Reading
+from ..results import Step
+from ..tools.background import find_directive
+from ..tools.undo import find_undo, only_read
+from .decisions import Reason
+
+
+@dataclass(frozen=True)
+class ActionCase:
+    """One action of a reply, with what its policies read."""
+
+    action: Action
+    """The code the model asked to run."""
+    steps: Sequence[Step] = ()
+    """This answer's steps so far."""
+    undone_at: int = -1
+    """The number of steps when the model last undid a cell (-1: never)."""
+    idle: int = 0
+    """Replies in a row that ran nothing before this one."""
+    failed: bool = False
+    """The kernel failed earlier in this answer."""
+    background_pending: bool = False
+    """A background run goes on (or ended unseen)."""
+    undo: bool = True
+    """The model can undo cells."""
+
+    @property
+    def last_step(self) -> Step | None:
+        """The previous step, unless the model undid it since."""
+        return self.steps[-1] if self.steps and self.undone_at != len(self.steps) else None
+
+
+@dataclass(frozen=True)
+class ReplyCase:
+    """One model reply as the protocol read it."""
+
+    reading: Reading
+    """What the reply asks for."""
+    text: str
+    """The reply's whole text."""
+    actions: Sequence[ActionCase] = ()
+    """Its text actions, each as a case (for the blocks that are no step)."""
+    steps: Sequence[Step] = ()
+    """This answer's steps so far."""
+    tool_name: str = "python"
+    """The Python tool's name, for the messages."""
+
+
+ActionPolicy = Callable[[ActionCase], Reason | None]
+"""A reason an action is no step, or None."""
+
+
+# -- actions that are no step, and count nothing ---------------------------------------------
+
+
+def after_failure(case: ActionCase) -> Reason | None:
+    """The kernel failed earlier in this answer: nothing more runs."""
+    return Reason("after_failure", message("not_run_after_failure")) if case.failed else None
+
+
+def no_background_run(case: ActionCase) -> Reason | None:
+    """A wait, check or cancel with no background run to act on."""
+    directive = find_directive(case.action.code)
+    if directive is None or directive.kind == "background" or case.background_pending:
+        return None
+    return Reason("no_background_run", message("background_none", action=directive.kind))
+
+
+def nothing_to_undo(case: ActionCase) -> Reason | None:
+    """An undo of the last step when that step only read (printed, changed no variable)."""
+    undo, to = find_undo(case.action.code) if case.undo else (False, None)
+    last = case.last_step
+    if undo and to is None and last is not None and only_read(last.code, last.execution):
+        return Reason("nothing_to_undo", message("undo_nothing", step=last.index))
+    return None
+
+
+IDLE_DIRECTIVES: tuple[ActionPolicy, ...] = (no_background_run, nothing_to_undo)
+"""Directives with nothing to act on: prose beside them is the reply's answer."""
+NO_STEP: tuple[ActionPolicy, ...] = (after_failure, *IDLE_DIRECTIVES)
+"""Actions that are no step and use no code run, in the order they are asked."""
+
+
+# -- actions that count as a code run but do not run ----------------------------------------------
+
+
+def repeated_failure(case: ActionCase) -> Reason | None:
+    """The previous step's code again, after it failed: told once to fix the cause; sent
+    again, a different way out (small models repeat one long cell that fails: an f-string
+    answer template, a chained call)."""
+    last = _ran_just_before(case)
+    if last is None or last.execution.error is None:
+        return None
+    key = "repeated_failure_again" if case.idle else "repeated_failure"
+    return Reason("repeated_failure", message(key, step=last.index, error=str(last.execution.error)))
+
+
+def repeated_success(case: ActionCase) -> Reason | None:
+    """The previous step's code again, after it ran: its output is above."""
+    last = _ran_just_before(case)
+    if last is None or last.execution.status != "ok":
+        return None
+    return Reason("repeated_success", message("repeated_success", step=last.index))
+
+
+REPEATS: tuple[ActionPolicy, ...] = (repeated_failure, repeated_success)
+"""Actions that use a code run and are not run, in the order they are asked."""
+
+
+def _ran_just_before(case: ActionCase) -> Step | None:
+    """The previous step, when it ran exactly this code (nothing ran since, so running it
+    again would only repeat its outcome; a repeat after other steps may differ and runs)."""
+    last = case.last_step
+    return last if last is not None and last.code.strip() == case.action.code.strip() else None
+
+
+# -- replies -----------------------------------------------------------------------------------
+
+
+def empty_reply(case: ReplyCase) -> Reason | None:
+    """A reply with nothing in it."""
+    if case.reading.is_answer and not case.reading.text.strip():
+        return Reason("empty_reply", message("empty_reply"))
+    return None
+
+
+def code_in_answer(case: ReplyCase) -> Reason | None:
+    """Under ``tools``, a reply that is only code written as text: never run, never an answer."""
+    if not case.reading.code_only:
+        return None
+    return Reason("code_in_answer", message("code_in_answer", tool_name=case.tool_name))
+
+
+ReplyPolicy = Callable[[ReplyCase], Reason | None]
+"""A reason a reply is no step and no answer, or None."""
+NO_STEP_REPLIES: tuple[ReplyPolicy, ...] = (empty_reply, code_in_answer)
+"""Replies that are no step and no answer, asked before whether a reply is an answer."""
+
+
+def answer_in(case: ReplyCase) -> str | None:
+    """The reply's answer, or None when it is no answer: its prose when it asks for nothing;
+    the whole reply when its code only repeats work that ran (shown beside the answer); its
+    prose when every block beside it is a directive with nothing to act on
+    (:data:`IDLE_DIRECTIVES`)."""
+    reading = case.reading
+    if reading.is_answer:
+        return reading.text
+    if _repeats_work(case):
+        return case.text
+    if reading.text.strip() and reading.actions and not reading.calls and not reading.invalid and all(
+            any(policy(action) is not None for policy in IDLE_DIRECTIVES) for action in case.actions):
+        return reading.text
+    return None
+
+
+def _repeats_work(case: ReplyCase) -> bool:
+    """Code written as text that already ran without error in this answer, beside prose:
+    a model showing its work beside its answer, not a new step."""
+    reading = case.reading
+    if not reading.actions or reading.calls or reading.invalid:
+        return False
+    if not (reading.text + reading.trailing).strip():
+        return False
+    done = {step.code.strip() for step in case.steps if step.execution.status == "ok"}
+    return all(action.code.strip() in done for action in reading.actions)
+
+
+def nothing_to_run(reading: Reading) -> Reason:
+    """A reply whose code cannot run: cut at the length limit, or a call that cannot be read."""
+    if reading.cut:
+        return Reason("cut_code", message("cut_code"))
+    return Reason("unreadable_call", message("unreadable_call"))
+
+
+__all__ = [
+    "IDLE_DIRECTIVES",
+    "NO_STEP",
+    "NO_STEP_REPLIES",
+    "REPEATS",
+    "ActionCase",
+    "ActionPolicy",
+    "ReplyCase",
+    "ReplyPolicy",
+    "after_failure",
+    "answer_in",
+    "code_in_answer",
+    "empty_reply",
+    "no_background_run",
+    "nothing_to_run",
+    "nothing_to_undo",
+    "repeated_failure",
+    "repeated_success",
+]

@@ -1,0 +1,176 @@
+"""Doing what the judge decided: steps run, the model told, the notebook and events kept.
+
+:class:`Actor` holds no policy: each reply's actions go to the judge one by one
+(:meth:`~kernel_analyst.agent.feedback.judge.Judge.on_call`, ``on_action``), and what comes
+back is done here: a step runs in the kernel (:mod:`kernel_analyst.agent.tools`) and is
+observed, the judge's lines follow its output; an undo is done; a skipped action's reason
+is what the model reads in place of an output. Native calls are answered with tool
+messages; code written as text with the next user message (its output, then what to do
+next, as the judge says). A reply that ran nothing is
+recorded in the notebook and the events (:meth:`Actor.not_run`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from ...kernels import Execution, KernelAnalystError
+from ..briefing.note import track_variables
+from ..events import AgentNote, ModelText, StepCode, StepFinished, StepOutput, StepStarted
+from ..feedback.decisions import Reason, Run, SendBack, Skip, StepFacts, Undo
+from ..feedback.judge import Judge
+from ..prompting import message
+from ..protocols import Action, Reading
+from ..results import Step
+from ..tools.kernel_tool import TOOL_NAME
+from ..tools.observation import Observation, ObservationSettings, observe_step
+from ..tools.undo import undo_step
+from .context_window import observation_id
+from .figures import figures_message
+from .state import Turn
+
+NoteKind = Literal["protocol_switched", "answer_returned", "context_trimmed", "partial", "undo",
+                   "reply_not_run"]
+
+
+class Actor:
+    """Runs the actions the judge allows and tells the model what the judge says."""
+
+    def __init__(self, *, step_timeout_s: float | None, observation: ObservationSettings) -> None:
+        self.step_timeout_s = step_timeout_s
+        self.observation = observation
+
+    # -- replies that run nothing ----------------------------------------------------------------
+
+    async def tell(self, turn: Turn, reason: Reason) -> None:
+        """A reply that ran nothing: recorded, and the model reads the reason next."""
+        await self.not_run(turn, reason.key, reason.text, as_user=True)
+
+    async def send_back(self, turn: Turn, decision: SendBack) -> None:
+        """Return an answer to the model with the reasons it was not accepted."""
+        note(turn, "answer_returned", decision.text)
+        if decision.answer.strip():
+            await turn.session.add_markdown(decision.answer, role="model", returned=True)
+        if isinstance(turn.messages[-1], AIMessage) and not turn.messages[-1].tool_calls:
+            turn.messages.pop()  # not read back: numbers it made up there anchor a small model's next try
+        turn.messages.append(HumanMessage(decision.text))
+
+    async def not_run(self, turn: Turn, kind: str, text: str, *, as_user: bool = False) -> str:
+        """Record a reply that ran nothing (notebook and events); with ``as_user`` the
+        model is told ``text`` as the next message. Returns ``text``."""
+        why = message("reply_not_run", reply=turn.replies, why=text.splitlines()[0])
+        turn.emit(AgentNote("reply_not_run", why))
+        try:
+            await turn.session.add_markdown(f"> {why}", role="model", ran=False, reason=kind)
+        except KernelAnalystError:
+            pass  # a session closed meanwhile keeps its notebook as it was
+        if as_user:
+            turn.messages.append(HumanMessage(text, id=observation_id()))
+        return text
+
+    # -- a reply's actions -----------------------------------------------------------------------
+
+    async def act(self, turn: Turn, judge: Judge, reply: AIMessage, reading: Reading) -> None:
+        """Record the reply's prose and do what each of its actions is judged to be."""
+        text = str(reply.text)
+        if reading.kept_text is not None and reading.kept_text != text:
+            turn.messages[-1] = reply.model_copy(update={"content": reading.kept_text})
+        if reading.text.strip() and not reading.cut:
+            turn.emit(ModelText(reading.text))
+            await turn.session.add_markdown(reading.text, role="model")
+        if reading.calls or reading.invalid:
+            await self._tool_calls(turn, judge, reading)
+        elif reading.actions:
+            await self._text_code(turn, judge, reading.actions[0])
+        else:
+            skip = judge.on_nothing_to_run(reading)
+            await self.not_run(turn, skip.reason.key, skip.reason.text, as_user=True)
+
+    async def _tool_calls(self, turn: Turn, judge: Judge, reading: Reading) -> None:
+        figures: list[tuple[int, Observation]] = []
+        for name, args, call_id in reading.calls:
+            content, observation = await self._do(turn, judge, judge.on_call(name, args, call_id, turn))
+            turn.messages.append(ToolMessage(content=content, tool_call_id=call_id, name=TOOL_NAME,
+                                             id=observation_id()))
+            if observation is not None and observation.images:
+                figures.append((len(turn.steps), observation))
+        for bad in reading.invalid:
+            skip = judge.on_invalid_call(bad)
+            if skip is not None:
+                content = await self.not_run(turn, skip.reason.key, skip.reason.text)
+                turn.messages.append(ToolMessage(content=content, tool_call_id=bad.call_id, name=TOOL_NAME,
+                                                 id=observation_id()))
+        if figures:
+            turn.messages.append(figures_message(figures))
+
+    async def _text_code(self, turn: Turn, judge: Judge, action: Action) -> None:
+        """Run code the model wrote as text; its output is the next user message."""
+        content, observation = await self._do(turn, judge, judge.on_action(action, turn))
+        header = f"{message('code_output', step=len(turn.steps))}\n" if observation is not None else ""
+        text = header + content
+        if (after := judge.after_output(turn)):
+            text = f"{text}\n\n{after}"
+        parts: list[str | dict[str, Any]] = [text]
+        if observation is not None and observation.images:
+            parts.extend(observation.image_blocks())
+        body: str | list[str | dict[str, Any]] = parts if len(parts) > 1 else str(parts[0])
+        turn.messages.append(HumanMessage(content=body, id=observation_id()))
+
+    async def _do(self, turn: Turn, judge: Judge,
+                  decision: Run | Undo | Skip) -> tuple[str, Observation | None]:
+        """Do one judged action; return the model's text and the observation, if any."""
+        if isinstance(decision, Skip):
+            return await self.not_run(turn, decision.reason.key, decision.reason.text), None
+        if isinstance(decision, Undo):
+            text = await undo_step(turn.session, decision.to)
+            turn.emit(AgentNote("undo", text))
+            return text, None
+        try:
+            observation = await self._step(turn, judge, decision.action)
+        except KernelAnalystError as exc:
+            turn.error = f"the kernel failed: {exc}"
+            return message("kernel_failed", error=str(exc)), None
+        return turn.steps[-1].observation, observation
+
+    async def _step(self, turn: Turn, judge: Judge, action: Action) -> Observation:
+        """Run one action as a step: the kernel, the observation, the judge's lines."""
+        index = len(turn.steps) + 1
+        conversation = turn.conversation
+        turn.emit(StepStarted(index, action.call_id, action.via.value))
+        turn.emit(StepCode(index, action.code))
+        agent_meta = {"via": action.via.value, "protocol": conversation.protocol.prompt_protocol,
+                      "turn": conversation.turns + 1, "step": index}
+        run = await conversation.background.run_step(
+            turn.session, action.code, timeout=self.step_timeout_s,
+            on_output=lambda out: turn.emit(StepOutput(index, out)), annotations={"agent": agent_meta})
+        ex = run.execution
+        rows_before = {name: info.shape[0] for name, info in conversation.variables.items() if info.shape}
+        lost = track_variables(conversation.variables, ex)
+        observation = await self._observe(turn, ex, lost, index) if run.observe else Observation(text="")
+        said = await judge.after_step(StepFacts(action.code, ex, run.observe, rows_before), turn)
+        text = "\n".join(part for part in (run.note, observation.text, *said.notes) if part)
+        if said.closing is not None:
+            text += "\n\n" + said.closing.text
+        turn.steps.append(Step(index, action.code, ex, text, action.call_id, action.via.value))
+        turn.emit(StepFinished(index, ex, text))
+        return observation
+
+    async def _observe(self, turn: Turn, ex: Execution, lost: list[str] | None, index: int) -> Observation:
+        name = f"outputs/turn{turn.conversation.turns + 1}-step{index}-{uuid.uuid4().hex[:6]}.txt"
+        return await observe_step(turn.session, ex, settings=self.observation, lost_variables=lost,
+                                  save_as=name)
+
+
+def note(turn: Turn, kind: NoteKind, text: str, *, replaces: str | None = None) -> None:
+    """Tell the user something the loop did: an event, and a line of the answer's notes
+    (``replaces``: an earlier note this one supersedes)."""
+    if replaces is not None:
+        turn.notes = [n for n in turn.notes if n != replaces]
+    turn.notes.append(text)
+    turn.emit(AgentNote(kind, text))
+
+
+__all__ = ["Actor", "NoteKind", "note"]

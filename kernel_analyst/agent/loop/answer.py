@@ -1,0 +1,131 @@
+"""One answer, in the order it happens: brief, call the model, read the reply, ask the judge,
+act, end.
+
+:meth:`AnswerLoop.answer` briefs the question (:mod:`kernel_analyst.agent.briefing`), then
+repeats: a model call (:mod:`.calling`), the reply read by the conversation's protocol
+(:mod:`kernel_analyst.agent.protocols`), the judge's decision
+(:mod:`kernel_analyst.agent.feedback`), and what it says done (:mod:`.acting`), until the judge
+accepts an answer or stops (:mod:`.ending`), or the model or the kernel fails. The loop
+holds no policy: every "is this an answer, does it run, what is the model told" is the
+judge's, returned as a value.
+
+The prompt a model server caches stays the same from call to call: the system prompt and
+the tools offered never change within a conversation, and earlier messages are not
+rewritten (only the latest reply may be shortened to its code), so each call costs only its
+new tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Sequence
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.tools import BaseTool
+
+from ...kernels import KernelSession, SessionManager
+from ..briefing.brief import brief
+from ..feedback.decisions import Accept, QuestionFacts, SendBack, Tell
+from ..feedback.judge import Judge, JudgeSettings
+from ..prompting import message, system_prompt
+from ..protocols import ProtocolState
+from ..results import Answer
+from ..tools.kernel_tool import TOOL_NAME, KernelTool
+from ..tools.observation import ObservationSettings
+from ..tools.undo import UndoTool, enable_checkpoints
+from .acting import Actor, note
+from .calling import ModelCaller
+from .ending import finish, partial, record_answer
+from .figures import without_images
+from .settings import AnalystSettings
+from .state import Conversation, EventCallback, Turn
+
+
+class AnswerLoop:
+    """Answers questions with one chat model, for an :class:`~kernel_analyst.agent.Analyst`."""
+
+    def __init__(self, model: BaseChatModel, manager: SessionManager, settings: AnalystSettings, *,
+                 sends_images: bool) -> None:
+        self.settings = settings
+        undo = settings.checkpoints > 0
+        tools: list[BaseTool] = [KernelTool(manager)] + ([UndoTool(manager)] if undo else [])
+        self.caller = ModelCaller(model, tools, settings.protocol)
+        self.systems = {p: SystemMessage(system_prompt(
+            tool_name=TOOL_NAME, max_steps=settings.max_steps, budget=settings.observation_budget,
+            send_images=sends_images, protocol=p, undo=undo)) for p in ("tools", "code", "auto")}
+        observation = ObservationSettings(budget=settings.observation_budget, send_images=sends_images,
+                                          max_images=settings.max_images)
+        self.actor = Actor(step_timeout_s=settings.step_timeout_s, observation=observation)
+        self.judging = JudgeSettings(max_steps=settings.max_steps, undo=undo,
+                                     require_work=settings.require_work, check_numbers=settings.check_numbers,
+                                     check_results=settings.check_results, tool_name=TOOL_NAME)
+
+    def new_conversation(self) -> Conversation:
+        """A conversation's state before its first question."""
+        state = ProtocolState(self.settings.protocol)
+        if self.caller.bound is None:
+            state.fall_back_to_code()
+        return Conversation(state)
+
+    async def answer(self, conversation_id: str, conversation: Conversation, session: KernelSession,
+                     question: str, files: Sequence[str | os.PathLike[str]], emit: EventCallback) -> Answer:
+        """Answer ``question`` in ``session``; the conversation keeps the exchange if it completes."""
+        enable_checkpoints(session, self.settings.checkpoints)
+        turn, judge = await self._start(conversation_id, conversation, session, question, files, emit)
+        try:
+            answer = await self._run(turn, judge)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(session.interrupt())
+            raise
+        conversation.history = without_images(turn.messages[1:])
+        conversation.turns += 1
+        await record_answer(turn, answer, self.settings.max_steps)
+        return answer
+
+    async def _start(self, conversation_id: str, conversation: Conversation, session: KernelSession,
+                     question: str, files: Sequence[str | os.PathLike[str]],
+                     emit: EventCallback) -> tuple[Turn, Judge]:
+        briefing = await brief(session, conversation.variables, question, files, turn=conversation.turns + 1,
+                               preload_tables=self.settings.profile_files)
+        conversation.teacher.tables.update({t.file: t for t in briefing.tables})
+        system = self.systems[conversation.protocol.system_prompt]
+        messages = [system, *conversation.history, HumanMessage(f"{question}\n{briefing.note}")]
+        turn = Turn(conversation_id, question, session, conversation, messages, emit, files=briefing.uploaded)
+        facts = QuestionFacts(question, tuple(briefing.uploaded), briefing.has_files, briefing.cells_before,
+                              briefing.evidence, briefing.first_cell)
+        return turn, Judge(self.judging, facts, teacher=conversation.teacher)
+
+    async def _run(self, turn: Turn, judge: Judge) -> Answer:
+        while True:
+            reply = await self.caller.call(turn)
+            if reply is None:
+                return finish(turn, "error")
+            reading = turn.protocol.read(str(reply.text), reply.tool_calls, reply.invalid_tool_calls,
+                                         tool_name=TOOL_NAME)
+            if reading.switched_to == "code":
+                via = reading.actions[0].via.value if reading.actions else "text"
+                note(turn, "protocol_switched", message("protocol_switched", via=via))
+            decision = judge.on_reply(reading, str(reply.text), turn)
+            if isinstance(decision, (Accept, SendBack)) and decision.switch_to_code \
+                    and turn.protocol.prefer_code():  # the system prompt stays: it describes both forms
+                note(turn, "protocol_switched", message("protocol_switched_no_call"))
+            if isinstance(decision, Accept):
+                return finish(turn, "answered", decision.answer, claims=decision.grounding)
+            if isinstance(decision, SendBack):
+                await self.actor.send_back(turn, decision)
+                continue
+            if isinstance(decision, Tell):
+                await self.actor.tell(turn, decision.reason)
+            else:
+                await self.actor.act(turn, judge, reply, reading)
+                if turn.error is not None:
+                    return finish(turn, "error")
+            if (stop := judge.after_reply(decision, turn)) is not None:
+                return await partial(turn, judge, self.caller, self.actor, stop)
+
+
+__all__ = ["AnswerLoop"]

@@ -1,0 +1,70 @@
+"""How an :class:`~kernel_analyst.agent.Analyst` runs: its settings, checked once."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..protocols import PROTOCOLS, ProtocolName
+from ..tools.observation import DEFAULT_BUDGET
+from ..tools.undo import DEFAULT_CHECKPOINTS
+from .figures import ImagesMode
+
+
+@dataclass(frozen=True)
+class AnalystSettings:
+    """How an :class:`Analyst` runs; set through its constructor's keywords."""
+
+    max_steps: int = 15
+    """Code runs allowed for one question."""
+    observation_budget: int = DEFAULT_BUDGET
+    """Characters of each step's result the model is shown."""
+    send_images: bool | ImagesMode = "auto"
+    """Show figures to the model as images: ``True``/``"on"`` unless its profile says it
+    cannot take them, ``"auto"`` when its profile says it can, ``False``/``"off"`` never."""
+    max_images: int = 4
+    """Figures attached per step at most."""
+    step_timeout_s: float | None = None
+    """Seconds each step may run; ``None`` uses the manager's ``Limits.timeout_s``."""
+    profile_files: bool = True
+    """Load each table uploaded with a question into a DataFrame before the model's first
+    step (a recorded cell: the EDA loader's code and a compact profile) and show the model
+    its name and profile; ``False`` shows the loader's code and the columns instead, for
+    the model to run (:mod:`kernel_analyst.agent.briefing.uploads`)."""
+    protocol: ProtocolName = "auto"
+    """How the model runs code (:mod:`kernel_analyst.agent.protocols`): ``tools`` (native
+    tool calls), ``code`` (```python blocks written as text), ``auto`` (tool calls when the
+    model makes them, else the text form it uses)."""
+    require_work: bool = True
+    """Send an answer back once when it comes before any code ran in a conversation with
+    data files (see :mod:`kernel_analyst.agent.feedback.answers`)."""
+    check_numbers: bool = True
+    """Send an answer back once when it states numbers no cell produced, naming them (see
+    :mod:`kernel_analyst.agent.feedback.answers`); the answer's grounding is in
+    ``Answer.claims`` either way."""
+    check_results: bool = True
+    """Tell the model, after a step, of results that cannot be right (a filter on a value
+    its column never holds, an empty selection, a NaN result: :mod:`kernel_analyst.agent.feedback.checks`),
+    and send back once an answer that is only ``nan`` or not in the form the question asks."""
+    checkpoints: int = DEFAULT_CHECKPOINTS
+    """Cells the model can undo (:mod:`kernel_analyst.agent.tools.undo`): the agent's sessions take
+    a checkpoint before every cell and keep this many, where the kernel can be checkpointed
+    and the manager's ``Limits.checkpoints`` sets none; 0 offers no undo."""
+
+    def __post_init__(self) -> None:
+        if self.checkpoints < 0:
+            raise ValueError(f"checkpoints must be 0 or more; got {self.checkpoints}")
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps must be at least 1; got {self.max_steps}")
+        if self.observation_budget < 500:
+            raise ValueError("observation_budget must be at least 500 characters; "
+                             f"got {self.observation_budget}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}; got {self.protocol!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return asdict(self)
+
+
+__all__ = ["AnalystSettings"]

@@ -1,0 +1,115 @@
+"""What the loop keeps of a conversation between answers, and of one answer while it is built.
+
+:class:`Conversation` lives between answers (its history, the variables as the model knows
+them, the protocol it follows, the hints' memory). :class:`Turn` is one answer: the
+messages sent to the model, the steps, the notes for the user, and the facts the judge
+reads (:class:`~kernel_analyst.agent.feedback.decisions.TurnFacts`). The judge's own
+counters are in its budget, not here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from ...kernels import ColumnValues, KernelSession, VariableInfo
+from ..events import AgentEvent
+from ..feedback.hints import ErrorTeacher
+from ..protocols import ProtocolState
+from ..results import Step, Usage
+from ..tools.background import BackgroundSteps
+
+EventCallback = Callable[[AgentEvent], None]
+"""Receives each event of an answer, in order (called synchronously)."""
+
+
+@dataclass
+class Conversation:
+    """What the analyst remembers of one conversation between answers."""
+
+    protocol: ProtocolState
+    """The action protocol it follows."""
+    history: list[BaseMessage] = field(default_factory=list)
+    """The messages of its completed answers (figures replaced by a note)."""
+    variables: dict[str, VariableInfo] = field(default_factory=dict)
+    """The kernel's variables as the model last learned of them."""
+    turns: int = 0
+    """Answers completed."""
+    teacher: ErrorTeacher = field(default_factory=ErrorTeacher)
+    """Its uploaded tables and the last step's error (:mod:`kernel_analyst.agent.feedback.hints`)."""
+    background: BackgroundSteps = field(default_factory=BackgroundSteps)
+    """Its background runs, as the model has seen them."""
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """One answer at a time."""
+
+
+@dataclass
+class Turn:
+    """The state of one answer while it is being built."""
+
+    conversation_id: str
+    """The conversation's id."""
+    question: str
+    """The question as asked."""
+    session: KernelSession
+    """The conversation's kernel session."""
+    conversation: Conversation
+    """What is kept between answers."""
+    messages: list[BaseMessage]
+    """What the model is sent: the system prompt, the history, this answer so far."""
+    emit: EventCallback
+    """Where events go."""
+    files: list[str] = field(default_factory=list)
+    """The files uploaded with the question."""
+    steps: list[Step] = field(default_factory=list)
+    """The code runs of this answer."""
+    usage: Usage = field(default_factory=Usage)
+    """Tokens, summed over the model calls."""
+    replies: int = 0
+    """Model replies so far."""
+    error: str | None = None
+    """What failed (the model call, the kernel): the answer ends with it."""
+    notes: list[str] = field(default_factory=list)
+    """What the loop did that the user should know (the answer's notes)."""
+    trimmed: int = 0
+    """Observations trimmed from the messages to fit the model's context."""
+    started: float = field(default_factory=time.monotonic)
+    """When the answer began (``time.monotonic``)."""
+
+    # -- the facts the judge reads (feedback.decisions.TurnFacts) --------------------------------
+
+    @property
+    def cells(self) -> Sequence[dict[str, Any]]:
+        """The conversation's notebook cells."""
+        return self.session.audit.cells
+
+    @property
+    def variables(self) -> Mapping[str, VariableInfo]:
+        """The kernel's variables as the model knows them."""
+        return self.conversation.variables
+
+    @property
+    def protocol(self) -> ProtocolState:
+        """The conversation's action protocol."""
+        return self.conversation.protocol
+
+    @property
+    def failed(self) -> bool:
+        """The kernel or the model failed in this answer."""
+        return self.error is not None
+
+    def background_pending(self) -> bool:
+        """A background run goes on, or ended unseen."""
+        return self.conversation.background.pending(self.session)
+
+    async def column_values(self, frame: str, column: str, values: tuple[Any, ...]) -> ColumnValues | None:
+        """A column's values, asked of the kernel without a cell."""
+        return await self.session.column_values(frame, column, values)
+
+
+__all__ = ["Conversation", "EventCallback", "Turn"]
