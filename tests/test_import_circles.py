@@ -1,4 +1,4 @@
-"""No import circles in kernel_analyst, and the rooms of kernels/ import one way.
+"""No import circles in kernel_analyst, and the rooms of kernels/ and agent/ import one way.
 
 The circles are found the way ``import-circles.py`` (the project's tool) finds them:
 every module's imports read with ``ast`` (nothing is run), relative and absolute ones
@@ -131,40 +131,84 @@ MAY_IMPORT = {
     f"{K}.conversation": VALUES | {f"{K}.launch", f"{K}.trail", f"{K}.conversation"},
 }
 
+A = f"{PACKAGE}.agent"
+# The same for agent/ (docs/architecture.md): values at the top import no room; models and
+# tools only values; briefing may use tools (a run's note); the judge (feedback) reads what a
+# directive is (tools) and an upload (briefing) but never the loop; the loop uses every room.
+# The face (analyst), testing and the earlier paths (_earlier) are above the rooms.
+AGENT_VALUES = {f"{A}.{m}" for m in ("results", "events", "exceptions", "prompting", "protocols")}
+AGENT_MAY_IMPORT = {
+    "values": AGENT_VALUES,
+    f"{A}.models": AGENT_VALUES | {f"{A}.models"},
+    f"{A}.tools": AGENT_VALUES | {f"{A}.tools"},
+    f"{A}.briefing": AGENT_VALUES | {f"{A}.tools", f"{A}.briefing"},
+    f"{A}.feedback": AGENT_VALUES | {f"{A}.tools", f"{A}.briefing", f"{A}.feedback"},
+    f"{A}.loop": AGENT_VALUES | {f"{A}.models", f"{A}.tools", f"{A}.briefing", f"{A}.feedback", f"{A}.loop"},
+}
 
-def _part(module: str) -> str | None:
-    if module in VALUES:
+
+def _part(module: str, values: set[str], rooms: dict[str, set[str]]) -> str | None:
+    if module in values:
         return "values"
-    return next((room for room in MAY_IMPORT if room != "values" and
+    return next((room for room in rooms if room != "values" and
                  (module == room or module.startswith(room + "."))), None)
 
 
-def test_the_rooms_of_kernels_import_one_way() -> None:
-    wrong = []
-    for module, targets in _graph().items():
-        part = _part(module)
-        if part is None:
-            continue
-        for target in targets:
-            if target.startswith(K + ".") and not any(target == ok or target.startswith(ok + ".")
-                                                      for ok in MAY_IMPORT[part]):
-                wrong.append(f"{module} -> {target}")
-    faces = [p for p in ROOT.joinpath("kernels").rglob("__init__.py")]
-    for face in faces:  # a room's face may re-export only its own room (and values)
+def _against_the_doors(package: str, values: set[str], rooms: dict[str, set[str]]) -> list[str]:
+    """Imports of ``package`` by its own rooms that their doors do not allow (faces included:
+    a room's face may re-export only what the room itself may import)."""
+    wrong = _wrong_edges(_graph(), package, values, rooms)
+    files = {_module_name(p) for p in ROOT.rglob("*.py")}
+    for face in ROOT.joinpath(*package.split(".")[1:]).rglob("__init__.py"):
         me = _module_name(face)
-        part = _part(me)
+        part = _part(me, values, rooms)
         if part is None or part == "values":
             continue
-        files = {_module_name(p) for p in ROOT.rglob("*.py")}
-        for target, _ in _imports(face, files | {me}):
-            if target.startswith(K + ".") and not any(target == ok or target.startswith(ok + ".")
-                                                      for ok in MAY_IMPORT[part]):
-                wrong.append(f"{me} (face) -> {target}")
-    assert not wrong, "imports against the rooms' one-way doors:\n" + "\n".join(sorted(wrong))
+        wrong += [f"{me} (face) -> {target}" for target, _ in _imports(face, files | {me})
+                  if not _allowed(package, rooms[part], target)]
+    return sorted(wrong)
+
+
+def _allowed(package: str, doors: set[str], target: str) -> bool:
+    inside = target.startswith(package + ".")
+    return not inside or any(target == ok or target.startswith(ok + ".") for ok in doors)
+
+
+def _wrong_edges(graph: dict[str, dict[str, set[str]]], package: str, values: set[str],
+                 rooms: dict[str, set[str]]) -> list[str]:
+    return [f"{module} -> {target}" for module, targets in graph.items()
+            if (part := _part(module, values, rooms)) is not None
+            for target in targets if not _allowed(package, rooms[part], target)]
+
+
+def test_the_rooms_of_kernels_import_one_way() -> None:
+    wrong = _against_the_doors(K, VALUES, MAY_IMPORT)
+    assert not wrong, "imports against the rooms' one-way doors:\n" + "\n".join(wrong)
+
+
+def test_the_rooms_of_the_agent_import_one_way() -> None:
+    wrong = _against_the_doors(A, AGENT_VALUES, AGENT_MAY_IMPORT)
+    assert not wrong, "imports against the agent rooms' one-way doors:\n" + "\n".join(wrong)
+    top = sorted(p.name for p in ROOT.joinpath("agent").glob("*.py") if p.name != "__init__.py")
+    assert len(top) <= 10, f"agent/ has {len(top)} modules at its top level: {top}"
+
+
+def test_the_door_check_finds_a_wrong_import() -> None:
+    graph = {f"{A}.feedback.judge": {f"{A}.loop.state": {"Turn"}, f"{A}.results": {"Step"}},
+             f"{A}.loop.answer": {f"{A}.feedback.judge": {"Judge"}}, f"{A}.results": {f"{A}.tools": {"X"}}}
+    assert _wrong_edges(graph, A, AGENT_VALUES, AGENT_MAY_IMPORT) == [
+        f"{A}.feedback.judge -> {A}.loop.state", f"{A}.results -> {A}.tools"]
 
 
 def test_kernels_never_imports_the_agent_cli_or_server() -> None:
-    outside = (f"{PACKAGE}.agent", f"{PACKAGE}.cli", f"{PACKAGE}.server", f"{PACKAGE}.frontend")
+    outside = (A, f"{PACKAGE}.cli", f"{PACKAGE}.server", f"{PACKAGE}.frontend")
     wrong = [f"{module} -> {target}" for module, targets in _graph().items() if module.startswith(K + ".")
+             for target in targets if target.startswith(outside)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_agent_never_imports_the_cli_server_or_front_ends() -> None:
+    outside = (f"{PACKAGE}.cli", f"{PACKAGE}.server", f"{PACKAGE}.frontend")
+    wrong = [f"{module} -> {target}" for module, targets in _graph().items() if module.startswith(A + ".")
              for target in targets if target.startswith(outside)]
     assert not wrong, "\n".join(wrong)

@@ -33,6 +33,65 @@ AGENT = [
     "Usage", "load_chat_model", "observe", "observe_step", "run_playbook",
 ]
 
+AGENT_MODELS = ["ModelEnvironment", "ModelSpec", "install_hint", "load_chat_model", "LOCAL_SERVER_KEY"]
+AGENT_TESTING = ["ModelCall", "ScriptedChatModel", "tool_call", "tool_calls"]
+EDA = ["EdaError", "EdaReport", "ExcelPlan", "JsonPlan", "LoadPlan", "ParquetPlan", "Plan", "PlannedCell",
+       "PlaybookOptions", "Progress", "ReaderMissingError", "STEPS", "StepResult", "TableShape",
+       "UnreadableFileError", "detect", "notebook_html", "plan_cells", "run_playbook", "selected_steps",
+       "summary_first", "summary_markdown", "write_html", "write_notebook"]
+CLAIMS = ["AnswerCheck", "CellRef", "Claim", "ClaimStatus", "Derivation", "Grounding", "Ignored", "Mention",
+          "MovedClaim", "Part", "Source", "SourceIndex", "cell_anchor", "cell_parts", "cite_markdown",
+          "ground", "read_mentions", "recheck"]
+
+# The modules of agent/ before it was regrouped into rooms (issue 33), each with the names it
+# had then and the module that holds them now: the earlier path is that very module. (The
+# loop's internal classes StepRunner, AnswerReview and ReviewSettings, and ending's helpers
+# ground_partial and now, gave way to the judge; nothing outside the agent used them.)
+A = "kernel_analyst.agent"
+EARLIER_AGENT = {
+    "background": ("tools.background", ["BackgroundSteps", "DEFAULT_WAIT_S", "Directive", "MAX_WAIT_S",
+                                        "START_WAIT_S", "StepResult", "context_note", "find_directive"]),
+    "checks": ("feedback.checks", ["Comparison", "ValueLookup", "comparison_notes", "comparisons",
+                                   "empty_answer", "last_output_line", "never_matches_by_type",
+                                   "result_notes"]),
+    "context_window": ("loop.context_window", ["is_context_overflow", "is_observation", "observation_id",
+                                               "trim_oldest_observation"]),
+    "ending": ("loop.ending", ["finish", "partial_text", "record_answer"]),
+    "figures": ("loop.figures", ["ImagesMode", "accepts_images", "figures_message", "images_enabled",
+                                 "takes_images", "without_images"]),
+    "form": ("feedback.form", ["AnswerForm"]),
+    "handoff": ("briefing.handoff", ["describe", "hand_cells", "handoff_note", "variable_changes"]),
+    "hints": ("feedback.hints", ["ErrorTeacher"]),
+    "llamacpp": ("models.llamacpp", ["INSTALL_HINT", "LlamaCppChatModel", "load_llamacpp"]),
+    "observation": ("tools.observation", ["Observation", "ObservationSettings", "SavedOutput", "elide",
+                                          "format_error", "observe", "observe_step", "png_size",
+                                          "resources_note", "scrub_frame_path", "store_saved_output",
+                                          "trim_traceback"]),
+    "review": ("feedback.answers", []),
+    "steps": ("loop.acting", []),
+    "tool": ("tools.kernel_tool", ["KernelTool", "KernelToolInput", "TOOL_NAME", "store_saved_output"]),
+    "turn": ("loop.state", ["Conversation", "EventCallback", "Turn"]),
+    "undo": ("tools.undo", ["DEFAULT_CHECKPOINTS", "UNDO_TOOL_NAME", "UndoTool", "UndoToolInput",
+                            "enable_checkpoints", "find_undo", "undo_step"]),
+    "uploads": ("briefing.uploads", ["TABLE_SUFFIXES", "UploadedTable", "frame_names", "is_table", "preload",
+                                     "read_uploads", "tables_note"]),
+}
+EARLIER_AGENT_FACES = {  # earlier modules that are packages now, and modules that stayed
+    "briefing": ["describe_files", "describe_variables", "question_markdown", "refresh_variables",
+                 "track_variables"],
+    "playbook": ["EdaReport", "PlannedCell", "PlaybookOptions", "Progress", "STEPS", "StepResult",
+                 "UnreadableFileError", "plan_cells", "run_playbook"],
+    "prompting": ["kernel_context", "message", "message_names", "render", "system_prompt", "template",
+                  "tool_description"],
+    "protocols": ["Action", "ActiveProtocol", "FoundCode", "InvalidCall", "PROTOCOLS", "ProtocolName",
+                  "ProtocolState", "Reading", "Via", "bare_code", "cut_fence", "find_code", "is_code_only",
+                  "looks_like_a_call", "unfence_answers"],
+    "results": ["Answer", "Step", "Usage"],
+    "events": ["AgentNote", "FinalAnswer", "ModelText", "StepCode", "StepFinished", "StepOutput",
+               "StepStarted"],
+    "analyst": ["Analyst", "AnalystSettings", "EventCallback", "ImagesMode", "MAX_IDLE_REPLIES"],
+}
+
 # Module paths named in README.md and docs/, and the names they are used for there;
 # and modules whose names the front ends and tests have always imported from them.
 DOCUMENTED = {
@@ -57,7 +116,8 @@ DOCUMENTED = {
 
 
 @pytest.mark.parametrize(("module", "names"), [("kernel_analyst", TOP), ("kernel_analyst.kernels", KERNELS),
-                                                ("kernel_analyst.agent", AGENT)])
+                                                ("kernel_analyst.agent", AGENT), ("kernel_analyst.eda", EDA),
+                                                ("kernel_analyst.claims", CLAIMS)])
 def test_every_public_name_still_imports(module: str, names: list[str]) -> None:
     imported = importlib.import_module(module)
     missing = [name for name in names if getattr(imported, name, None) is None]
@@ -84,3 +144,32 @@ def test_earlier_paths_are_the_same_objects() -> None:
 
     assert backends.LocalBackend is kernels.LocalBackend and backends.KernelBackend is kernels.KernelBackend
     assert gateway.GatewayBackend is kernels.launch.GatewayBackend
+
+
+@pytest.mark.parametrize(("module", "names"), [(f"{A}.models", AGENT_MODELS),
+                                                (f"{A}.testing", AGENT_TESTING)])
+def test_the_agent_models_and_testing_names_still_import(module: str, names: list[str]) -> None:
+    imported = importlib.import_module(module)
+    assert not [name for name in names if getattr(imported, name, None) is None]
+
+
+@pytest.mark.parametrize("old", sorted(EARLIER_AGENT))
+def test_earlier_agent_module_paths_are_the_modules_that_hold_them_now(old: str) -> None:
+    new, names = EARLIER_AGENT[old]
+    earlier = importlib.import_module(f"{A}.{old}")
+    assert earlier is importlib.import_module(f"{A}.{new}")
+    namespace: dict[str, object] = {}
+    for name in names:
+        exec(f"from {A}.{old} import {name}", namespace)
+        assert namespace[name] is getattr(earlier, name)
+
+
+@pytest.mark.parametrize("module", sorted(EARLIER_AGENT_FACES))
+def test_earlier_agent_names_still_import(module: str) -> None:
+    imported = importlib.import_module(f"{A}.{module}")
+    missing = [name for name in EARLIER_AGENT_FACES[module] if getattr(imported, name, None) is None]
+    assert not missing, f"{A}.{module} lost {missing}"
+    if module == "playbook":
+        import kernel_analyst.eda as eda
+
+        assert imported.run_playbook is eda.run_playbook
