@@ -1,0 +1,343 @@
+"""The judge, one policy at a time: a made-up reply or step and state, no kernel, no model.
+
+Each test gives the judge what the loop would (a reply read by the protocol, the turn's
+facts) and checks the value it returns: :class:`Tell`, :class:`Accept`, :class:`SendBack`,
+:class:`RunActions`; :class:`Run`, :class:`Undo`, :class:`Skip`; the lines after a step;
+:class:`Stop`. The loop's own tests (tests/test_agent*.py) run it end to end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from kernel_analyst.agent.briefing.uploads import UploadedTable
+from kernel_analyst.agent.feedback import (
+    Accept,
+    Judge,
+    JudgeSettings,
+    QuestionFacts,
+    Run,
+    RunActions,
+    SendBack,
+    Skip,
+    StepFacts,
+    Stop,
+    Tell,
+    Undo,
+)
+from kernel_analyst.agent.feedback.hints import ErrorTeacher
+from kernel_analyst.agent.protocols import Action, InvalidCall, ProtocolState, Reading, Via
+from kernel_analyst.agent.results import Step
+from kernel_analyst.kernels import ColumnValues, Execution, ExecutionError, VariableChanges, VariableInfo
+
+TOOL = "python"
+
+
+@dataclass
+class Facts:
+    """The turn as the judge reads it (what the loop's Turn provides)."""
+
+    steps: list[Step] = field(default_factory=list)
+    cells: list[dict[str, Any]] = field(default_factory=list)
+    variables: dict[str, VariableInfo] = field(default_factory=dict)
+    protocol: ProtocolState = field(default_factory=lambda: ProtocolState("tools"))
+    failed: bool = False
+    pending: bool = False
+    columns: dict[tuple[str, str], ColumnValues] = field(default_factory=dict)
+
+    def background_pending(self) -> bool:
+        return self.pending
+
+    async def column_values(self, frame: str, column: str, values: tuple[Any, ...]) -> ColumnValues | None:
+        return self.columns.get((frame, column))
+
+
+def judge(question: str = "How many rows?", *, max_steps: int = 15, has_files: bool = False,
+          cells_before: int = 0, evidence: str = "", first_cell: int = 0, teacher: ErrorTeacher | None = None,
+          **settings: Any) -> Judge:
+    facts = QuestionFacts(question, (), has_files, cells_before, evidence, first_cell)
+    return Judge(JudgeSettings(max_steps=max_steps, tool_name=TOOL, **settings), facts, teacher=teacher)
+
+
+def read(text: str, *, protocol: str = "code", calls: Sequence[dict[str, Any]] = ()) -> Reading:
+    return ProtocolState(protocol).read(text, calls, tool_name=TOOL)  # type: ignore[arg-type]
+
+
+def step(index: int, code: str, *, error: str | None = None, changed: Sequence[VariableInfo] = (),
+         printed: str = "") -> Step:
+    outputs = [{"output_type": "stream", "name": "stdout", "text": printed}] if printed else []
+    ex = Execution(code=code, status="error" if error else "ok", outputs=outputs,
+                   error=ExecutionError(*error.split(": ", 1), []) if error else None,
+                   variables=VariableChanges(changed=list(changed)))
+    return Step(index, code, ex, "")
+
+
+def cell(count: int, source: str, printed: str, *, role: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"status": "ok"} | ({"role": role} if role else {})
+    return {"cell_type": "code", "id": f"c{count}", "execution_count": count, "source": source,
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": printed + "\n"}],
+            "metadata": {"kernel_analyst": meta}}
+
+
+def code(text: str) -> Action:
+    return Action(text, Via.PYTHON_FENCE)
+
+
+# -- replies that are no step ----------------------------------------------------------------------
+
+
+def test_an_empty_reply_is_told_so() -> None:
+    decision = judge().on_reply(read(""), "", Facts())
+    assert isinstance(decision, Tell) and decision.reason.key == "empty_reply"
+
+
+def test_code_alone_under_tools_is_no_answer() -> None:
+    reading = read("```python\ndf.shape\n```", protocol="tools")
+    decision = judge().on_reply(reading, "```python\ndf.shape\n```", Facts())
+    assert isinstance(decision, Tell) and decision.reason.key == "code_in_answer"
+    assert "`python` tool" in decision.reason.text
+
+
+def test_prose_is_the_answer_and_code_is_a_step() -> None:
+    assert isinstance(judge().on_reply(read("It has 3 rows."), "It has 3 rows.", Facts()), Accept)
+    text = "Let me look.\n```python\nprint(len(df))\n```"
+    assert isinstance(judge().on_reply(read(text), text, Facts()), RunActions)
+
+
+def test_work_shown_again_beside_prose_is_the_whole_reply_as_the_answer() -> None:
+    text = "There are 3 rows:\n```python\nprint(len(df))\n```"
+    facts = Facts(steps=[step(1, "print(len(df))", printed="3\n")])
+    decision = judge().on_reply(read(text), text, facts)
+    assert isinstance(decision, Accept) and decision.answer == text
+
+
+def test_prose_beside_a_wait_with_no_run_is_the_answer() -> None:
+    text = "The mean is 4.\n```python\n# kernel-analyst: wait 60\n```"
+    decision = judge().on_reply(read(text), text, Facts())
+    assert isinstance(decision, Accept) and decision.answer == "The mean is 4."
+    assert isinstance(judge().on_reply(read(text), text, Facts(pending=True)), RunActions)
+
+
+# -- actions -----------------------------------------------------------------------------------
+
+
+def test_nothing_runs_after_the_kernel_failed() -> None:
+    decision = judge().on_action(code("print(1)"), Facts(failed=True))
+    assert isinstance(decision, Skip) and decision.reason.key == "after_failure"
+
+
+def test_a_wait_with_no_background_run_is_no_step_and_uses_no_code_run() -> None:
+    j = judge()
+    decision = j.on_action(code("# kernel-analyst: check"), Facts())
+    assert isinstance(decision, Skip) and decision.reason.key == "no_background_run"
+    assert "check" in decision.reason.text and j.budget.steps == 0
+    assert isinstance(j.on_action(code("# kernel-analyst: check"), Facts(pending=True)), Run)
+
+
+def test_an_undo_after_a_step_that_only_read_is_no_step_and_after_a_change_is_done() -> None:
+    read_only = Facts(steps=[step(1, "df.head()")])
+    decision = judge().on_action(code("# kernel-analyst: undo"), read_only)
+    assert isinstance(decision, Skip) and decision.reason.key == "nothing_to_undo"
+    dropped = VariableInfo("df", "pandas.DataFrame", [3, 2])
+    changed = Facts(steps=[step(1, "df = df.dropna()", changed=[dropped])])
+    j = judge()
+    decision = j.on_action(code("# kernel-analyst: undo"), changed)
+    assert isinstance(decision, Undo) and decision.to is None and j.budget.undos == 1
+    assert isinstance(judge(undo=False).on_action(code("# kernel-analyst: undo"), changed), Run)
+
+
+def test_the_step_limit_skips_the_action_and_never_counts_past_it() -> None:
+    j = judge(max_steps=1)
+    assert isinstance(j.on_action(code("a = 1"), Facts()), Run)
+    decision = j.on_action(code("b = 2"), Facts())
+    assert isinstance(decision, Skip) and decision.reason.key == "step_limit" and j.budget.steps == 1
+
+
+def test_failing_code_sent_again_is_told_to_change_then_to_start_over() -> None:
+    facts = Facts(steps=[step(1, "df['x'].astype(int)", error="ValueError: invalid literal for int()")])
+    j = judge()
+    first = j.on_action(code("df['x'].astype(int)"), facts)
+    assert isinstance(first, Skip) and first.reason.key == "repeated_failure"
+    assert "fix the cause" in first.reason.text and j.budget.steps == 1
+    j.budget.idle = 1  # the reply before ran nothing
+    again = j.on_action(code("df['x'].astype(int)"), facts)
+    assert isinstance(again, Skip) and "new, shorter cell" in again.reason.text
+
+
+def test_code_that_just_ran_is_not_run_again() -> None:
+    facts = Facts(steps=[step(1, "print(len(df))", printed="3\n")])
+    decision = judge().on_action(code("print(len(df))"), facts)
+    assert isinstance(decision, Skip) and decision.reason.key == "repeated_success"
+    assert isinstance(judge().on_action(code("print(len(df) + 1)"), facts), Run)
+
+
+def test_native_calls_of_unknown_tools_or_without_code_count_as_tries() -> None:
+    j = judge()
+    unknown = j.on_call("search", {"q": "x"}, "c1", Facts())
+    assert isinstance(unknown, Skip) and unknown.reason.key == "unknown_tool"
+    assert "`undo`" in unknown.reason.text
+    empty = j.on_call(TOOL, {"code": " "}, "c2", Facts())
+    assert isinstance(empty, Skip) and empty.reason.key == "bad_arguments" and j.budget.steps == 2
+    assert isinstance(j.on_call("undo", {"to": 2}, "c3", Facts()), Undo)
+    assert isinstance(j.on_call(TOOL, {"code": "x = 1"}, "c4", Facts()), Run)
+
+
+def test_unreadable_arguments_count_and_a_call_without_id_is_left_alone() -> None:
+    j = judge(max_steps=1)
+    j.budget.steps = 1
+    skip = j.on_invalid_call(InvalidCall("c1", "bad JSON"))
+    assert skip is not None and "(bad JSON)" in skip.reason.text and j.budget.steps == 2
+    assert j.on_invalid_call(InvalidCall("", "bad")) is None
+
+
+def test_code_cut_at_the_length_limit_or_unreadable_runs_nothing() -> None:
+    cut = read("```python\nfor i in range(3):\n")
+    assert cut.cut and judge().on_nothing_to_run(cut).reason.key == "cut_code"
+    unreadable = read('```json\n{"name": "python", "code": oops}\n```')
+    assert unreadable.unreadable and judge().on_nothing_to_run(unreadable).reason.key == "unreadable_call"
+
+
+# -- answers -----------------------------------------------------------------------------------
+
+
+def test_an_answer_right_after_a_failed_step_goes_back_once() -> None:
+    facts = Facts(steps=[step(1, "df.loc[2, 'name']", error="KeyError: 2")])
+    j = judge()
+    decision = j.on_answer("It is english.", facts)
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["failed"]
+    assert "KeyError: 2" in decision.text
+    assert isinstance(j.on_answer("I could not compute it.", facts), Accept)
+
+
+def test_no_work_with_data_sends_back_and_switches_an_undecided_model_to_code() -> None:
+    facts = Facts(protocol=ProtocolState("auto"))
+    decision = judge(has_files=True).on_answer("It has 891 rows.", facts)
+    assert isinstance(decision, SendBack) and decision.switch_to_code
+    assert [r.key for r in decision.reasons] == ["no_work"] and "```python" in decision.text
+    shown = judge(has_files=True, evidence="rows: 891").on_answer("It has 891 rows.", Facts())
+    assert isinstance(shown, Accept), "numbers the profile showed came from the data"
+    assert isinstance(judge(has_files=True, require_work=False).on_answer("891", Facts()), Accept)
+
+
+def test_numbers_no_cell_produced_are_named() -> None:
+    facts = Facts(steps=[step(1, "print(len(df))", printed="3\n")], cells=[cell(1, "print(len(df))", "3")])
+    decision = judge().on_answer("There are 3 rows and 17 columns.", facts)
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["unsupported"]
+    assert "17" in decision.text and "3," not in decision.text
+    assert isinstance(decision.grounding.claims, list) and len(decision.grounding.unsupported) == 1
+    assert isinstance(judge(check_numbers=False).on_answer("There are 3 rows and 17 columns.", facts), Accept)
+
+
+def test_an_empty_answer_goes_back() -> None:
+    facts = Facts(steps=[step(1, "print(m)", printed="nan\n")], cells=[cell(1, "print(m)", "nan")])
+    decision = judge().on_answer("nan", facts)
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["empty"]
+
+
+def test_an_answer_not_in_the_form_asked_goes_back_with_the_form() -> None:
+    facts = Facts(steps=[step(1, "print(m)", printed="2.5\n")], cells=[cell(1, "print(m)", "2.5")])
+    j = judge("What is the mean? Answer as @mean[value].")
+    decision = j.on_answer("The mean is 2.5.", facts)
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["form"]
+    assert "@mean[value]" in decision.text
+    assert isinstance(j.on_answer("The mean is 2.5.", facts), Accept), "each reason once per question"
+
+
+def test_a_follow_up_with_only_an_earlier_questions_numbers_goes_back_naming_their_cell() -> None:
+    cells = [cell(1, "df['TOTAL'].sum()", "800074"), {"cell_type": "markdown", "source": "### Question"}]
+    facts = Facts(cells=cells)
+    decision = judge("Which state has the largest TOTAL?", has_files=True, cells_before=1,
+                     first_cell=1).on_answer("800074", facts)
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["stale"]
+    assert "cell [1]: df['TOTAL'].sum()" in decision.text
+
+
+def test_every_reason_goes_back_in_one_message() -> None:
+    facts = Facts(steps=[step(1, "print(m)", error="NameError: m")], cells=[cell(1, "print(m)", "")])
+    decision = judge("Mean? Answer as @mean[value].").on_answer("The mean is 7.35.", facts)
+    assert isinstance(decision, SendBack)
+    assert [r.key for r in decision.reasons] == ["failed", "unsupported", "form"]
+    assert decision.text.count("\n- ") == 3
+
+
+# -- after a step ------------------------------------------------------------------------------
+
+
+FRAME = VariableInfo("df", "pandas.DataFrame", [3, 2], ["smoker", "tip"], {"smoker": "str", "tip": "float64"})
+
+
+async def test_a_filter_on_a_value_the_column_never_holds_is_told_with_its_values() -> None:
+    facts = Facts(variables={"df": FRAME},
+                  columns={("df", "smoker"): ColumnValues(("Yes", "No"), 2, "str", False)})
+    said = await judge().after_step(StepFacts("df[df['smoker'] == 'yes']", Execution(code="")), facts)
+    assert [r.key for r in said.reasons] == ["check_values"] and "'Yes', 'No'" in said.notes[0]
+
+
+async def test_an_empty_selection_and_a_nan_result_are_told() -> None:
+    empty = VariableInfo("sel", "pandas.DataFrame", [0, 2])
+    ex = Execution(code="", outputs=[{"output_type": "stream", "name": "stdout", "text": "nan\n"}],
+                   variables=VariableChanges(created=[empty]))
+    said = await judge().after_step(StepFacts("sel = df[df.tip > 99]; print(sel.tip.mean())", ex), Facts())
+    assert [r.key for r in said.reasons] == ["check_empty", "check_empty"]
+    assert not (await judge(check_results=False).after_step(StepFacts("x", ex), Facts())).reasons
+
+
+async def test_an_uploaded_table_left_with_fewer_rows_is_told() -> None:
+    teacher = ErrorTeacher(tables={"tips.csv": UploadedTable("tips.csv", None, variable="df")})
+    smaller = VariableInfo("df", "pandas.DataFrame", [2, 2])
+    ex = Execution(code="", variables=VariableChanges(changed=[smaller]))
+    facts = StepFacts("df = df[df.tip > 1]", ex, rows_before={"df": 3})
+    said = await judge(teacher=teacher).after_step(facts, Facts())
+    assert [r.key for r in said.reasons] == ["table_shrunk"] and "2 of its 3 rows" in said.notes[0]
+
+
+async def test_an_error_gets_its_hint() -> None:
+    ex = Execution(code="", status="error", error=ExecutionError("KeyError", "'Smoker'", []))
+    said = await judge().after_step(StepFacts("df['Smoker']", ex), Facts(variables={"df": FRAME}))
+    assert [r.key for r in said.reasons] == ["hint"] and "'smoker'" in said.notes[0]
+
+
+async def test_the_last_code_run_is_said_apart() -> None:
+    j = judge(max_steps=1)
+    assert isinstance(j.on_action(code("x = 1"), Facts()), Run)
+    said = await j.after_step(StepFacts("x = 1", Execution(code="x = 1")), Facts())
+    assert said.closing is not None and said.closing.key == "last_step" and not said.reasons
+
+
+# -- after a reply -----------------------------------------------------------------------------
+
+
+def test_replies_that_run_nothing_three_times_in_a_row_stop_the_answer() -> None:
+    j, facts = judge(), Facts()
+    for _ in range(2):
+        assert j.after_reply(j.on_reply(read(""), "", facts), facts) is None
+    stop = j.after_reply(j.on_reply(read(""), "", facts), facts)
+    assert isinstance(stop, Stop) and stop.reason.key == "stalled"
+
+
+def test_a_reply_that_ran_a_step_resets_the_count() -> None:
+    j, facts = judge(), Facts()
+    j.after_reply(j.on_reply(read(""), "", facts), facts)
+    text = "```python\nx = 1\n```"
+    decision = j.on_reply(read(text), text, facts)
+    facts.steps.append(step(1, "x = 1"))
+    assert j.after_reply(decision, facts) is None and j.budget.idle == 0
+
+
+def test_a_reply_after_the_step_limit_was_used_stops_the_answer() -> None:
+    j, facts = judge(max_steps=1), Facts()
+    j.budget.steps = 1
+    text = "```python\nx = 1\n```"
+    stop = j.after_reply(j.on_reply(read(text), text, facts), facts)
+    assert isinstance(stop, Stop) and stop.reason.key == "step_limit"
+
+
+@pytest.mark.parametrize(("reply", "calls", "kept"), [("It is 3.", False, "It is 3."),
+                                                      ("```python\nprint(3)\n```", False, ""),
+                                                      ("It is 3.", True, "")])
+def test_only_prose_is_a_partial_answer(reply: str, calls: bool, kept: str) -> None:
+    assert judge().partial_answer(reply, calls=calls) == kept
