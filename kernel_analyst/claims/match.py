@@ -235,7 +235,7 @@ class _Fit:
     form: str
 
 
-def _factors(mention: Mention) -> tuple[float, ...]:
+def factors(mention: Mention) -> tuple[float, ...]:
     if mention.kind == "percent":
         return (1.0, 100.0)
     return (1.0, 0.01)
@@ -313,7 +313,7 @@ def _best_fit(mention: Mention, index: SourceIndex) -> _Fit | None:
     if mention.kind in ("year", "date"):
         fits_found += _date_fits(mention, index)
     if mention.kind != "date":
-        for factor in _factors(mention):
+        for factor in factors(mention):
             low, high = _window(mention, factor)
             for hit in index.between(low, high):
                 label = hit.part.label(hit.number) if mention.p_value else ""
@@ -393,11 +393,11 @@ def _date_fits(mention: Mention, index: SourceIndex) -> list[_Fit]:
             "exact" if want == hit.number.date else "the date's year" if want[1] == 0 else "part of the date",
         )
         for hit in index.dates_in(want[0])
-        if _date_fits_number(mention, hit.number)
+        if date_fits_number(mention, hit.number)
     ]
 
 
-def _date_fits_number(mention: Mention, number: Found) -> bool:
+def date_fits_number(mention: Mention, number: Found) -> bool:
     """True when ``number`` is a date that ``mention`` (a year or a date) names."""
     want = mention.found.date or (int(mention.found.value), 0, 0)
     date = number.date
@@ -575,4 +575,4 @@ def _expression(op: str, a: str, b: str) -> str:
     }[op]
 
 
-__all__ = ["Mention", "best_source", "fits", "ground", "read_mentions"]
+__all__ = ["Mention", "best_source", "date_fits_number", "factors", "fits", "ground", "read_mentions"]

@@ -19,7 +19,7 @@ from typing import Any
 
 from ._scan import Found
 from .grounding import Claim, ClaimStatus, Grounding, Source
-from .match import Mention, _date_fits_number, _factors, fits, read_mentions
+from .match import Mention, date_fits_number, factors, fits, read_mentions
 from .sources import CellRef, Part, cell_parts
 
 
@@ -155,9 +155,9 @@ def _same_place(part: Part, source: Source) -> Found | None:
 
 def _holds(mention: Mention, number: Found, part: Part) -> bool:
     if number.date is not None:
-        return _date_fits_number(mention, number)
+        return date_fits_number(mention, number)
     label = part.label(number) if mention.p_value else ""
-    return any(fits(mention, number, factor, label=label) is not None for factor in _factors(mention))
+    return any(fits(mention, number, factor, label=label) is not None for factor in factors(mention))
 
 
 __all__ = ["AnswerCheck", "MovedClaim", "recheck"]

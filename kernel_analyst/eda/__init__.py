@@ -9,6 +9,7 @@
 Imports no LangChain: ``kernel-analyst eda`` and ``verify`` stay light.
 """
 
+from ._outofcore import over_pandas_share, text_bytes
 from .exceptions import EdaError, ReaderMissingError, UnreadableFileError
 from .html import notebook_html, write_html
 from .loader import ExcelPlan, JsonPlan, LoadPlan, ParquetPlan, Plan, TableShape, detect
@@ -44,11 +45,13 @@ __all__ = [
     "UnreadableFileError",
     "detect",
     "notebook_html",
+    "over_pandas_share",
     "plan_cells",
     "run_playbook",
     "selected_steps",
     "summary_first",
     "summary_markdown",
+    "text_bytes",
     "write_html",
     "write_notebook",
 ]

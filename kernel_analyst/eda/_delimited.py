@@ -355,8 +355,8 @@ def _records(text: str, sep: str, spaces: bool, limit: int) -> list[tuple[int, l
 def _structure(text: str, sep: str, spaces: bool) -> _Structure:
     records = _records(text, sep, spaces, SAMPLE_ROWS)
     rows = [r for _, r in records]
-    width = _modal_width(rows)
-    index = _header_index(rows, width)
+    width = modal_width(rows)
+    index = header_index(rows, width)
     skiprows = records[index][0] if records else 0
     header_lines = (records[index + 1][0] - skiprows) if index + 1 < len(records) else 1
     header_fields = rows[index] if rows else []
@@ -381,7 +381,7 @@ def _typical_filled(rows: list[list[str]], width: int) -> float:
     return float(statistics.median(dense)) if dense else 1.0
 
 
-def _modal_width(rows: list[list[str]]) -> int:
+def modal_width(rows: list[list[str]]) -> int:
     widths = [len(r) for r in rows if r]
     return Counter(widths).most_common(1)[0][0] if widths else 0
 
@@ -390,7 +390,7 @@ def _filled(row: list[str]) -> int:
     return sum(1 for c in row if c.strip())
 
 
-def _header_index(rows: list[list[str]], width: int) -> int:
+def header_index(rows: list[list[str]], width: int) -> int:
     dense = [_filled(r) for r in rows[:DENSITY_ROWS] if len(r) == width and _filled(r)]
     typical = statistics.median(dense) if dense else 1
     threshold = max(1, int(typical + 1) // 2)

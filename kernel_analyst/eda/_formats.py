@@ -18,7 +18,7 @@ from itertools import islice
 from typing import Any
 
 from . import _values
-from ._delimited import _header_index, _modal_width
+from ._delimited import header_index, modal_width
 from ._shape import TableShape
 from ._source import STREAM_ERRORS, Source, reading_code
 from .exceptions import ReaderMissingError, UnreadableFileError
@@ -125,7 +125,7 @@ def detect_excel(source: Source, name: str, kind: str, sheet: str | None) -> Exc
         raise UnreadableFileError(f"{source.path.name}: the spreadsheet cannot be read "
                                   f"({_first_line(exc)}); nothing was profiled") from exc
     rows = [["" if v is None or v == "" else str(v) for v in row] for row in top]
-    skiprows = _header_index(rows, _modal_width([[c for c in r if c] for r in rows])) if rows else 0
+    skiprows = header_index(rows, modal_width([[c for c in r if c] for r in rows])) if rows else 0
     listed = "; ".join(f"`{n}` ({r:,} x {c:,})" for n, r, c in sheets)
     notes = [f"Spreadsheet (.{kind}, read with calamine); sheets: {listed}.",
              f"Profiled sheet: `{chosen}`" + (" (given with --sheet)." if sheet else " (the first with data; "

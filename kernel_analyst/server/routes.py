@@ -49,7 +49,7 @@ _IN_MEMORY_UPLOAD = 8 * 1024 * 1024
 _CHUNK = 1024 * 1024
 _SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": Problem, "description": "Missing or invalid bearer token."},
     404: {"model": Problem, "description": "No such session for this token."},
     410: {"model": Problem, "description": "The session's notebook is no longer available."},
@@ -81,8 +81,8 @@ def sse_response(stream: EventStream) -> StreamingResponse:
     return StreamingResponse(stream.frames(), media_type="text/event-stream", headers=_SSE_HEADERS)
 
 
-router = APIRouter(responses=_ERRORS)
-upload_router = APIRouter(responses=_ERRORS)
+router = APIRouter(responses=ERROR_RESPONSES)
+upload_router = APIRouter(responses=ERROR_RESPONSES)
 """Only the upload route: it has its own (larger) body limit."""
 
 

@@ -28,14 +28,14 @@ from ..kernels import Run
 from .auth import Tenant
 from .exceptions import BadRequestError
 from .render import render_output
-from .routes import _ERRORS, service_of
+from .routes import ERROR_RESPONSES, service_of
 from .schemas import ExecuteRequest, Problem
 from .service import SessionService
 from .streaming import HEARTBEAT_S, sse_event
 
 _SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
-runs_router = APIRouter(responses=_ERRORS, tags=["runs"])
+runs_router = APIRouter(responses=ERROR_RESPONSES, tags=["runs"])
 
 
 class RunOut(BaseModel):

@@ -63,7 +63,7 @@ def describe_files(files: list[FileInfo], *, new: Sequence[str] = (), memory_mb:
 
 def _too_large(files: Sequence[FileInfo], memory_mb: int | None) -> list[FileInfo]:
     """Data files over the share of the kernel's memory the EDA playbook profiles out of core."""
-    from ...eda._outofcore import over_pandas_share
+    from ...eda import over_pandas_share
 
     return [f for f in files if over_pandas_share(f.size, memory_mb) and not f.name.startswith("outputs/")]
 

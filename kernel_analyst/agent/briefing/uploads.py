@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ...eda._outofcore import over_pandas_share, text_bytes
+from ...eda import over_pandas_share, text_bytes
 from ...eda.exceptions import UnreadableFileError
 from ...eda.loader import Plan, detect
 from ...eda.profile import profile_file, variable_name

@@ -128,8 +128,6 @@ class Request:
     """Resolved by the first ``status`` message of this request on IOPub."""
     idle: asyncio.Future[None] = field(default_factory=_future)
     """Resolved by this request's ``idle`` status on IOPub."""
-    iopub_messages: int = 0
-    """IOPub messages routed to this request."""
     on_message: MessageTap | None = None
     """Sees every message routed to this request, whole, on any channel (a relayed
     request's replies go back to the client that sent it)."""
@@ -171,8 +169,6 @@ class RequestRouter:
         """Why the connection failed, once it has."""
         self.unknown_parents = 0
         """Messages whose parent is no request of ours (another client's traffic)."""
-        self.late_messages = 0
-        """Messages for requests that had already settled."""
         self.on_unrouted: Callable[[str, dict[str, Any]], None] | None = None
         """Sees every message no pending request claims (status without a parent ...)."""
         self.listeners: list[MessageTap] = []
@@ -248,7 +244,6 @@ class RequestRouter:
 
     @staticmethod
     def _iopub(request: Request, msg: dict[str, Any]) -> None:
-        request.iopub_messages += 1
         msg_type = msg.get("header", {}).get("msg_type")
         content = msg.get("content", {})
         if msg_type == "status":
@@ -261,7 +256,6 @@ class RequestRouter:
     def _unrouted(self, channel: str, msg: dict[str, Any], parent: str | None) -> None:
         if parent and parent in self._finished:
             late = self._finished[parent]
-            self.late_messages += 1
             msg_type = str(msg.get("header", {}).get("msg_type"))
             if channel == "iopub" and late is not None and msg_type != "status":
                 late(msg_type, msg.get("content", {}))
