@@ -9,7 +9,6 @@ facts) and checks the value it returns: :class:`Tell`, :class:`Accept`, :class:`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -27,6 +26,7 @@ from kernel_analyst.agent.feedback import (
     StepFacts,
     Stop,
     Tell,
+    TurnFacts,
     Undo,
 )
 from kernel_analyst.agent.feedback.hints import ErrorTeacher
@@ -37,23 +37,16 @@ from kernel_analyst.kernels import ColumnValues, Execution, ExecutionError, Vari
 TOOL = "python"
 
 
-@dataclass
-class Facts:
-    """The turn as the judge reads it (what the loop's Turn provides)."""
+def Facts(*, steps: Sequence[Step] = (), cells: Sequence[dict[str, Any]] = (),
+          variables: dict[str, VariableInfo] | None = None, protocol: ProtocolState | None = None,
+          failed: bool = False, pending: bool = False,
+          columns: dict[tuple[str, str], ColumnValues] | None = None) -> TurnFacts:
+    """The turn as the judge reads it (the loop takes this snapshot of its turn)."""
+    async def lookup(frame: str, column: str, values: tuple[Any, ...]) -> ColumnValues | None:
+        return (columns or {}).get((frame, column))
 
-    steps: list[Step] = field(default_factory=list)
-    cells: list[dict[str, Any]] = field(default_factory=list)
-    variables: dict[str, VariableInfo] = field(default_factory=dict)
-    protocol: ProtocolState = field(default_factory=lambda: ProtocolState("tools"))
-    failed: bool = False
-    pending: bool = False
-    columns: dict[tuple[str, str], ColumnValues] = field(default_factory=dict)
-
-    def background_pending(self) -> bool:
-        return self.pending
-
-    async def column_values(self, frame: str, column: str, values: tuple[Any, ...]) -> ColumnValues | None:
-        return self.columns.get((frame, column))
+    return TurnFacts(tuple(steps), tuple(cells), variables or {}, protocol or ProtocolState("tools"), failed,
+                     lambda: pending, lookup)
 
 
 def judge(question: str = "How many rows?", *, max_steps: int = 15, has_files: bool = False,
@@ -324,8 +317,7 @@ def test_a_reply_that_ran_a_step_resets_the_count() -> None:
     j.after_reply(j.on_reply(read(""), "", facts), facts)
     text = "```python\nx = 1\n```"
     decision = j.on_reply(read(text), text, facts)
-    facts.steps.append(step(1, "x = 1"))
-    assert j.after_reply(decision, facts) is None and j.budget.idle == 0
+    assert j.after_reply(decision, Facts(steps=[step(1, "x = 1")])) is None and j.budget.idle == 0
 
 
 def test_a_reply_after_the_step_limit_was_used_stops_the_answer() -> None:

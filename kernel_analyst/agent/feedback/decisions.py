@@ -12,20 +12,21 @@ holds no policy of its own:
 
 Every decision that tells the model something carries the :class:`Reason` (the policy's key
 and the text) it used. What the judge reads of the answer being built is :class:`TurnFacts`
-(the loop's turn provides it; a test can give any object of that shape) and
+(a snapshot the loop takes of its turn for each decision) and
 :class:`QuestionFacts` (fixed for the question).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from ...claims import Grounding
-from ...kernels import ColumnValues, Execution, VariableInfo
+from ...kernels import Execution, VariableInfo
 from ..protocols import Action, ProtocolState
 from ..results import Step
+from .checks import ValueLookup
 
 
 @dataclass(frozen=True)
@@ -182,34 +183,31 @@ class StepFacts:
     """The rows of each DataFrame the model knew of before the step."""
 
 
-class TurnFacts(Protocol):
-    """What the judge reads of the answer being built (the loop's turn provides it)."""
+@dataclass(frozen=True)
+class TurnFacts:
+    """The answer being built, as the judge reads it: a snapshot the loop takes for each
+    decision (the judge never holds the turn, so it cannot change it)."""
+
+    steps: Sequence[Step] = ()
+    """The steps of this answer so far, in order."""
+    cells: Sequence[dict[str, Any]] = ()
+    """The conversation's notebook cells, this question's included."""
+    variables: Mapping[str, VariableInfo] = field(default_factory=dict)
+    """The kernel's variables as the model knows them."""
+    protocol: ProtocolState = field(default_factory=ProtocolState)
+    """The conversation's action protocol (read, never changed, by the judge)."""
+    failed: bool = False
+    """The kernel or the model failed in this answer: nothing more runs."""
+    pending: Callable[[], bool] | None = None
+    """Whether a background run is going on, or one ended whose end the model was not
+    shown (asked only for a directive; None: never)."""
+    lookup: ValueLookup | None = None
+    """Asks the kernel for a column's values without adding a cell (None: not asked)."""
 
     @property
-    def steps(self) -> Sequence[Step]:
-        """The steps of this answer so far, in order."""
-
-    @property
-    def cells(self) -> Sequence[dict[str, Any]]:
-        """The conversation's notebook cells, this question's included."""
-
-    @property
-    def variables(self) -> Mapping[str, VariableInfo]:
-        """The kernel's variables as the model knows them."""
-
-    @property
-    def protocol(self) -> ProtocolState:
-        """The conversation's action protocol (read, never changed, by the judge)."""
-
-    @property
-    def failed(self) -> bool:
-        """The kernel or the model failed in this answer: nothing more runs."""
-
     def background_pending(self) -> bool:
-        """A background run is going on, or one ended whose end the model was not shown."""
-
-    async def column_values(self, frame: str, column: str, values: tuple[Any, ...]) -> ColumnValues | None:
-        """The values of a DataFrame's column, asked of the kernel without adding a cell."""
+        """A background run is going on, or ended unseen."""
+        return self.pending is not None and self.pending()
 
 
 __all__ = [

@@ -262,14 +262,14 @@ class Judge:
 
     async def after_step(self, step: StepFacts, facts: TurnFacts) -> StepNotes:
         """The lines the model reads after a step's output."""
-        case = StepCase(step, facts.variables, self.teacher, facts.column_values, self.budget.steps,
+        case = StepCase(step, facts.variables, self.teacher, facts.lookup, self.budget.steps,
                         self.settings.max_steps, self.settings.check_results)
         reasons = [reason for check in self.policies.steps for reason in await check(case)]
         return StepNotes(tuple(reasons), last_step(case))
 
     def _case(self, action: Action, facts: TurnFacts) -> ActionCase:
         return ActionCase(action, facts.steps, self.budget.undone_at, self.budget.idle, facts.failed,
-                          facts.background_pending(), self.settings.undo)
+                          facts.pending, self.settings.undo)
 
 
 def _question_reminder(question: str) -> str:

@@ -45,8 +45,8 @@ class ActionCase:
     """Replies in a row that ran nothing before this one."""
     failed: bool = False
     """The kernel failed earlier in this answer."""
-    background_pending: bool = False
-    """A background run goes on (or ended unseen)."""
+    pending: Callable[[], bool] | None = None
+    """Whether a background run goes on (or ended unseen); asked only for a directive."""
     undo: bool = True
     """The model can undo cells."""
 
@@ -87,7 +87,7 @@ def after_failure(case: ActionCase) -> Reason | None:
 def no_background_run(case: ActionCase) -> Reason | None:
     """A wait, check or cancel with no background run to act on."""
     directive = find_directive(case.action.code)
-    if directive is None or directive.kind == "background" or case.background_pending:
+    if directive is None or directive.kind == "background" or (case.pending is not None and case.pending()):
         return None
     return Reason("no_background_run", message("background_none", action=directive.kind))
 

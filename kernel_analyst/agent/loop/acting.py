@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from ...kernels import Execution, KernelAnalystError
+from ...kernels import KernelAnalystError
 from ..briefing.note import track_variables
 from ..events import AgentNote, ModelText, StepCode, StepFinished, StepOutput, StepStarted
 from ..feedback.decisions import Reason, Run, SendBack, Skip, StepFacts, Undo
@@ -92,7 +92,8 @@ class Actor:
     async def _tool_calls(self, turn: Turn, judge: Judge, reading: Reading) -> None:
         figures: list[tuple[int, Observation]] = []
         for name, args, call_id in reading.calls:
-            content, observation = await self._do(turn, judge, judge.on_call(name, args, call_id, turn))
+            decision = judge.on_call(name, args, call_id, turn.facts())
+            content, observation = await self._do(turn, judge, decision)
             turn.messages.append(ToolMessage(content=content, tool_call_id=call_id, name=TOOL_NAME,
                                              id=observation_id()))
             if observation is not None and observation.images:
@@ -108,10 +109,10 @@ class Actor:
 
     async def _text_code(self, turn: Turn, judge: Judge, action: Action) -> None:
         """Run code the model wrote as text; its output is the next user message."""
-        content, observation = await self._do(turn, judge, judge.on_action(action, turn))
+        content, observation = await self._do(turn, judge, judge.on_action(action, turn.facts()))
         header = f"{message('code_output', step=len(turn.steps))}\n" if observation is not None else ""
         text = header + content
-        if (after := judge.after_output(turn)):
+        if (after := judge.after_output(turn.facts())):
             text = f"{text}\n\n{after}"
         parts: list[str | dict[str, Any]] = [text]
         if observation is not None and observation.images:
@@ -149,19 +150,18 @@ class Actor:
         ex = run.execution
         rows_before = {name: info.shape[0] for name, info in conversation.variables.items() if info.shape}
         lost = track_variables(conversation.variables, ex)
-        observation = await self._observe(turn, ex, lost, index) if run.observe else Observation(text="")
-        said = await judge.after_step(StepFacts(action.code, ex, run.observe, rows_before), turn)
+        observation = Observation(text="")
+        if run.observe:
+            name = f"outputs/turn{conversation.turns + 1}-step{index}-{uuid.uuid4().hex[:6]}.txt"
+            observation = await observe_step(turn.session, ex, settings=self.observation, lost_variables=lost,
+                                             save_as=name)
+        said = await judge.after_step(StepFacts(action.code, ex, run.observe, rows_before), turn.facts())
         text = "\n".join(part for part in (run.note, observation.text, *said.notes) if part)
         if said.closing is not None:
             text += "\n\n" + said.closing.text
         turn.steps.append(Step(index, action.code, ex, text, action.call_id, action.via.value))
         turn.emit(StepFinished(index, ex, text))
         return observation
-
-    async def _observe(self, turn: Turn, ex: Execution, lost: list[str] | None, index: int) -> Observation:
-        name = f"outputs/turn{turn.conversation.turns + 1}-step{index}-{uuid.uuid4().hex[:6]}.txt"
-        return await observe_step(turn.session, ex, settings=self.observation, lost_variables=lost,
-                                  save_as=name)
 
 
 def note(turn: Turn, kind: NoteKind, text: str, *, replaces: str | None = None) -> None:

@@ -109,7 +109,7 @@ class AnswerLoop:
             if reading.switched_to == "code":
                 via = reading.actions[0].via.value if reading.actions else "text"
                 note(turn, "protocol_switched", message("protocol_switched", via=via))
-            decision = judge.on_reply(reading, str(reply.text), turn)
+            decision = judge.on_reply(reading, str(reply.text), turn.facts())
             if isinstance(decision, (Accept, SendBack)) and decision.switch_to_code \
                     and turn.protocol.prefer_code():  # the system prompt stays: it describes both forms
                 note(turn, "protocol_switched", message("protocol_switched_no_call"))
@@ -124,7 +124,7 @@ class AnswerLoop:
                 await self.actor.act(turn, judge, reply, reading)
                 if turn.error is not None:
                     return finish(turn, "error")
-            if (stop := judge.after_reply(decision, turn)) is not None:
+            if (stop := judge.after_reply(decision, turn.facts())) is not None:
                 return await partial(turn, judge, self.caller, self.actor, stop)
 
 

@@ -2,23 +2,24 @@
 
 :class:`Conversation` lives between answers (its history, the variables as the model knows
 them, the protocol it follows, the hints' memory). :class:`Turn` is one answer: the
-messages sent to the model, the steps, the notes for the user, and the facts the judge
-reads (:class:`~kernel_analyst.agent.feedback.decisions.TurnFacts`). The judge's own
-counters are in its budget, not here.
+messages sent to the model, the steps, the notes for the user; the judge reads a snapshot
+of it (:meth:`Turn.facts`), never the turn. The judge's own counters are in its budget,
+not here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from ...kernels import ColumnValues, KernelSession, VariableInfo
+from ...kernels import KernelSession, VariableInfo
 from ..events import AgentEvent
+from ..feedback.decisions import TurnFacts
 from ..feedback.hints import ErrorTeacher
 from ..protocols import ProtocolState
 from ..results import Step, Usage
@@ -81,35 +82,24 @@ class Turn:
     started: float = field(default_factory=time.monotonic)
     """When the answer began (``time.monotonic``)."""
 
-    # -- the facts the judge reads (feedback.decisions.TurnFacts) --------------------------------
-
-    @property
-    def cells(self) -> Sequence[dict[str, Any]]:
-        """The conversation's notebook cells."""
-        return self.session.audit.cells
-
-    @property
-    def variables(self) -> Mapping[str, VariableInfo]:
-        """The kernel's variables as the model knows them."""
-        return self.conversation.variables
-
     @property
     def protocol(self) -> ProtocolState:
         """The conversation's action protocol."""
         return self.conversation.protocol
 
     @property
-    def failed(self) -> bool:
-        """The kernel or the model failed in this answer."""
-        return self.error is not None
+    def cells(self) -> list[dict[str, Any]]:
+        """The conversation's notebook cells."""
+        return self.session.audit.cells
 
-    def background_pending(self) -> bool:
-        """A background run goes on, or ended unseen."""
-        return self.conversation.background.pending(self.session)
-
-    async def column_values(self, frame: str, column: str, values: tuple[Any, ...]) -> ColumnValues | None:
-        """A column's values, asked of the kernel without a cell."""
-        return await self.session.column_values(frame, column, values)
+    def facts(self) -> TurnFacts:
+        """The answer as the judge reads it, now (a snapshot)."""
+        conversation = self.conversation
+        return TurnFacts(steps=tuple(self.steps), cells=tuple(self.cells),
+                         variables=dict(conversation.variables), protocol=conversation.protocol,
+                         failed=self.error is not None,
+                         pending=lambda: conversation.background.pending(self.session),
+                         lookup=self.session.column_values)
 
 
 __all__ = ["Conversation", "EventCallback", "Turn"]
