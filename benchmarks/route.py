@@ -59,6 +59,8 @@ class Route:
     def __init__(self) -> None:
         self.modules: list[str] = []
         self.turn_only: list[str] = []
+        self.ran: set[str] = set()
+        """Every module of the agent whose code ran for the question."""
         self._frames: set[FrameType] = set()  # a coroutine resumed after an await is no new call
         self.turn: Any = None
 
@@ -69,6 +71,7 @@ class Route:
         module = frame.f_globals.get("__name__", "")
         if not module.startswith(PACKAGE + "."):
             return
+        self.ran.add(module)
         code = frame.f_code
         names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
         values = [frame.f_locals.get(name) for name in names]
@@ -84,7 +87,9 @@ class Route:
             _visit(self.turn_only, short)
 
     def report(self) -> str:
-        return "\n".join(["the turn and what it holds:", _described(self.modules),
+        modules = sum(1 for _ in Path(__import__(PACKAGE, fromlist=["x"]).__file__).parent.rglob("*.py"))
+        return "\n".join([f"modules of the agent whose code ran: {len(self.ran)} of {modules}",
+                          "the turn and what it holds:", _described(self.modules, by_reply=True),
                           "the turn object alone:", _described(self.turn_only)])
 
 
@@ -93,7 +98,7 @@ def _visit(route: list[str], module: str) -> None:
         route.append(module)
 
 
-def _described(route: list[str]) -> str:
+def _described(route: list[str], *, by_reply: bool = False) -> str:
     seen: set[str] = set()
     lines, returns = [], 0
     for module in route:
@@ -101,7 +106,20 @@ def _described(route: list[str]) -> str:
         returns += again
         seen.add(module)
         lines.append(f"  {'<- ' if again else '-> '}{module}")
-    return "\n".join([*lines, f"  {len(route)} visits to {len(seen)} modules, {returns} returns"])
+    within = f"; {_returns_within_replies(route)} of them within one reply" if by_reply else ""
+    return "\n".join([*lines, f"  {len(route)} visits to {len(seen)} modules, {returns} returns{within}"])
+
+
+def _returns_within_replies(route: list[str]) -> int:
+    """Returns to a module left earlier in the same reply: the route is cut into replies at
+    each visit to ``results`` (a model call's usage is added there, once per reply)."""
+    returns, seen = 0, set()
+    for module in route:
+        if module == "results":
+            seen = set()
+        returns += module in seen
+        seen.add(module)
+    return returns
 
 
 async def main() -> None:
