@@ -433,3 +433,23 @@ def test_a_number_printed_in_several_cells_cites_the_latest(cells: list[dict[str
         and rate.source.cell_id == "c04-1"
         and rate.source.cell_index == len(cells) + 4
     )
+
+
+def test_a_citation_points_at_the_cell_that_computed_the_number() -> None:
+    """The question's own cells first (the latest first), an earlier question's next, a
+    table's profile last: "100.0%" printed by the question's cell, not the profile's
+    "2013 (100%)" (issue 34)."""
+    profile = _cell(1, "df = load()", [_printed("year: 2013 (100%)")])
+    profile["metadata"]["kernel_analyst"]["role"] = "profile"
+    earlier = _cell(2, "print(share)", [_printed(100.0)])
+    question = {"cell_type": "markdown", "source": "### Question", "metadata": {}}
+    first = _cell(3, "late = jfk[jfk.dep_delay > 15]; print(len(late) / len(late) * 100)", [_printed(100.0)])
+    last = _cell(4, "print(round(len(late) / len(jfk) * 100, 1))", [_printed(100.0)])
+    cells = [profile, earlier, question, first, last]
+    grounded = ground("100.0% of them left late.", SourceIndex.from_cells(cells), prefer_from=2)
+    assert grounded.claims[0].source is not None and grounded.claims[0].source.cell == 4
+    without_question = ground("100.0% of them left late.", SourceIndex.from_cells(cells[:2]), prefer_from=2)
+    source = without_question.claims[0].source
+    assert source is not None and source.cell == 2, "an earlier question's cell before the profile"
+    only_profile = ground("100% of the rows are from 2013.", SourceIndex.from_cells(cells[:1]))
+    assert only_profile.claims[0].source is not None and only_profile.claims[0].source.cell == 1

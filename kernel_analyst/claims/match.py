@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 from ._scan import Found, answer_numbers
 from .grounding import Claim, ClaimStatus, Derivation, Grounding, Ignored, Source
-from .sources import Hit, SourceIndex
+from .sources import Hit, Part, SourceIndex
 
 _NEGATIVE = re.compile(
     r"\b(?:fell|falls?|fallen|falling|decreas\w*|dropp?\w*|declin\w*|lower\w*|down|less|"
@@ -302,13 +302,23 @@ def _distance(mention: Mention, claim: float, source: float, source_unit: float,
     return gap / tolerance if gap <= tolerance else None
 
 
-def best_source(mention: Mention, index: SourceIndex) -> Source | None:
-    """The source that grounds ``mention`` best, or None."""
-    fit = _best_fit(mention, index)
+def best_source(mention: Mention, index: SourceIndex, *, prefer_from: int | None = None) -> Source | None:
+    """The source that grounds ``mention`` best, or None (``prefer_from``: see :func:`ground`)."""
+    fit = _best_fit(mention, index, prefer_from)
     return _source(fit) if fit is not None else None
 
 
-def _best_fit(mention: Mention, index: SourceIndex) -> _Fit | None:
+def _tier(part: Part, prefer_from: int | None) -> int:
+    """0 for a cell of the question being answered (at or after ``prefer_from``), 1 for an
+    earlier question's cell, 2 for a table's profile: the computing cell is cited first."""
+    if part.cell.role == "profile":
+        return 2
+    if prefer_from is None:
+        return 1
+    return 0 if part.cell.index is not None and part.cell.index >= prefer_from else 1
+
+
+def _best_fit(mention: Mention, index: SourceIndex, prefer_from: int | None = None) -> _Fit | None:
     fits_found: list[_Fit] = []
     if mention.kind in ("year", "date"):
         fits_found += _date_fits(mention, index)
@@ -334,7 +344,7 @@ def _best_fit(mention: Mention, index: SourceIndex) -> _Fit | None:
             1.0,
             integer=True,
         )
-        fallback = _best_fit(Mention(year, "year", "same", "", False), index)
+        fallback = _best_fit(Mention(year, "year", "same", "", False), index, prefer_from)
         return _Fit(fallback.hit, 1.0, fallback.distance, "the year only") if fallback else None
     if not fits_found:
         return None
@@ -342,6 +352,7 @@ def _best_fit(mention: Mention, index: SourceIndex) -> _Fit | None:
     return min(
         fits_found,
         key=lambda f: (
+            _tier(f.hit.part, prefer_from),
             not _natural(mention, f.hit.number, f.factor),
             f.distance > 0,
             _RANK[f.hit.part.where],
@@ -433,8 +444,13 @@ def ground(
     question: str = "",
     files: Iterable[str] = (),
     variables_read: bool = False,
+    prefer_from: int | None = None,
 ) -> Grounding:
-    """Every number of ``answer``, grounded in ``index``, derived, or unsupported."""
+    """Every number of ``answer``, grounded in ``index``, derived, or unsupported.
+
+    Where several cells show a number, the one cited is a cell of the question being
+    answered (at or after the notebook position ``prefer_from``), the latest first; then an
+    earlier question's; a table's profile last (it describes the data, cells compute)."""
     given = _given(question)
     in_names = {int(n) for name in files for n in re.findall(r"\d+", str(name)) if len(n) < 16}
     claims: list[Claim] = []
@@ -455,7 +471,7 @@ def ground(
         if why:
             ignored.append(Ignored(found.text, found.start, why))
             continue
-        fit = _best_fit(mention, index)
+        fit = _best_fit(mention, index, prefer_from)
         status = ClaimStatus.GROUNDED if fit else ClaimStatus.UNSUPPORTED
         kind = "percent" if mention.kind == "percent" else mention.kind
         claims.append(

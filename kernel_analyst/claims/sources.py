@@ -42,6 +42,9 @@ class CellRef:
     """The nbformat cell id ("" when unknown)."""
     count: int | None
     """The execution count."""
+    role: str = ""
+    """The cell's role in the agent's notebook (``profile`` for a table loaded before a
+    question; "" for the cells the conversation ran)."""
 
 
 @dataclass
@@ -183,7 +186,10 @@ def _without_row_numbers(text: str, numbers: list[Found]) -> list[Found]:
 
 def _ref(cell: dict[str, Any], index: int) -> CellRef:
     count = cell.get("execution_count")
-    return CellRef(index, str(cell.get("id", "") or ""), count if isinstance(count, int) else None)
+    meta = (cell.get("metadata") or {}).get("kernel_analyst") or {}
+    role = meta.get("role") if isinstance(meta, dict) else None
+    return CellRef(index, str(cell.get("id", "") or ""), count if isinstance(count, int) else None,
+                   role if isinstance(role, str) else "")
 
 
 @dataclass(frozen=True)

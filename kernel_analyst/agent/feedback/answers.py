@@ -196,7 +196,8 @@ ANSWER_CHECKS: tuple[Registered, ...] = (
 
 def grounding_of(answer: str, cells: Sequence[dict[str, Any]], question: QuestionFacts) -> Grounding:
     """The answer's numbers against every cell of the conversation."""
-    return ground(answer, SourceIndex.from_cells(cells), question=question.question, files=question.files)
+    return ground(answer, SourceIndex.from_cells(cells), question=question.question, files=question.files,
+                  prefer_from=question.first_cell)
 
 
 __all__ = ["ANSWER_CHECKS", "AnswerCase", "AnswerCheck", "Registered", "empty", "failed_last_step",

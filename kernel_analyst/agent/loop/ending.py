@@ -65,8 +65,9 @@ async def partial(turn: Turn, judge: Judge, caller: ModelCaller, actor: Actor, s
             await actor.not_run(turn, "no_answer", message("no_partial_answer"))
     turn.error = None  # a failed last call still leaves the cells' partial answer
     text = partial_text(turn, said)
-    claims = ground(text, SourceIndex.from_cells(turn.cells), question=turn.question,
-                    files=turn.files) if text else None
+    first_cell = judge.question.first_cell
+    claims = ground(text, SourceIndex.from_cells(turn.cells), question=turn.question, files=turn.files,
+                    prefer_from=first_cell) if text else None
     return finish(turn, "max_steps", text, claims=claims, partial=bool(text))
 
 
