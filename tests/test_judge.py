@@ -333,3 +333,21 @@ def test_a_reply_after_the_step_limit_was_used_stops_the_answer() -> None:
                                                       ("It is 3.", True, "")])
 def test_only_prose_is_a_partial_answer(reply: str, calls: bool, kept: str) -> None:
     assert judge().partial_answer(reply, calls=calls) == kept
+
+
+def test_an_answer_without_the_form_is_completed_from_what_its_cells_printed() -> None:
+    printed = "@skewness_coefficient[-0.03]\n@skewness_type[Negative Skewness]"
+    facts = Facts(steps=[step(1, "print(...)", printed=printed)],
+                  cells=[{"cell_type": "markdown", "source": "### Question"}, cell(1, "print(...)", printed)])
+    question = "Skewness? Answer as @skewness_coefficient[value] @skewness_type[type]."
+    decision = judge(question, first_cell=0).on_answer("The skewness is slightly negative.", facts)
+    assert isinstance(decision, Accept) and decision.completed_from == (1,)
+    assert decision.answer.endswith("@skewness_coefficient[-0.03] @skewness_type[Negative Skewness]")
+
+
+def test_a_placeholder_is_no_value() -> None:
+    facts = Facts(steps=[step(1, "print(r)", printed="0.71\n")], cells=[cell(1, "print(r)", "0.71")])
+    decision = judge("r? Answer as @correlation_coefficient[value].").on_answer(
+        "@correlation_coefficient[r_value]", facts)
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["form"]
+    assert "placeholders, not values: @correlation_coefficient[r_value]" in decision.text

@@ -104,14 +104,15 @@ class AgentNote:
     """Something the loop did that the user should know about (not model text)."""
 
     kind: Literal["protocol_switched", "answer_returned", "context_trimmed", "undo", "reply_not_run",
-                  "partial"]
+                  "partial", "answer_completed"]
     """``protocol_switched``: the model writes code as text, and the conversation now runs
     it; ``answer_returned``: an answer was sent back to the model (see the text);
     ``context_trimmed``: earlier outputs were removed to fit the model's context;
     ``undo``: the model undid cells (the text is the report, or why nothing was undone);
     ``reply_not_run``: a reply ran nothing (the same code again, code cut at the length
     limit, an unreadable call: the text says which); ``partial``: the steps ran out and the
-    answer is partial (the text says why)."""
+    answer is partial (the text says why); ``answer_completed``: the answer lacked the
+    form's ``@name[value]`` items and they were taken from what its cells printed."""
     text: str
     """One line for a person."""
     type: Literal["note"] = "note"

@@ -194,11 +194,45 @@ ANSWER_CHECKS: tuple[Registered, ...] = (
 """The answer checks, in the order their reasons are read."""
 
 
+def printed_since(cells: Sequence[dict[str, Any]], since: int) -> list[tuple[int | None, str]]:
+    """What each code cell from position ``since`` on printed (streams and plain-text
+    results), as (its execution count, the text), oldest first."""
+    found: list[tuple[int | None, str]] = []
+    for cell in cells[since:]:
+        if cell.get("cell_type") != "code":
+            continue
+        parts = []
+        for output in cell.get("outputs") or []:
+            if output.get("output_type") == "stream":
+                parts.append(_text(output.get("text", "")))
+            elif output.get("output_type") in ("execute_result", "display_data"):
+                parts.append(_text((output.get("data") or {}).get("text/plain", "")))
+        count = cell.get("execution_count")
+        found.append((count if isinstance(count, int) else None, "".join(parts)))
+    return found
+
+
+def _text(value: Any) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
 def grounding_of(answer: str, cells: Sequence[dict[str, Any]], question: QuestionFacts) -> Grounding:
     """The answer's numbers against every cell of the conversation."""
     return ground(answer, SourceIndex.from_cells(cells), question=question.question, files=question.files,
                   prefer_from=question.first_cell)
 
 
-__all__ = ["ANSWER_CHECKS", "AnswerCase", "AnswerCheck", "Registered", "empty", "failed_last_step",
-           "grounding_of", "no_work", "stale", "unsupported", "wrong_form"]
+__all__ = [
+    "ANSWER_CHECKS",
+    "AnswerCase",
+    "AnswerCheck",
+    "Registered",
+    "empty",
+    "failed_last_step",
+    "grounding_of",
+    "no_work",
+    "printed_since",
+    "stale",
+    "unsupported",
+    "wrong_form",
+]

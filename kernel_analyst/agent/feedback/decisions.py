@@ -67,6 +67,9 @@ class Accept:
     switch_to_code: bool = False
     """An undecided ``auto`` conversation writes code as text from now on (its model
     answered instead of calling the tool)."""
+    completed_from: tuple[int | None, ...] = ()
+    """The cells whose printed ``@name[value]`` items completed the answer's form (the
+    model answered without them); empty when it was given as written."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,13 @@ one feedback message:
 
 - every ``@name[...]`` of the question must appear in the answer as ``@name[value]``;
 - where the question gives a number of decimals, a value inside a template has no more
-  than that many.
+  than that many;
+- a value that only stands for one (``@r[r_value]``, ``@mean[value]``, ``@x[<x>]``: the
+  template's own placeholder copied) is no value.
+
+:meth:`AnswerForm.complete` fills the templates an answer lacks from what the question's
+cells printed in the form (``@skewness[-0.03]`` on a cell's output): a small model often
+prints the items, then answers in prose.
 
 Units and list shapes are not checked: the ways to write them are too many to judge
 without a model.
@@ -28,6 +34,9 @@ _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 _DECIMALS_RE = re.compile(r"\b(?:to|with|at)\s+(\d|one|two|three|four|five|six)\s+decimal(?:\s+places?|s)?\b",
                           re.IGNORECASE)
 _DECIMAL_NUMBER_RE = re.compile(r"-?\d+\.(\d+)")
+_PLACEHOLDER_RE = re.compile(r"^\s*(?:<[^>]*>|\{[^}]*\}|\.\.\.|\w*value\w*|val|number|x|\?+)\s*$",
+                             re.IGNORECASE)
+"""A template's placeholder copied as the value: ``value``, ``r_value``, ``<x>``, ``{mean}``."""
 _GENERIC = frozenset({"name"})
 """Template names that describe the form rather than ask for an answer ("write each
 @name[value] as shown", as DABench's prompt says)."""
@@ -59,15 +68,44 @@ class AnswerForm:
         more decimals than asked (empty when it follows the form, or none is given)."""
         if not self.names:
             return []
-        given = dict(_ANSWER_RE.findall(_CODE_RE.sub(" ", answer)))
-        missing = [name for name in self.names if name not in given]
+        given = self.given(answer)
+        missing = self.missing(answer)
         if missing:
-            return [f"missing: {', '.join(f'@{n}[...]' for n in missing)}"]
+            placeholders = [f"@{n}[{given[n]}]" for n in missing if n in given]
+            found = [f"missing: {', '.join(f'@{n}[...]' for n in missing if n not in given)}"] \
+                if len(placeholders) < len(missing) else []
+            return found + ([f"placeholders, not values: {', '.join(placeholders)}"] if placeholders else [])
         if self.decimals is None:
             return []
         long = [f"@{name}[{value}]" for name, value in given.items() if name in self.names
                 and any(len(m.group(1)) > self.decimals for m in _DECIMAL_NUMBER_RE.finditer(value))]
         return [f"more than {self.decimals} decimals: {', '.join(long)}"] if long else []
+
+    @staticmethod
+    def given(answer: str) -> dict[str, str]:
+        """The answer's ``@name[value]`` items (outside code), the last of a name kept."""
+        return dict(_ANSWER_RE.findall(_CODE_RE.sub(" ", answer)))
+
+    def missing(self, answer: str) -> list[str]:
+        """The template names the answer lacks a value for (absent, or a placeholder)."""
+        given = self.given(answer)
+        return [name for name in self.names if name not in given or _PLACEHOLDER_RE.match(given[name])]
+
+    def complete(self, answer: str, printed: list[tuple[int | None, str]]) -> tuple[str, list[int | None]]:
+        """The answer with the templates it lacks filled from ``printed`` (each cell's number
+        and output text, oldest first; the latest value of a name wins), and the cells used.
+        The answer is returned as it is when nothing it lacks was printed in the form."""
+        missing = self.missing(answer)
+        values: dict[str, tuple[int | None, str]] = {}
+        for cell, text in printed:
+            for name, value in _ANSWER_RE.findall(text):
+                if name in missing and not _PLACEHOLDER_RE.match(value):
+                    values[name] = (cell, value.strip())
+        if not values:
+            return answer, []
+        items = " ".join(f"@{name}[{values[name][1]}]" for name in missing if name in values)
+        cells = list(dict.fromkeys(values[name][0] for name in missing if name in values))
+        return f"{answer.rstrip()}\n\n{items}", cells
 
 
 __all__ = ["AnswerForm"]

@@ -31,7 +31,7 @@ from ..protocols import Action, InvalidCall, ProtocolState, Reading, Via
 from ..results import Step
 from ..tools.kernel_tool import TOOL_NAME
 from ..tools.undo import UNDO_TOOL_NAME, find_undo
-from .answers import ANSWER_CHECKS, AnswerCase, Registered, grounding_of
+from .answers import ANSWER_CHECKS, AnswerCase, Registered, grounding_of, printed_since
 from .decisions import (
     Accept,
     ActionDecision,
@@ -49,6 +49,7 @@ from .decisions import (
     TurnFacts,
     Undo,
 )
+from .form import AnswerForm
 from .hints import ErrorTeacher
 from .outcomes import STEP_CHECKS, StepCase, StepCheck, last_step
 from .replies import (
@@ -159,8 +160,14 @@ class Judge:
         return RunActions()
 
     def on_answer(self, answer: str, facts: TurnFacts) -> Accept | SendBack:
-        """Accept an answer, or send it back with the reasons not sent yet."""
+        """Accept an answer, or send it back with the reasons not sent yet. An answer that
+        lacks the form's templates the question's cells printed is completed from them first."""
         q = self.question
+        completed_from: tuple[int | None, ...] = ()
+        if self.settings.check_results:
+            printed = printed_since(facts.cells, q.first_cell)
+            answer, cells = AnswerForm.of(q.question).complete(answer, printed)
+            completed_from = tuple(cells)
         switch = (self.settings.require_work and q.has_files and facts.protocol.active is None
                   and q.cells_before + len(facts.steps) == 0)
         grounding = grounding_of(answer, facts.cells, q)
@@ -171,7 +178,7 @@ class Judge:
         reasons = [reason for check in checks if (reason := check(case)) is not None]
         fresh = tuple(reason for reason in reasons if reason.key not in self.budget.sent)
         if not fresh:
-            return Accept(answer, grounding, switch)
+            return Accept(answer, grounding, switch, completed_from)
         self.budget.sent.update(reason.key for reason in fresh)
         text = message("feedback", reasons="".join(f"\n{reason.text}" for reason in fresh))
         return SendBack(answer, fresh, text, grounding, switch)

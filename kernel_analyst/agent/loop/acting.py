@@ -33,7 +33,7 @@ from .figures import figures_message
 from .state import Turn
 
 NoteKind = Literal["protocol_switched", "answer_returned", "context_trimmed", "partial", "undo",
-                   "reply_not_run"]
+                   "reply_not_run", "answer_completed"]
 
 
 class Actor:

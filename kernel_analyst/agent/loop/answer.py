@@ -114,6 +114,9 @@ class AnswerLoop:
                     and turn.protocol.prefer_code():  # the system prompt stays: it describes both forms
                 note(turn, "protocol_switched", message("protocol_switched_no_call"))
             if isinstance(decision, Accept):
+                if decision.completed_from:
+                    cells = ", ".join(f"[{c}]" if c is not None else "?" for c in decision.completed_from)
+                    note(turn, "answer_completed", message("answer_completed", cells=cells))
                 return finish(turn, "answered", decision.answer, claims=decision.grounding)
             if isinstance(decision, SendBack):
                 await self.actor.send_back(turn, decision)
