@@ -50,9 +50,9 @@ def Facts(*, steps: Sequence[Step] = (), cells: Sequence[dict[str, Any]] = (),
 
 
 def judge(question: str = "How many rows?", *, max_steps: int = 15, has_files: bool = False,
-          cells_before: int = 0, evidence: str = "", first_cell: int = 0, teacher: ErrorTeacher | None = None,
-          **settings: Any) -> Judge:
-    facts = QuestionFacts(question, (), has_files, cells_before, evidence, first_cell)
+          cells_before: int = 0, first_cell: int = 0, table_rows: tuple[int, ...] = (),
+          teacher: ErrorTeacher | None = None, **settings: Any) -> Judge:
+    facts = QuestionFacts(question, (), has_files, cells_before, first_cell, table_rows)
     return Judge(JudgeSettings(max_steps=max_steps, tool_name=TOOL, **settings), facts, teacher=teacher)
 
 
@@ -211,9 +211,54 @@ def test_no_work_with_data_sends_back_and_switches_an_undecided_model_to_code() 
     decision = judge(has_files=True).on_answer("It has 891 rows.", facts)
     assert isinstance(decision, SendBack) and decision.switch_to_code
     assert [r.key for r in decision.reasons] == ["no_work"] and "```python" in decision.text
-    shown = judge(has_files=True, evidence="rows: 891").on_answer("It has 891 rows.", Facts())
-    assert isinstance(shown, Accept), "numbers the profile showed came from the data"
     assert isinstance(judge(has_files=True, require_work=False).on_answer("891", Facts()), Accept)
+
+
+def test_a_number_read_off_the_profile_is_no_result() -> None:
+    """Asked for the recommendation score of the student with the lowest English score, the
+    model answered 0.34 at once: the minimum of another column, printed by the profile."""
+    profile = cell(1, "df = load('admissions.csv')", "LOR: min 0.34, median 3.5, max 5.0")
+    profile["metadata"]["kernel_analyst"]["role"] = "profile"
+    question = "What is the LOR of the student with the lowest TOEFL score?"
+    decision = judge(question, has_files=True, first_cell=0).on_answer("0.34", Facts(cells=[profile]))
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["no_work"]
+    assert "profile" in decision.text and "0.34" in decision.text
+    ran = Facts(steps=[step(1, "df.TOEFL.idxmin()", printed="12\n")],
+                cells=[profile, cell(2, "df.TOEFL.idxmin()", "12")])
+    later = judge(question, has_files=True, first_cell=0).on_answer("It is 0.34.", ran)
+    assert isinstance(later, SendBack) and [r.key for r in later.reasons] == ["profile"]
+
+
+def test_a_follow_up_about_the_data_needs_a_cell_of_its_own() -> None:
+    cells = [cell(1, "df.groupby('WeightClassKg').TotalKg.mean()", "83 312.5\n93 305.1")]
+    decision = judge("Which weight class has the best average?", has_files=True, cells_before=1,
+                     first_cell=1).on_answer("Open", Facts(cells=cells))
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["no_work"]
+    assert "No code ran for this question" in decision.text
+
+
+def test_a_name_no_output_shows_goes_back() -> None:
+    cells = [cell(1, "df.species.value_counts()", "Adelie 152\nGentoo 124")]
+    facts = Facts(steps=[step(1, "df.species.value_counts()", printed="Adelie 152")], cells=cells)
+    decision = judge("Which species is most common?").on_answer("Emperor", facts)
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["unsupported_values"]
+    assert "'Emperor'" in decision.text
+    assert isinstance(judge("Which species is most common?").on_answer("Adelie penguins.", facts), Accept)
+    assert isinstance(judge("Is it normal?").on_answer("@normal[yes]", facts), Accept)
+
+
+@pytest.mark.parametrize(("question", "answer", "rows"), [
+    ("What percent of the JFK departures left more than 15 minutes late?", "100.0% of them.", ()),
+    ("How many passengers paid more than 100?", "891 passengers.", (891,)),
+    ("What are the 2 worst scores?", "The worst score is 45.", ()),
+])
+def test_doubtful_results_go_back(question: str, answer: str, rows: tuple[int, ...]) -> None:
+    printed = "100.0\n891\n45\n"
+    facts = Facts(steps=[step(1, "print(x)", printed=printed)], cells=[cell(1, "print(x)", printed)])
+    decision = judge(question, table_rows=rows).on_answer(answer, facts)
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["doubtful"]
+    assert isinstance(judge("What are the 2 worst scores?").on_answer("45 and 52", Facts(
+        steps=[step(1, "print(x)", printed="45 52")], cells=[cell(1, "print(x)", "45 52")])), Accept)
 
 
 def test_numbers_no_cell_produced_are_named() -> None:
@@ -242,9 +287,13 @@ def test_an_answer_not_in_the_form_asked_goes_back_with_the_form() -> None:
 
 def test_a_follow_up_with_only_an_earlier_questions_numbers_goes_back_naming_their_cell() -> None:
     cells = [cell(1, "df['TOTAL'].sum()", "800074"), {"cell_type": "markdown", "source": "### Question"}]
-    facts = Facts(cells=cells)
     decision = judge("Which state has the largest TOTAL?", has_files=True, cells_before=1,
-                     first_cell=1).on_answer("800074", facts)
+                     first_cell=1).on_answer("800074", Facts(cells=cells))
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["no_work"]
+    assert "cell [1]: df['TOTAL'].sum()" in decision.text
+    cells.append(cell(2, "df.groupby('STATE').TOTAL.sum().idxmax()", "CA"))
+    decision = judge("Which state has the largest TOTAL?", has_files=True, cells_before=1,
+                     first_cell=1).on_answer("800074", Facts(cells=cells, steps=[step(1, "x", printed="CA")]))
     assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["stale"]
     assert "cell [1]: df['TOTAL'].sum()" in decision.text
 

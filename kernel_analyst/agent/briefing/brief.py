@@ -38,11 +38,6 @@ class Briefing:
     first_cell: int = 0
     """The index of the question's cell in the notebook."""
 
-    @property
-    def evidence(self) -> str:
-        """What the model was shown from the data before its first step (the profiles)."""
-        return "\n".join(t.profile for t in self.tables if t.profile)
-
 
 async def brief(session: KernelSession, variables: dict[str, VariableInfo], question: str,
                 files: Sequence[str | os.PathLike[str]], *, turn: int, preload_tables: bool) -> Briefing:

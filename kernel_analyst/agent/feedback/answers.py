@@ -10,16 +10,24 @@ reads them:
   a guess (a name it saw in the profile). An answer that says what could not be computed
   is then accepted.
 
-- ``no_work``: the conversation has data files and no code has run in it yet, so the
-  answer cannot come from the data (the failure a small local model showed: code written
-  but never run, then invented numbers). An answer whose every number is in what the
-  model was shown before its first step (the profiles of the uploaded tables) is not sent
-  back: it came from the data.
+- ``no_work``: a question in a conversation with data files ran no cell of its own: the
+  answer cannot come from the data (a small local model wrote code but never ran it, then
+  invented numbers; or read a column's minimum off the table's profile as the answer to a
+  question about another column). The message says which: nothing ran yet; the numbers
+  are the profile's (which describes the columns, cells compute); they are an earlier
+  question's; or the answer (a name, a category, True/False) comes from no cell of this
+  question. A follow-up that only restates an earlier result says so and is accepted.
 
 - ``unsupported``: once code has run in the conversation, every number of the answer is
   grounded in its cells (:mod:`kernel_analyst.claims`: outputs, results, recorded
   variables, code), derived from two of them, or unsupported; unsupported ones are named,
   and the model gets one more turn to compute them in a cell or leave them out.
+
+- ``unsupported_values``: a name or category the answer gives (inside ``@name[value]``,
+  or a short answer) that no cell's output shows, named.
+
+- ``profile``: the question ran cells, but every number of the answer is only in a
+  table's profile: none of its cells computed it.
 
 - ``empty``: the answer is only ``nan``, ``None`` or an empty value (alone or in every
   ``@name[value]``): no finding, usually a filter that matched no row
@@ -29,14 +37,17 @@ reads them:
   templates, decimals: :class:`~kernel_analyst.agent.feedback.form.AnswerForm`) and the
   answer does not follow it; the feedback names the form.
 
-- ``stale``: every number of the answer comes from the cells of an earlier question (a
-  follow-up answered with the previous answer's total), whether this question ran cells or
-  (in a conversation with data files) none: the answer is grounded, but not in what this
-  question computed. A follow-up that only restates an earlier result says so and is
-  accepted.
+- ``doubtful``: a result that is trivially the whole (0% or 100% of a subset, the table's
+  own row count for a count of some rows), or a list shorter than the question asks
+  (:mod:`.doubts`).
+
+- ``stale``: the question ran cells, but every number of the answer comes from the cells
+  of an earlier question (a follow-up answered with the previous answer's total): the
+  answer is grounded, but not in what this question computed.
 
 Each check is a function of an :class:`AnswerCase`, registered with the judge
-(:data:`ANSWER_CHECKS`) under the setting that turns it off.
+(:data:`~kernel_analyst.agent.feedback.judge.ANSWER_CHECKS`) under the setting that turns
+it off.
 """
 
 from __future__ import annotations
@@ -50,7 +61,7 @@ from ...claims import Claim, ClaimStatus, Grounding, SourceIndex, ground
 from ..prompting import message
 from .checks import empty_answer
 from .decisions import QuestionFacts, Reason
-from .form import AnswerForm
+from .form import AnswerForm, is_placeholder
 
 _MAX_NAMED = 8
 """Numbers named in one reason, at most."""
@@ -95,12 +106,50 @@ def failed_last_step(case: AnswerCase) -> Reason | None:
 
 
 def no_work(case: AnswerCase) -> Reason | None:
-    """Data files, no code run yet, and numbers not all from what the model was shown."""
+    """A question about the data answered with no cell of its own: nothing ran in the
+    conversation yet; or its numbers are the table's profile (which describes, cells
+    compute), or an earlier question's; or it names things no cell of its own showed."""
     q = case.question
-    if not q.has_files or case.cells_run != 0 or _numbers_shown(case.answer, q.evidence):
+    if not q.has_files or case.steps:
         return None
-    key = "feedback_no_work_code" if case.protocol == "code" else "feedback_no_work_tools"
-    return Reason("no_work", message(key, tool_name=case.tool_name))
+    found = _grounded(case)
+    if found and all(_role(c, case.cells) == "profile" for c in found):
+        return Reason("no_work", message("feedback_profile_no_code", numbers=_named(found, case.cells)))
+    if case.cells_run == 0:
+        key = "feedback_no_work_code" if case.protocol == "code" else "feedback_no_work_tools"
+        return Reason("no_work", message(key, tool_name=case.tool_name))
+    if found and all(c.source is not None and (c.source.cell_index or 0) < q.first_cell for c in found):
+        return Reason("no_work", message("feedback_stale_no_code", numbers=_named(found, case.cells)))
+    if found or _text_values(case.answer, bare=True) or _is_boolean(case.answer):
+        return Reason("no_work", message("feedback_no_code_here"))
+    return None  # prose that states nothing checkable (a remark about the conversation)
+
+
+def profile_only(case: AnswerCase) -> Reason | None:
+    """Every number of the answer is only in a table's profile: no cell computed it."""
+    found = _grounded(case)
+    if not case.steps or not found or case.grounding.unsupported:
+        return None
+    if all(_role(c, case.cells) == "profile" for c in found):
+        return Reason("profile", message("feedback_profile", numbers=_named(found, case.cells)))
+    return None
+
+
+def _grounded(case: AnswerCase) -> list[Claim]:
+    return [c for c in case.grounding.claims if c.status is not ClaimStatus.UNSUPPORTED]
+
+
+def _role(claim: Claim, cells: Sequence[dict[str, Any]]) -> str:
+    """The role of the cell a claim's source is in ("" for a cell the conversation ran)."""
+    index = claim.source.cell_index if claim.source is not None else None
+    if index is None or not 0 <= index < len(cells):
+        return ""
+    meta = (cells[index].get("metadata") or {}).get("kernel_analyst") or {}
+    return str(meta.get("role") or "") if isinstance(meta, dict) else ""
+
+
+def _named(claims: list[Claim], cells: Sequence[dict[str, Any]]) -> str:
+    return ", ".join(_with_origin(c, cells) for c in claims[:_MAX_NAMED])
 
 
 def unsupported(case: AnswerCase) -> Reason | None:
@@ -112,6 +161,63 @@ def unsupported(case: AnswerCase) -> Reason | None:
     named = ", ".join(c.text for c in found[:_MAX_NAMED]) + more
     key = "feedback_unsupported_code" if case.protocol == "code" else "feedback_unsupported_tools"
     return Reason("unsupported", message(key, numbers=named, tool_name=case.tool_name))
+
+
+def unsupported_values(case: AnswerCase) -> Reason | None:
+    """Names or categories the answer gives that no cell's output shows (once code ran)."""
+    if case.cells_run == 0 or (case.question.has_files and not case.steps):
+        return None  # no_work's domain
+    values = _text_values(case.answer, bare=bool(_ASKS_FOR_A_NAME.search(case.question.question)))
+    if not values:
+        return None
+    shown = " ".join(text for _, text in printed_since(case.cells, 0, skip_roles=("profile",))).lower()
+    words = set(_WORD_RE.findall(shown)) | set(_WORD_RE.findall(case.question.question.lower()))
+    missing = [v for v in values if v.lower() not in shown
+               and not any(w in words for w in _WORD_RE.findall(v.lower()) if w not in _COMMON)]
+    if not missing:
+        return None
+    named = ", ".join(repr(v) for v in missing[:_MAX_NAMED])
+    key = f"feedback_unsupported_values_{'code' if case.protocol == 'code' else 'tools'}"
+    return Reason("unsupported_values", message(key, values=named, tool_name=case.tool_name))
+
+
+_WORD_RE = re.compile(r"[a-z][a-z0-9_'-]+")
+_COMMON = frozenset({"the", "and", "for", "with", "are", "not", "yes", "true", "false", "none", "type",
+                     "class", "group", "value", "values", "most", "least", "highest", "lowest"})
+_BOOLEAN = frozenset({"yes", "no", "true", "false", "none", "n/a", "na", "nan"})
+_SENTENCE = frozenset({"is", "are", "was", "were", "it", "the", "a", "an", "this", "that", "of", "in", "i",
+                       "we", "has", "have", "not", "be", "there", "they", "with", "by", "to", "for"})
+
+
+_ASKS_FOR_A_NAME = re.compile(r"\b(?:which|who|whom|whose)\b|\bwhat\b.{0,40}\b(?:name|type|kind|category|"
+                              r"class|group|species|country|city|state|brand|model|day|month)\b", re.I)
+"""A question that asks for a name or a category (its bare answer is checked)."""
+
+
+def _is_boolean(answer: str) -> bool:
+    """A bare yes/no or True/False (alone or in every ``@name[value]``)."""
+    items = re.findall(r"@\w+\[(.*?)\]", answer) or [answer.strip().strip("*_`.!").strip()]
+    return all(item.strip().lower() in ("yes", "no", "true", "false") for item in items)
+
+
+def _text_values(answer: str, *, bare: bool) -> list[str]:
+    """The answer's names and categories: its ``@name[value]`` values without digits, or
+    (with ``bare``: the question asks for a name) a bare answer of up to three words, no
+    sentence; yes/no, True/False and a template's placeholder are left out."""
+    items = re.findall(r"@\w+\[(.*?)\]", answer)
+    candidates = items if items else [answer.strip().strip("*_`.").strip()] if bare else []
+    found = []
+    for value in candidates:
+        value = value.strip().strip("'\"`*")
+        if not value or any(ch.isdigit() for ch in value) or value.lower() in _BOOLEAN:
+            continue
+        if is_placeholder(value):
+            continue
+        words = value.lower().split()
+        if not items and (len(words) > 3 or "\n" in value or any(w in _SENTENCE for w in words)):
+            continue
+        found.append(value)
+    return found
 
 
 def empty(case: AnswerCase) -> Reason | None:
@@ -132,18 +238,14 @@ def wrong_form(case: AnswerCase) -> Reason | None:
 def stale(case: AnswerCase) -> Reason | None:
     """Every number from an earlier question's cells, none from this question's own."""
     q = case.question
-    if not (case.steps or q.has_files):
-        return None
-    found = [c for c in case.grounding.claims if c.status is not ClaimStatus.UNSUPPORTED]
-    if not found:
+    found = _grounded(case)
+    if not case.steps or not found:
         return None
     here = ground(case.answer, SourceIndex.from_cells(case.cells[q.first_cell:]), question=q.question,
                   files=q.files)
     if any(c.status is not ClaimStatus.UNSUPPORTED for c in here.claims):
         return None
-    named = ", ".join(_with_origin(c, case.cells) for c in found[:_MAX_NAMED])
-    key = "feedback_stale" if case.steps else "feedback_stale_no_code"
-    return Reason("stale", message(key, numbers=named))
+    return Reason("stale", message("feedback_stale", numbers=_named(found, case.cells)))
 
 
 def _with_origin(claim: Claim, cells: Sequence[dict[str, Any]]) -> str:
@@ -159,47 +261,15 @@ def _with_origin(claim: Claim, cells: Sequence[dict[str, Any]]) -> str:
     return f"{claim.text} ({where}: {line})" if line else f"{claim.text} ({where})"
 
 
-_NUMBER_RE = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
-
-
-def _numbers(text: str) -> set[str]:
-    return {m.group().replace(",", "").lstrip("-") for m in _NUMBER_RE.finditer(text)}
-
-
-def _numbers_shown(answer: str, evidence: str) -> bool:
-    """True when the answer states numbers and every one of them is in the evidence."""
-    stated = _numbers(answer)
-    return bool(stated) and bool(evidence) and stated <= _numbers(evidence)
-
-
-@dataclass(frozen=True)
-class Registered:
-    """An answer check and the setting that turns it off."""
-
-    check: AnswerCheck
-    """The check."""
-    setting: str
-    """The :class:`~kernel_analyst.agent.feedback.judge.JudgeSettings` field that must be
-    true for it to run (``require_work``, ``check_numbers``, ``check_results``)."""
-
-
-ANSWER_CHECKS: tuple[Registered, ...] = (
-    Registered(failed_last_step, "check_results"),
-    Registered(no_work, "require_work"),
-    Registered(unsupported, "check_numbers"),
-    Registered(empty, "check_results"),
-    Registered(wrong_form, "check_results"),
-    Registered(stale, "check_results"),
-)
-"""The answer checks, in the order their reasons are read."""
-
-
-def printed_since(cells: Sequence[dict[str, Any]], since: int) -> list[tuple[int | None, str]]:
+def printed_since(cells: Sequence[dict[str, Any]], since: int, *,
+                  skip_roles: tuple[str, ...] = ()) -> list[tuple[int | None, str]]:
     """What each code cell from position ``since`` on printed (streams and plain-text
-    results), as (its execution count, the text), oldest first."""
+    results), as (its execution count, the text), oldest first; cells whose role is in
+    ``skip_roles`` (``profile``) left out."""
     found: list[tuple[int | None, str]] = []
     for cell in cells[since:]:
-        if cell.get("cell_type") != "code":
+        meta = (cell.get("metadata") or {}).get("kernel_analyst") or {}
+        if cell.get("cell_type") != "code" or (isinstance(meta, dict) and meta.get("role") in skip_roles):
             continue
         parts = []
         for output in cell.get("outputs") or []:
@@ -222,17 +292,5 @@ def grounding_of(answer: str, cells: Sequence[dict[str, Any]], question: Questio
                   prefer_from=question.first_cell)
 
 
-__all__ = [
-    "ANSWER_CHECKS",
-    "AnswerCase",
-    "AnswerCheck",
-    "Registered",
-    "empty",
-    "failed_last_step",
-    "grounding_of",
-    "no_work",
-    "printed_since",
-    "stale",
-    "unsupported",
-    "wrong_form",
-]
+__all__ = ["AnswerCase", "AnswerCheck", "empty", "failed_last_step", "grounding_of", "no_work",
+           "printed_since", "profile_only", "stale", "unsupported", "unsupported_values", "wrong_form"]

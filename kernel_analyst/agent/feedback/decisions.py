@@ -166,10 +166,10 @@ class QuestionFacts:
     """The conversation has data files (an answer must then come from a cell)."""
     cells_before: int = 0
     """Code cells that computed something before this question (not the loading of files)."""
-    evidence: str = ""
-    """What the model was shown from the data before its first step (the tables' profiles)."""
     first_cell: int = 0
     """The index of this question's first cell (its question cell) in the notebook."""
+    table_rows: tuple[int, ...] = ()
+    """The rows of the uploaded tables' DataFrames when the question began."""
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,11 @@ _GENERIC = frozenset({"name"})
 @name[value] as shown", as DABench's prompt says)."""
 
 
+def is_placeholder(value: str) -> bool:
+    """True for a template's placeholder copied as a value (``value``, ``r_value``, ``<x>``)."""
+    return _PLACEHOLDER_RE.match(value) is not None
+
+
 @dataclass(frozen=True)
 class AnswerForm:
     """What a question says about how its answer is written."""
@@ -108,4 +113,4 @@ class AnswerForm:
         return f"{answer.rstrip()}\n\n{items}", cells
 
 
-__all__ = ["AnswerForm"]
+__all__ = ["AnswerForm", "is_placeholder"]

@@ -31,7 +31,20 @@ from ..protocols import Action, InvalidCall, ProtocolState, Reading, Via
 from ..results import Step
 from ..tools.kernel_tool import TOOL_NAME
 from ..tools.undo import UNDO_TOOL_NAME, find_undo
-from .answers import ANSWER_CHECKS, AnswerCase, Registered, grounding_of, printed_since
+from .answers import (
+    AnswerCase,
+    AnswerCheck,
+    empty,
+    failed_last_step,
+    grounding_of,
+    no_work,
+    printed_since,
+    profile_only,
+    stale,
+    unsupported,
+    unsupported_values,
+    wrong_form,
+)
 from .decisions import (
     Accept,
     ActionDecision,
@@ -49,6 +62,7 @@ from .decisions import (
     TurnFacts,
     Undo,
 )
+from .doubts import doubtful
 from .form import AnswerForm
 from .hints import ErrorTeacher
 from .outcomes import STEP_CHECKS, StepCase, StepCheck, last_step
@@ -89,6 +103,31 @@ class JudgeSettings:
     """Check results that cannot be right, and answers that are empty or not in the form asked."""
     tool_name: str = TOOL_NAME
     """The Python tool's name, for the messages."""
+
+
+@dataclass(frozen=True)
+class Registered:
+    """An answer check and the setting that turns it off."""
+
+    check: AnswerCheck
+    """The check."""
+    setting: str
+    """The :class:`JudgeSettings` field that must be true for it to run (``require_work``,
+    ``check_numbers``, ``check_results``)."""
+
+
+ANSWER_CHECKS: tuple[Registered, ...] = (
+    Registered(failed_last_step, "check_results"),
+    Registered(no_work, "require_work"),
+    Registered(unsupported, "check_numbers"),
+    Registered(unsupported_values, "check_numbers"),
+    Registered(profile_only, "check_numbers"),
+    Registered(empty, "check_results"),
+    Registered(doubtful, "check_results"),
+    Registered(wrong_form, "check_results"),
+    Registered(stale, "check_results"),
+)
+"""The answer checks (:mod:`.answers`, :mod:`.doubts`), in the order their reasons are read."""
 
 
 @dataclass(frozen=True)
@@ -297,4 +336,4 @@ def _last_failure(steps: Sequence[Step]) -> str | None:
     return str(last.error).splitlines()[0] if last.error is not None else last.status
 
 
-__all__ = ["MAX_IDLE_REPLIES", "Budget", "Judge", "JudgeSettings", "Policies"]
+__all__ = ["ANSWER_CHECKS", "MAX_IDLE_REPLIES", "Budget", "Judge", "JudgeSettings", "Policies", "Registered"]

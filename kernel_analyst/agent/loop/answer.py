@@ -95,8 +95,11 @@ class AnswerLoop:
         system = self.systems[conversation.protocol.system_prompt]
         messages = [system, *conversation.history, HumanMessage(f"{question}\n{briefing.note}")]
         turn = Turn(conversation_id, question, session, conversation, messages, emit, files=briefing.uploaded)
+        tables = {t.variable for t in conversation.teacher.tables.values() if t.variable}
+        rows = tuple(info.shape[0] for name, info in conversation.variables.items()
+                     if name in tables and info.shape)
         facts = QuestionFacts(question, tuple(briefing.uploaded), briefing.has_files, briefing.cells_before,
-                              briefing.evidence, briefing.first_cell)
+                              briefing.first_cell, rows)
         return turn, Judge(self.judging, facts, teacher=conversation.teacher)
 
     async def _run(self, turn: Turn, judge: Judge) -> Answer:
