@@ -46,6 +46,34 @@ class Usage:
                    int(data.get("total_tokens", 0)), int(data.get("model_calls", 0)))
 
 
+@dataclass(frozen=True)
+class TableChange:
+    """What a step did to a DataFrame that existed before the question (the person's table)."""
+
+    name: str
+    """The DataFrame's name."""
+    rows_before: int
+    """Its rows when the question began."""
+    rows: int | None
+    """Its rows after the step; None when it is no longer a DataFrame (or was deleted)."""
+    columns_dropped: tuple[str, ...] = ()
+    """Columns it lost."""
+    cell: int | None = None
+    """The step's cell (execution count)."""
+    code: str = ""
+    """The line of the step's code that changed it."""
+
+    def describe(self, origin: int | None = None) -> str:
+        """``df: 328,521 of 336,776 rows since cell [4] (df = df[df.dep_time.notna()])``;
+        ``origin``: its rows when it was first loaded, if more than before the question."""
+        of = origin if origin is not None else self.rows_before
+        rows = f"{self.rows:,} of {of:,} rows" if self.rows is not None else "no longer a DataFrame"
+        dropped = f", without the columns {', '.join(self.columns_dropped[:8])}" if self.columns_dropped else ""
+        where = f" since cell [{self.cell}]" if self.cell is not None else ""
+        code = f" (`{self.code}`)" if self.code else ""
+        return f"`{self.name}`: {rows}{dropped}{where}{code}"
+
+
 @dataclass
 class Step:
     """One piece of code the model ran, and what came of it."""

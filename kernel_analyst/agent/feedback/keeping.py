@@ -1,0 +1,98 @@
+"""The person's data stays what the person asked for.
+
+A small model answers "of the remaining JFK departures, what percent left late?" with
+``df = df[df['origin'] == 'JFK']; df = df[df['dep_delay'] > 15]`` and every later answer of
+the conversation runs on 8,000 rows instead of 336,776. A notice after the step is no
+guard (the model answered anyway). So a step that leaves a DataFrame that existed before
+the question with fewer rows or columns, or rebinds or deletes it, is undone when the
+question does not ask to change the data (:mod:`.intent`), and the model is told to work
+under a new name; when the question does ask, the change is kept and the next question's
+note says what the table holds now.
+
+:func:`table_changes` reads what a step did from its variable changes (no kernel); the
+judge decides (:meth:`~kernel_analyst.agent.feedback.judge.Judge.after_step`).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+
+from ...kernels import VariableInfo
+from ..prompting import message
+from ..results import TableChange
+from .decisions import Reason, StepFacts
+
+_FRAME = "DataFrame"
+
+
+def table_changes(step: StepFacts, before: Mapping[str, VariableInfo]) -> list[TableChange]:
+    """The DataFrames of ``before`` (the question's start) the step shrank, replaced by
+    something else, or deleted; nothing for a step that failed or did not run."""
+    ex = step.execution
+    if not step.observed or ex.status != "ok":
+        return []
+    found = []
+    for info in ex.variables.changed:
+        old = before.get(info.name)
+        if old is None or not old.shape:
+            continue
+        rows = info.shape[0] if info.shape and info.type.endswith(_FRAME) else None
+        dropped = tuple(c for c in (old.columns or []) if info.columns is not None and c not in info.columns)
+        if rows is None or rows < old.shape[0] or dropped:
+            found.append(TableChange(info.name, old.shape[0], rows, dropped if rows is not None else (),
+                                     ex.execution_count, _line(step.code, info.name)))
+    for name in ex.variables.deleted:
+        old = before.get(name)
+        if old is not None and old.shape:
+            found.append(TableChange(name, old.shape[0], None, (), ex.execution_count, _line(step.code, name)))
+    return found
+
+
+def undone(changes: list[TableChange], step: int) -> Reason:
+    """What the model is told when the step that changed the person's tables was undone."""
+    first = changes[0]
+    after = f"{first.rows:,} rows" if first.rows is not None else "something else"
+    if first.rows is not None and first.rows == first.rows_before and first.columns_dropped:
+        after = f"a copy without the columns {', '.join(first.columns_dropped[:6])}"
+    return Reason("data_undone", message("data_undone", step=step, name=first.name, before=f"{first.rows_before:,}",
+                                         after=after, example=_example(first)))
+
+
+def kept(changes: list[TableChange]) -> Reason:
+    """What the model is told when the question asked for the change: it stays."""
+    return Reason("data_kept", message("data_kept", changes="; ".join(c.describe() for c in changes)))
+
+
+def _line(code: str, name: str) -> str:
+    """The line of ``code`` that changed ``name`` (an assignment to it, an in-place call on
+    it, a ``del``): the last such line, cut to 80 characters."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return ""
+    lines = code.splitlines()
+    found = ""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete, ast.Expr)) and any(
+                isinstance(n, ast.Name) and n.id == name for n in ast.walk(node)):
+            if isinstance(node, ast.Expr) and not _in_place(node):
+                continue
+            text = lines[node.lineno - 1].strip() if 0 < node.lineno <= len(lines) else ""
+            found = text if len(text) <= 80 else text[:77] + "..."
+    return found
+
+
+def _in_place(node: ast.Expr) -> bool:
+    return isinstance(node.value, ast.Call) and any(k.arg == "inplace" for k in node.value.keywords)
+
+
+def _example(change: TableChange) -> str:
+    """A way to keep the step's result under a new name: ``subset = df[...]``."""
+    target = f"{change.name} = "
+    if change.code.startswith(target):
+        return f"subset = {change.code[len(target):]}"
+    return f"subset = {change.name}[...]"
+
+
+__all__ = ["kept", "table_changes", "undone"]
