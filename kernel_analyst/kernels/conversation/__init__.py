@@ -17,7 +17,7 @@ path, diagnosis, checkpoints of a process), ``trail``, and the value modules of
 from ._support import OutputCallback
 from .branches import BranchInfo
 from .checkpoints import DEFAULT_CHECKPOINTS, CheckpointInfo, FileMode, UndoReport, enable_checkpoints
-from .keeping import DiscardReport, FileMerge, KeepReport
+from .keeping import DiscardReport, FileMerge, KeepReport, parent_of
 from .manager import ConversationInfo, SessionManager, directory_name, read_notebook_head
 from .runs import KEEP_FINISHED, Run, Runs, RunState, RunStatus
 from .session import KernelSession
@@ -42,5 +42,6 @@ __all__ = [
     "UndoReport",
     "directory_name",
     "enable_checkpoints",
+    "parent_of",
     "read_notebook_head",
 ]
