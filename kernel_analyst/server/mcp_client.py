@@ -43,6 +43,7 @@ class TaskHandle(Result):
     task_id: str
     status: str
     status_message: str | None = None
+    ttl_ms: int | None = None
     poll_interval_ms: int | None = None
 
 
