@@ -106,7 +106,8 @@ def http_connect(server: RunningServer, tenant: str) -> Connect:
         options.setdefault("read_timeout_seconds", 60)
         headers = {"Authorization": f"Bearer {server.tokens[tenant]}"}
         async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
-            async with Client(streamable_http_client(f"{server.url}/mcp", http_client=http), **options) as client:
+            transport = streamable_http_client(f"{server.url}/mcp", http_client=http)
+            async with Client(transport, **options) as client:
                 yield client
 
     return connect
