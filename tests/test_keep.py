@@ -102,3 +102,39 @@ async def test_keep_copies_the_namespace_under_sandbox(tmp_path: Path) -> None:
         ex = await main.execute("print(a, b, open('made.txt').read())")
         assert ex.text.strip() == "1 42 yes", ex.text
         assert ex.recovery is not None and ex.recovery.complete
+
+
+def test_kept_cells_point_at_the_parents_cells() -> None:
+    """Pure: what a keep writes, for a branch whose answer cites a copied cell and its own,
+    and whose resume restored copied cells."""
+    from kernel_analyst.kernels.conversation import keeping
+
+    def code(cid: str, count: int, **meta: Any) -> dict[str, Any]:
+        return {"cell_type": "code", "id": cid, "execution_count": count, "source": cid, "outputs": [],
+                "metadata": {"kernel_analyst": {"status": "ok", **meta}}}
+
+    died = {"cell_type": "markdown", "id": "m", "source": "x",
+            "metadata": {"kernel_analyst": {"marker": "died"}}}
+    parent = [code("p1", 1), code("p2", 2, undone=True), code("old", 3), died]
+    branch = [{"cell_type": "markdown", "id": "b0", "source": "branched", "metadata": {"kernel_analyst": {
+                  "marker": "branched", "parent": "p", "after_cell": 2, "cells": 2}}},
+              code("c1", 1, branched_from="p"), code("c2", 2, branched_from="p"),
+              {"cell_type": "markdown", "id": "r", "source": "resumed", "metadata": {"kernel_analyst": {
+                  "marker": "resumed", "restored_cells": ["c1", "c2"]}}},
+              code("own", 3),
+              {"cell_type": "markdown", "id": "a", "source": "### Answer", "metadata": {"kernel_analyst": {
+                  "role": "answer", "claims": {"claims": [
+                      {"source": {"cell_id": "c1", "cell_index": 1}},
+                      {"source": {"cell_id": "own", "cell_index": 4}}]}}}}]
+    line = keeping.branch_line(branch, "p")
+    todo = keeping.plan(parent, branch, line, branch="b")
+    assert line.own_start == 3 and todo.abandon == [2, 3] and todo.first == 5
+    assert todo.undo == {1: False}  # the parent's old line undid p2; the branch kept its effect
+    resumed, own, answer = todo.cells
+    assert resumed["metadata"]["kernel_analyst"]["restored_cells"] == ["p1", "p2"]
+    sources = [c["source"] for c in answer["metadata"]["kernel_analyst"]["claims"]["claims"]]
+    assert sources == [{"cell_id": "p1", "cell_index": 0}, {"cell_id": "own", "cell_index": 6}]
+    assert own["metadata"]["kernel_analyst"]["kept_from"] == "b" and todo.next_count == 4
+    keeping.abandon(parent[3], branch="b", at="now")
+    meta = parent[3]["metadata"]["kernel_analyst"]
+    assert meta["undone"] and "marker" not in meta and meta["abandoned"]["record"]["marker"] == "died"

@@ -48,7 +48,8 @@ async def figures_as_links(client: Any) -> str:
         assert max(small.size) <= 512  # the 12x9 inch figure, downscaled
     notebook = json.loads((await client.read_resource(notebook_uri(sid))).contents[0].text)
     cell = next(c for c in reversed(notebook["cells"]) if c["source"] == BIG_PLOT)
-    recorded = [base64.b64decode(o["data"]["image/png"]) for o in cell["outputs"] if "image/png" in o.get("data", {})]
+    recorded = [base64.b64decode(o["data"]["image/png"]) for o in cell["outputs"]
+                if "image/png" in o.get("data", {})]
     for link, png in zip(links, recorded, strict=True):
         read = (await client.read_resource(link.uri)).contents[0]
         assert isinstance(read, BlobResourceContents) and read.mime_type == "image/png"
@@ -197,7 +198,8 @@ def test_digest_reads_answers_and_their_cited_cells() -> None:
     ]
     found = digest("s", {"cells": cells})
     assert [c.author for c in found.cells] == ["client", "agent", "person", "agent", "restore"]
-    assert found.cells[1].output == "891" and found.cells[1].created == ["df"] and found.cells[1].seconds == 0.25
+    step = found.cells[1]
+    assert step.output == "891" and step.created == ["df"] and step.seconds == 0.25
     (answer,) = found.answers
     assert answer.index == 3 and answer.text == "There are 891 passengers."
     assert answer.cited_cells == [1] and answer.cited_counts == [1] and answer.claims == 1

@@ -129,9 +129,9 @@ class ServiceTools:
                                        on_start=probe.watch if probe is not None else None)
             name = f"outputs/mcp-cell-{ex.execution_count or 0}-{uuid.uuid4().hex[:6]}.txt"
             observation = await observe_step(session, ex, settings=settings, save_as=name)
-            figures = figures_of(record, session.audit.cells, ex.cell_id) if settings.send_images else []
-        return execution_result(ex, observation, record.id, figures=figures,
-                                inline_bytes=service.config.mcp_inline_image_bytes)
+            figures = figures_of(record, session.audit.cells, ex.cell_id)
+        inline = service.config.mcp_inline_image_bytes if settings.send_images else 0
+        return execution_result(ex, observation, record.id, figures=figures, inline_bytes=inline)
 
     async def run_status(self, tenant: str, run_id: str, session_id: str | None, since: int, wait_s: float,
                          ctx: Context[Any, Any] | None = None) -> CallToolResult:
