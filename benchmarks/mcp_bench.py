@@ -12,7 +12,7 @@
    figures): the same cell's result encoded three ways by the server's own function
    (``mcp_tools.execution_result``): *before* (the figures inline, full size, base64: what
    ``execute`` returned until now), *after* (a resource link per figure, downscaled copies
-   inline within the default 48 KB cap), *links only* (``--inline-image-kb 0``). Sizes are
+   inline within the default 32 KB cap), *links only* (``--inline-image-kb 0``). Sizes are
    the JSON of the ``CallToolResult`` as sent; the *after* size is also measured on the
    wire, through ``/mcp`` of a running ``kernel-analyst serve``.
 2. **``tasks/get`` latency**: a task that sleeps runs while the SDK's client polls it
@@ -55,7 +55,7 @@ THREE_FIGURES = ("import matplotlib.pyplot as plt\nimport numpy as np\nrng = np.
                  "for k in range(3):\n    plt.figure()\n    plt.plot(rng.normal(size=200).cumsum())\n"
                  "    plt.title(f'walk {k}')\n    plt.show()")
 SLEEPER = "import time\ntime.sleep(120)"
-DEFAULT_CAP = 48 * 1024
+DEFAULT_CAP = 32 * 1024
 
 
 def _json_bytes(result: Any) -> int:
@@ -79,10 +79,13 @@ async def figure_bytes(root: Path, isolation: str) -> dict[str, int]:
         record = SessionRecord("figures", "default", session.directory)
         figures = figures_of(record, session.audit.cells, ex.cell_id)
         assert len(figures) == 3, ex.text
+        after = execution_result(ex, observation, "figures", figures=figures, inline_bytes=DEFAULT_CAP)
+        inline = [f["inline_bytes"] for f in (after.structured_content or {})["figures"] if f["inline_bytes"]]
         return {
             "before": _json_bytes(execution_result(ex, observation, "figures")),
-            "after": _json_bytes(execution_result(ex, observation, "figures", figures=figures,
-                                                  inline_bytes=DEFAULT_CAP)),
+            "after": _json_bytes(after),
+            "inline copies": len(inline),
+            "inline bytes": sum(inline),
             "links only": _json_bytes(execution_result(ex, observation, "figures", figures=figures,
                                                        inline_bytes=0)),
             "figure PNGs": sum(len(f.png) for f in figures),
@@ -135,7 +138,8 @@ async def main(args: argparse.Namespace) -> int:
     print("1. bytes per execute result with three figures (JSON of the CallToolResult):")
     for name in ("before", "after", "links only"):
         print(f"   {name:<11} {sizes[name]:>9,} bytes  ({sizes[name] / sizes['before']:.0%} of before)")
-    print(f"   (the three PNGs: {sizes['figure PNGs']:,} bytes)")
+    print(f"   (the three PNGs: {sizes['figure PNGs']:,} bytes; after: {sizes['inline copies']} downscaled "
+          f"copies inline, {sizes['inline bytes']:,} bytes)")
     with running_server(root / "serve", args.isolation) as (url, token):
         async with http_connect(url, token, extensions=[TasksClient()]) as client:
             wire = await client.call_tool("execute", {"code": THREE_FIGURES})

@@ -25,7 +25,7 @@ from kernel_analyst.server.mcp_resources import NOTEBOOK_MIME, notebook_uri
 from .mcp_fixtures import Connect, http_connect, stdio_server
 from .server_fixtures import RunningServer, server  # noqa: F401
 
-INLINE_CAP = 48 * 1024  # ServerConfig.mcp_inline_image_bytes, the default of both servers here
+INLINE_CAP = 32 * 1024  # ServerConfig.mcp_inline_image_bytes, the default of both servers here
 BIG_PLOT = ("import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(12, 9), dpi=100)\n"
             "ax.plot(range(50), [i * i % 17 for i in range(50)])\nplt.show()\n"
             "plt.figure(figsize=(3, 2)); plt.bar([1, 2], [3, 1]); plt.show()")
@@ -45,7 +45,7 @@ async def figures_as_links(client: Any) -> str:
     assert [link.mime_type for link in links] == ["image/png", "image/png"], ran.content
     assert inline and sum(len(png) for png in inline) <= INLINE_CAP
     with Image.open(io.BytesIO(inline[0])) as small:
-        assert max(small.size) <= 512  # the 12x9 inch figure, downscaled
+        assert max(small.size) <= 480  # the 12x9 inch figure, downscaled
     notebook = json.loads((await client.read_resource(notebook_uri(sid))).contents[0].text)
     cell = next(c for c in reversed(notebook["cells"]) if c["source"] == BIG_PLOT)
     recorded = [base64.b64decode(o["data"]["image/png"]) for o in cell["outputs"]
@@ -55,7 +55,7 @@ async def figures_as_links(client: Any) -> str:
         assert isinstance(read, BlobResourceContents) and read.mime_type == "image/png"
         assert base64.b64decode(read.blob) == png and link.size == len(png)  # byte for byte
     with Image.open(io.BytesIO(recorded[0])) as full:
-        assert max(full.size) > 512  # the notebook keeps it full size
+        assert max(full.size) > 480  # the notebook keeps it full size
     return str(sid)
 
 

@@ -67,9 +67,9 @@ def _common(parser: argparse.ArgumentParser, *, default_port: int) -> None:
                        help="sessions idle this long go dormant (kernel stopped, conversation kept; "
                             "the next use wakes it), s (1800; 0 = never)")
     group.add_argument("--pool-size", type=int, default=1, help="kernels started in advance (1)")
-    group.add_argument("--inline-image-kb", type=float, default=48.0, metavar="KB",
+    group.add_argument("--inline-image-kb", type=float, default=32.0, metavar="KB",
                        help="MCP execute: figures come back as resource links, with downscaled copies "
-                            "inline up to this many KB per result (48; 0 = links only, for hosts that "
+                            "inline up to this many KB per result (32; 0 = links only, for hosts that "
                             "read resources)")
     flags.add_database_flag(parser)
     flags.add_recovery_flag(parser, default="replay")

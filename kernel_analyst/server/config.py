@@ -151,9 +151,9 @@ class ServerConfig:
     images: ImagesMode = "auto"
     """Send figures to the model as images: ``auto``, ``on`` or ``off`` (``--images``).
     MCP's ``execute`` has no model of its own: there ``auto`` means on, and the host decides."""
-    mcp_inline_image_bytes: int = 48 * 1024
+    mcp_inline_image_bytes: int = 32 * 1024
     """MCP ``execute``: every figure comes back as a link to its resource; beside the links,
-    downscaled copies (at most 512 px a side) go inline while together they stay under
+    downscaled copies (at most 480 px a side) go inline while together they stay under
     this many bytes (``--inline-image-kb``; 0: links only, for hosts that read resources)."""
     mcp_task_after_s: float = 1.0
     """MCP clients that speak the Tasks extension: an ``execute``, ``eda`` or ``ask`` call
