@@ -59,6 +59,7 @@ from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, INTERNAL_ERROR, INVALID_PARAMS, CallToolRequestParams
 from mcp_types import RequestParams as _RequestParams
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
 from .auth import tenant_of_request
@@ -201,15 +202,15 @@ class TaskStore:
 
 
 def declared(ctx: ServerRequestContext[Any, Any]) -> bool:
-    """True when the request's per-request capabilities (or the connection's, from an
-    initialize handshake) declare the Tasks extension."""
+    """True when the request declares the Tasks extension in its per-request capabilities
+    (the 2026-07-28 protocol; an older connection's results are checked against the core
+    shapes, where a task cannot pass)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
     meta = ctx.meta or {}
     own = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
     extensions = own.get("extensions") if isinstance(own, dict) else None
-    if isinstance(extensions, dict):
-        return TASKS_EXTENSION in extensions
-    capabilities = ctx.session.client_capabilities
-    return bool(capabilities and capabilities.extensions and TASKS_EXTENSION in capabilities.extensions)
+    return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
 
 
 class TasksExtension(Extension):
