@@ -111,3 +111,12 @@ def http_connect(server: RunningServer, tenant: str) -> Connect:
                 yield client
 
     return connect
+
+
+async def delete_sessions(server: RunningServer, *tenants: str) -> None:
+    """Delete every session of ``tenants`` (over the HTTP API), so the shared server's
+    per-tenant limits hold for the next module."""
+    for tenant in tenants:
+        async with server.client(tenant) as client:
+            for session in (await client.get("/sessions")).json()["sessions"]:
+                await client.delete(f"/sessions/{session['id']}")

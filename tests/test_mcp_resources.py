@@ -22,7 +22,7 @@ from PIL import Image
 from kernel_analyst.server.digest import digest
 from kernel_analyst.server.mcp_resources import NOTEBOOK_MIME, notebook_uri
 
-from .mcp_fixtures import Connect, http_connect, stdio_server
+from .mcp_fixtures import Connect, delete_sessions, http_connect, stdio_server
 from .server_fixtures import RunningServer, server  # noqa: F401
 
 INLINE_CAP = 32 * 1024  # ServerConfig.mcp_inline_image_bytes, the default of both servers here
@@ -142,9 +142,7 @@ async def test_resources_digest_and_branches_over_streamable_http(server: Runnin
         with pytest.raises(MCPError, match="no session"):
             async with bob.listen(resource_subscriptions=[notebook_uri(sid)]):
                 pass
-    async with server.client("alice") as alice:
-        for session in (await alice.get("/sessions")).json()["sessions"]:
-            await alice.delete(f"/sessions/{session['id']}")
+    await delete_sessions(server, "alice")
 
 
 async def test_resources_digest_and_branches_over_stdio(tmp_path: Path) -> None:

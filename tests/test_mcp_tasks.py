@@ -23,7 +23,7 @@ from kernel_analyst.server.mcp_client import (
 )
 from kernel_analyst.server.mcp_tasks import CANCELLED_META
 
-from .mcp_fixtures import Connect, http_connect, stdio_server
+from .mcp_fixtures import Connect, delete_sessions, http_connect, stdio_server
 from .server_fixtures import RunningServer, server  # noqa: F401
 
 # The "90 s cell" is a cell that runs longer than the client waits for an answer.
@@ -119,12 +119,7 @@ async def test_tasks_over_streamable_http(server: RunningServer) -> None:  # noq
         async with http_connect(server, "alice")(**options) as plain:
             result = await plain.call_tool("execute", slow)
             assert "slept" in _text(result) and not result.is_error, options
-    async with server.client("alice") as alice:
-        for session in (await alice.get("/sessions")).json()["sessions"]:
-            await alice.delete(f"/sessions/{session['id']}")
-    async with server.client("bob") as bob_http:
-        for session in (await bob_http.get("/sessions")).json()["sessions"]:
-            await bob_http.delete(f"/sessions/{session['id']}")
+    await delete_sessions(server, "alice", "bob")
 
 
 async def test_tasks_over_stdio(tmp_path: Path) -> None:
