@@ -217,19 +217,25 @@ class ServiceTools:
         new = await self._get_service().fork(record, new_id=new_id, label=label)
         return {**new.to_dict(), "forked_from": record.id}
 
-    async def ask(self, tenant: str, question: str, session_id: str | None) -> CallToolResult:
-        """Let the agent answer a question in the session."""
+    async def ask(self, tenant: str, question: str, session_id: str | None,
+                  ctx: Context[Any, Any] | None = None) -> CallToolResult:
+        """Let the agent answer a question in the session (progress, with the last line its
+        cells printed, while it works)."""
         assert self._bridge is not None
         self._bridge.require_model()
         record = await self.record(tenant, session_id)
         _probe_session(record)
         answer: dict[str, Any] = {}
+        last = mcp_runs.LastLine()
 
         def collect(event: str, data: Any) -> None:
             if event == "answer":
                 answer.update(data if isinstance(data, dict) else {"text": str(data)})
+            elif event == "output" and isinstance(data, dict) and isinstance(data.get("output"), dict):
+                last(data["output"])
 
-        await self._bridge.ask(self._get_service(), record, question, [], collect)
+        async with mcp_runs.progress(ctx, "the agent", last):
+            await self._bridge.ask(self._get_service(), record, question, [], collect)
         text = str(answer.get("text", "")) or "(the agent stopped without an answer)"
         return CallToolResult(content=[TextContent(text=text)],
                               structured_content={"session_id": record.id, **answer})
@@ -461,8 +467,7 @@ def build_mcp_server(tools: ServiceTools, config: ServerConfig, *, with_ask: boo
             """Ask the analysis agent a question about the session's data; it writes and runs
             code in the session and answers in prose."""
             with _as_tool_error():
-                async with mcp_runs.progress(ctx, "the agent"):
-                    return await tools.ask(tenant_of(ctx), question, session_id)
+                return await tools.ask(tenant_of(ctx), question, session_id, ctx)
 
         server.add_tool(ask)
     return server
