@@ -203,7 +203,8 @@ class Resources:
         """A figure's PNG bytes, exactly as the notebook holds them."""
         with _as_resource_error():
             record = await self._record(ctx, session_id)
-            cells = self._get_service().notebook(record).get("cells", [])
+            notebook = await asyncio.to_thread(self._get_service().notebook, record)
+            cells = notebook.get("cells", [])
             index, number = int(cell) if cell.isdigit() else -1, int(n) if n.isdigit() else 0
             found = cell_figures(cells[index]) if 0 <= index < len(cells) else []
             if not 1 <= number <= len(found):
