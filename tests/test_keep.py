@@ -138,3 +138,24 @@ def test_kept_cells_point_at_the_parents_cells() -> None:
     keeping.abandon(parent[3], branch="b", at="now")
     meta = parent[3]["metadata"]["kernel_analyst"]
     assert meta["undone"] and "marker" not in meta and meta["abandoned"]["record"]["marker"] == "died"
+
+
+def test_a_branchs_copies_point_at_each_other(tmp_path: Path) -> None:
+    """Pure: a fork's notebook copies the parent's cells with new ids; an answer's claims
+    and a resume's restored cells name the copies (verify and recovery read them there)."""
+    from kernel_analyst.kernels.conversation.branches import BranchInfo, write_trail
+    from kernel_analyst.kernels.trail import AuditTrail
+
+    source = AuditTrail.create(tmp_path / "source.ipynb", {"kernel_analyst": {"files": []}})
+    source.append({"cell_type": "code", "id": "one", "execution_count": 1, "source": "x = 1", "outputs": [],
+                   "metadata": {"kernel_analyst": {"status": "ok"}}})
+    source.append_markdown("resumed", marker="resumed", restored_cells=["one"])
+    source.append_markdown("### Answer", role="answer",
+                           claims={"claims": [{"source": {"cell_id": "one", "cell_index": 0}}]})
+    trail = AuditTrail.create(tmp_path / "fork.ipynb", {"kernel_analyst": {}})
+    write_trail(trail, source, "src", BranchInfo("src", 1, "forked", 0.0), None)
+    marker, code, resumed, answer = trail.cells
+    assert marker["metadata"]["kernel_analyst"]["cells"] == 3 and code["id"] != "one"
+    assert resumed["metadata"]["kernel_analyst"]["restored_cells"] == [code["id"]]
+    cited = answer["metadata"]["kernel_analyst"]["claims"]["claims"][0]["source"]
+    assert cited == {"cell_id": code["id"], "cell_index": 1}

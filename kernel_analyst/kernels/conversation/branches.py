@@ -16,7 +16,8 @@ working directory and gives the new conversation a kernel with the source's name
 
 Either way the new notebook starts with a ``branched`` marker naming the source and its
 last cell, followed by copies of the source's cells (so ``verify`` and recovery see the
-whole history), and the conversations go on independently.
+whole history; their references to one another, an answer's claims and a resume's
+restored cells, name the copies), and the conversations go on independently.
 """
 
 from __future__ import annotations
@@ -174,14 +175,37 @@ def write_trail(trail: AuditTrail, source: AuditTrail, source_id: str, info: Bra
         f"the same variables and files as it had then ({how}). The cells below, up to the next "
         "marker, are the parent's.", marker="branched", at=utcnow(), parent=source_id,
         after_cell=info.after_cell, method=info.method, cells=len(source.cells))
-    for cell in source.cells:
-        copied = copy.deepcopy(cell)
-        copied["id"] = new_cell_id()
-        copied.setdefault("metadata", {}).setdefault("kernel_analyst", {})["branched_from"] = source_id
-        trail.append(copied)
+    copies = [copy.deepcopy(cell) for cell in source.cells]
+    ids = {str(cell.get("id")): new_cell_id() for cell in copies}
+    first = len(trail.cells)
+    positions = {index: first + index for index in range(len(copies))}
+    for cell in copies:
+        cell["id"] = ids[str(cell.get("id"))]
+        repoint(cell, ids, positions)
+        cell.setdefault("metadata", {}).setdefault("kernel_analyst", {})["branched_from"] = source_id
+        trail.append(cell)
     if snapshot:
         snapshot_marker(trail, snapshot, reason="branch",
                         whose="The parent's variables were saved for this branch")
+
+
+def repoint(cell: dict[str, Any], ids: dict[str, str], positions: dict[int, int]) -> None:
+    """Make a copied cell's references to other cells (an answer's claims: their cells' ids
+    and positions; a ``resumed`` marker's restored cells) name the copies, in place: ``ids``
+    and ``positions`` map the source notebook's to the copy's (a position with no copy: None)."""
+    meta = cell.get("metadata", {}).get("kernel_analyst")
+    if not isinstance(meta, dict):
+        return
+    restored = meta.get("restored_cells")
+    if isinstance(restored, list):
+        meta["restored_cells"] = [ids.get(str(i), str(i)) for i in restored]
+    claims = meta.get("claims")
+    for claim in claims.get("claims", []) if isinstance(claims, dict) else []:
+        source = claim.get("source") if isinstance(claim, dict) else None
+        if isinstance(source, dict):
+            source["cell_id"] = ids.get(str(source.get("cell_id")), source.get("cell_id"))
+            index = source.get("cell_index")
+            source["cell_index"] = positions.get(index) if isinstance(index, int) else None
 
 
 def snapshot_marker(trail: AuditTrail, snapshot: dict[str, Any], *, reason: str, whose: str) -> None:
@@ -195,4 +219,4 @@ def snapshot_marker(trail: AuditTrail, snapshot: dict[str, Any], *, reason: str,
 
 
 __all__ = ["SANDBOX_REASON", "BranchInfo", "Forks", "Method", "branch_kernel", "check_new", "copy_files",
-           "finish", "populate", "save_namespace", "snapshot_marker", "write_trail"]
+           "finish", "populate", "repoint", "save_namespace", "snapshot_marker", "write_trail"]

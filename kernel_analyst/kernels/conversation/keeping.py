@@ -49,7 +49,7 @@ from typing import Any, Literal
 
 from ..exceptions import CheckpointError
 from ..trail import SNAPSHOT_DIR, AuditTrail
-from .branches import snapshot_marker
+from .branches import repoint, snapshot_marker
 
 Method = Literal["forked", "copied"]
 ABANDONED_DIR = "abandoned"
@@ -274,18 +274,8 @@ def _carried(cell: dict[str, Any], ids: dict[str, str], positions: dict[int, int
              branch: str) -> dict[str, Any]:
     """One of the branch's cells as the parent records it: references re-pointed."""
     carried = copy.deepcopy(cell)
-    meta = ka(carried)
-    meta["kept_from"] = branch
-    restored = meta.get("restored_cells")
-    if isinstance(restored, list):
-        meta["restored_cells"] = [ids.get(str(i), str(i)) for i in restored]
-    claims = meta.get("claims")
-    for claim in claims.get("claims", []) if isinstance(claims, dict) else []:
-        source = claim.get("source") if isinstance(claim, dict) else None
-        if isinstance(source, dict):
-            source["cell_id"] = ids.get(str(source.get("cell_id")), source.get("cell_id"))
-            index = source.get("cell_index")
-            source["cell_index"] = positions.get(index) if isinstance(index, int) else None
+    repoint(carried, ids, positions)
+    ka(carried)["kept_from"] = branch
     return carried
 
 
