@@ -123,6 +123,7 @@ def start_server(root: Path, *, model: Any = None, **changes: Any) -> RunningSer
         try:
             loop.run_until_complete(server.serve(sockets=[sock]))
         finally:
+            _cancel_leftovers(loop)
             loop.close()
             sock.close()
 
@@ -131,6 +132,17 @@ def start_server(root: Path, *, model: Any = None, **changes: Any) -> RunningSer
     wait_for(lambda: server.started or not thread.is_alive(), timeout=60, what="the server to start")
     assert thread.is_alive(), "the server failed to start"
     return RunningServer(f"http://127.0.0.1:{port}", tokens, app, config, loop, server, thread)
+
+
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what still runs on the server's loop once it served, as ``asyncio.run`` does:
+    sse-starlette (the MCP SDK's server-sent events) leaves a shutdown watcher per loop,
+    which looks for uvicorn's signal handler, and a server in a thread has none."""
+    left = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in left:
+        task.cancel()
+    if left:
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
 
 
 class _Shared:

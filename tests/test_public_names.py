@@ -112,6 +112,9 @@ DOCUMENTED = {
     "kernel_analyst.kernels.limits": ["Limits", "ISOLATION_LEVELS"],
     "kernel_analyst.kernels.endings": ["EndCause", "KernelEnding"],
     "kernel_analyst.kernels.recovery": ["RecoveryPolicy", "RecoveryReport"],
+    "kernel_analyst.kernels.conversation": ["KeepReport", "DiscardReport", "FileMerge", "parent_of"],
+    "kernel_analyst.server.mcp_client": ["TasksClient", "TaskHandle", "TaskState", "get_task", "wait_task",
+                                         "cancel_task"],
 }
 
 

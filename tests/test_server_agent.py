@@ -157,3 +157,31 @@ async def test_stop_ends_an_answer_and_says_so(agent_server: RunningServer) -> N
                   if c["cell_type"] == "code" and "time.sleep(60)" in "".join(c["source"])]
         assert sleepy and any(o.get("ename") == "KeyboardInterrupt" for o in sleepy[-1]["outputs"])
         await client.delete(f"/sessions/{sid}")
+
+
+async def test_a_question_as_an_mcp_task_is_cancelled_with_its_cell(agent_server: RunningServer) -> None:
+    """``ask`` as an MCP task: the agent's long cell runs, tasks/get says so, and a cancel
+    stops the question as a whole and says what was kept."""
+    from kernel_analyst.server.mcp_client import TaskHandle, TasksClient, cancel_task, get_task
+
+    from .mcp_fixtures import delete_sessions, http_connect
+
+    async with http_connect(agent_server, "carol")(extensions=[TasksClient()]) as client:
+        await client.call_tool("execute", {"code": "before_question = 1"})
+        handle = await client.session.call_tool("ask", {"question": "Please dawdle."}, allow_claimed=True)
+        assert isinstance(handle, TaskHandle), handle
+        deadline = time.monotonic() + 30
+        while ": working" not in ((state := await get_task(client.session, handle.task_id)).status_message
+                                  or ""):
+            assert state.status == "working" and time.monotonic() < deadline, state
+            await asyncio.sleep(0.1)  # polling the task, with a deadline: its cell prints first
+        assert (state.status_message or "").startswith("the agent running for")
+        await cancel_task(client.session, handle.task_id)
+        state = await get_task(client.session, handle.task_id)
+        message = state.status_message or ""
+        assert state.status == "cancelled" and "variables were kept" in message, state
+        assert "before_question" in message
+        after = await client.call_tool("execute", {"code": "before_question + 1"})
+        shown = "".join(b.text for b in after.content if isinstance(b, TextContent))
+        assert not after.is_error and "\n2\n" in shown
+    await delete_sessions(agent_server, "carol")

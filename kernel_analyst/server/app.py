@@ -127,7 +127,7 @@ def create_app(config: ServerConfig, *, model: Any = None, mcp: bool = True) -> 
 
 
 def _mcp_mount(config: ServerConfig, bridge: AgentBridge) -> Any:
-    from .mcp_tools import McpMount
+    from .mcp_http import McpMount
 
     return McpMount(config, bridge)
 

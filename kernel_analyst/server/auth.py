@@ -6,7 +6,7 @@ logs), are kept only as digests (:class:`TokenTable`), and are never logged.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -47,3 +47,16 @@ async def require_tenant(
 
 Tenant = Annotated[str, Depends(require_tenant)]
 """A route parameter that is the authenticated caller's tenant."""
+
+
+TENANT_SCOPE_KEY = "kernel_analyst_tenant"
+"""Where the MCP endpoint's bearer gate leaves the tenant, in the ASGI scope's state."""
+
+
+def tenant_of_request(request: Any) -> str:
+    """The tenant of an MCP request, from its transport request (set by the HTTP bearer
+    gate); over stdio (no request) the local user, tenant ``default``."""
+    scope = getattr(request, "scope", None)
+    state = scope.get("state") if isinstance(scope, dict) else None
+    tenant = state.get(TENANT_SCOPE_KEY) if isinstance(state, dict) else None
+    return tenant if isinstance(tenant, str) else DEFAULT_TENANT

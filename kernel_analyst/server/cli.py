@@ -67,6 +67,10 @@ def _common(parser: argparse.ArgumentParser, *, default_port: int) -> None:
                        help="sessions idle this long go dormant (kernel stopped, conversation kept; "
                             "the next use wakes it), s (1800; 0 = never)")
     group.add_argument("--pool-size", type=int, default=1, help="kernels started in advance (1)")
+    group.add_argument("--inline-image-kb", type=float, default=32.0, metavar="KB",
+                       help="MCP execute: figures come back as resource links, with downscaled copies "
+                            "inline up to this many KB per result (32; 0 = links only, for hosts that "
+                            "read resources)")
     flags.add_database_flag(parser)
     flags.add_recovery_flag(parser, default="replay")
     flags.add_kernel_flags(parser, session_dir=DEFAULT_SESSION_DIR,
@@ -102,7 +106,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_upload_bytes=limits.max_upload_mb * 1024 * 1024, default_timeout_s=timeout,
         max_timeout_s=args.max_timeout, idle_timeout_s=args.idle_timeout or None,
         max_background_timeout_s=args.max_background_timeout,
-        pool_size=args.pool_size, model=model.spec, base_url=model.base_url, max_steps=model.max_steps,
+        pool_size=args.pool_size, mcp_inline_image_bytes=int(max(0.0, args.inline_image_kb) * 1024),
+        model=model.spec, base_url=model.base_url, max_steps=model.max_steps,
         images=model.images, protocol=model.protocol, preload=model.preload, gateway_url=kernel.gateway_url,
         gateway_env=dict(kernel.gateway_env),
         gateway_users=dict(kernel.gateway_users), database_url=_database(args.database, kernel),

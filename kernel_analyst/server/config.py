@@ -151,6 +151,13 @@ class ServerConfig:
     images: ImagesMode = "auto"
     """Send figures to the model as images: ``auto``, ``on`` or ``off`` (``--images``).
     MCP's ``execute`` has no model of its own: there ``auto`` means on, and the host decides."""
+    mcp_inline_image_bytes: int = 32 * 1024
+    """MCP ``execute``: every figure comes back as a link to its resource; beside the links,
+    downscaled copies (at most 480 px a side) go inline while together they stay under
+    this many bytes (``--inline-image-kb``; 0: links only, for hosts that read resources)."""
+    mcp_task_after_s: float = 1.0
+    """MCP clients that speak the Tasks extension: an ``execute``, ``eda`` or ``ask`` call
+    still running after this many seconds answers with a task and goes on."""
     protocol: str = "auto"
     """How the model runs code: ``auto``, ``tools`` or ``code`` (``--protocol``; see
     :mod:`kernel_analyst.agent.protocols`)."""
@@ -211,6 +218,8 @@ class ServerConfig:
             raise ValueError(f"recovery must be one of {', '.join(RECOVERY_MODES)}; got {self.recovery!r}")
         if self.replica_lease_s <= 0:
             raise ValueError("the replica lease must be positive")
+        if self.mcp_inline_image_bytes < 0 or self.mcp_task_after_s < 0:
+            raise ValueError("the inline image cap and the task threshold cannot be negative")
         if self.housekeeping_interval_s is not None and self.housekeeping_interval_s <= 0:
             raise ValueError("the housekeeping interval must be positive")
 

@@ -11,6 +11,7 @@
         ├── PayloadTooLargeError  413: a body or upload over its limit
         ├── InvalidSessionIdError 400: a session id the service cannot use (fork)
         ├── SessionExistsError    409: a session with that id exists already (fork)
+        ├── NotABranchError       409: keep or discard of a session that was not made by fork
         └── RegistryError         503: the session registry (database) failed or is unreachable
 
 Errors from the kernel layer are mapped in ``app.py`` (unsafe file name 400, file too
@@ -96,5 +97,11 @@ class InvalidSessionIdError(ServiceError):
 
 class SessionExistsError(ServiceError):
     """A session with the id asked for exists already; choose another, or leave it out."""
+
+    status = 409
+
+
+class NotABranchError(ServiceError):
+    """Keep or discard asked of a session that was not made by ``fork``."""
 
     status = 409

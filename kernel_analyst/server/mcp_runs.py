@@ -7,26 +7,32 @@ the server shows signs of life. While any tool runs a cell (``execute``, ``eda``
 SDK's ``Context.report_progress``; a no-op when the client sent no token): ``progress``
 is the seconds elapsed, ``message`` says what runs and the last line it printed.
 
+A tool that runs as an MCP task (``mcp_tasks.py``) sends no progress notifications (the
+Tasks extension has none): its :class:`TaskProbe`, in a context variable, holds what runs
+and its last line instead, and ``tasks/get`` shows them as the task's status message.
+
 ``execute`` with ``background`` starts a background run (``kernels/runs.py``) and answers
 at once with its id; ``run_status`` reads it (the outputs since an offset, optionally
-waiting for the end) and ``cancel_run`` stops it. A run's result is the same observation
-an ``execute`` returns.
+waiting for the end) and ``cancel_run`` stops it: the pair for clients that do not speak
+the Tasks extension. A run's result is the same observation an ``execute`` returns.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 
 from ..agent.tools.observation import ObservationSettings, elide, observe_step
-from ..kernels import Run, RunStatus
+from ..kernels import Execution, Run, RunStatus
 from .records import SessionRecord
 from .runs_api import background_timeout
 from .service import SessionService
@@ -51,11 +57,54 @@ class LastLine:
             self.text = text.splitlines()[-1][:200]
 
 
+@dataclass
+class TaskProbe:
+    """What a tool running as an MCP task shows while it runs (``tasks/get``) and what a
+    cancel reports: set in :data:`TASK_PROBE` for the task's whole run."""
+
+    session_id: str | None = None
+    """The session the tool works in, once known."""
+    what: str = ""
+    """What runs (``the cell``, ``the EDA``, ``the agent``), once it started."""
+    started: float = field(default_factory=time.monotonic)
+    """Monotonic time it started."""
+    last: LastLine = field(default_factory=LastLine)
+    """The last line it printed."""
+    execution: Execution | None = None
+    """The cell ``execute`` runs (filled in as it runs; its outcome once it ended)."""
+
+    def begin(self, what: str, last: LastLine | None) -> None:
+        """The tool's long part starts (what :func:`progress` would report)."""
+        self.what, self.started = what, time.monotonic()
+        if last is not None:
+            self.last = last
+
+    def watch(self, execution: Execution) -> None:
+        """``execute``'s cell has the session's turn (``on_start``): follow it."""
+        self.execution = execution
+
+    def message(self) -> str:
+        """The status message: what runs, for how long, and its last line."""
+        if not self.what:
+            return "starting"
+        line = f": {self.last.text}" if self.last.text else ""
+        return f"{self.what} running for {time.monotonic() - self.started:.0f} s{line}"
+
+
+TASK_PROBE: contextvars.ContextVar[TaskProbe | None] = contextvars.ContextVar("kernel_analyst_task_probe",
+                                                                               default=None)
+"""The probe of the MCP task the current tool call runs as (None: an ordinary call)."""
+
+
 @contextlib.asynccontextmanager
 async def progress(ctx: Context[Any, Any] | None, what: str, last: LastLine | None = None,
                    *, interval: float = PROGRESS_INTERVAL_S) -> AsyncIterator[None]:
-    """Send progress notifications every ``interval`` s while the block runs."""
-    if ctx is None:
+    """Send progress notifications every ``interval`` s while the block runs (in a task:
+    tell its probe instead)."""
+    probe = TASK_PROBE.get()
+    if probe is not None:
+        probe.begin(what, last)
+    if ctx is None or probe is not None:
         yield
         return
     started = time.monotonic()
@@ -140,4 +189,5 @@ async def cancel(service: SessionService, record: SessionRecord, run: Run) -> Ca
     return await _run_result(service, record, status, [], status.outputs)
 
 
-__all__ = ["MAX_WAIT_S", "PROGRESS_INTERVAL_S", "LastLine", "cancel", "progress", "read_run", "start_run"]
+__all__ = ["MAX_WAIT_S", "PROGRESS_INTERVAL_S", "TASK_PROBE", "LastLine", "TaskProbe", "cancel", "progress",
+           "read_run", "start_run"]

@@ -20,17 +20,22 @@ from ..kernels import KernelSession, RecoveryReport, UnsafeFileNameError
 from ..kernels import files as _files
 from ..kernels.trail import marker_text
 from .auth import Tenant
+from .branching import discard_branch, keep_branch
+from .digest import Digest, digest
 from .dormancy import recorded_variables
 from .exceptions import BadRequestError, PayloadTooLargeError
 from .records import SessionRecord
 from .render import NOTEBOOK_CSP, cell_view, render_markdown, render_notebook, render_output
 from .schemas import (
     CellList,
+    DiscardOut,
+    DiscardRequest,
     ExecuteRequest,
     ExecutionOut,
     FileList,
     FileOut,
     ForkRequest,
+    KeepOut,
     Problem,
     SessionCreate,
     SessionList,
@@ -153,6 +158,34 @@ async def fork_session(request: Request, sid: str, tenant: Tenant, body: ForkReq
     service = service_of(request)
     record = await service.fork(await service.get(tenant, sid), new_id=body.id, label=body.label)
     return record.to_dict()
+
+
+_BRANCH_ERRORS: dict[int | str, dict[str, Any]] = {
+    409: {"model": Problem, "description": "The session is not a branch (it was not made by fork), or a "
+                                           "background run holds it or its parent."},
+}
+
+
+@router.post("/sessions/{sid}/keep", response_model=KeepOut, tags=["sessions"], responses=_BRANCH_ERRORS)
+async def keep(request: Request, sid: str, tenant: Tenant) -> Any:
+    """Keep the branch ``sid`` (a session made by fork): its variables, files and cells become its
+    parent's, whose own cells since the fork stay in the notebook, marked abandoned. The branch is
+    deleted; the parent's other branches are untouched."""
+    service = service_of(request)
+    parent, report = await keep_branch(service, await service.get(tenant, sid))
+    return {"session": parent.to_dict(), "kept": report.to_dict(), "text": report.describe()}
+
+
+@router.post("/sessions/{sid}/discard", response_model=DiscardOut, tags=["sessions"],
+             responses=_BRANCH_ERRORS)
+async def discard(request: Request, sid: str, tenant: Tenant,
+                  body: DiscardRequest | None = None) -> Any:
+    """Discard the branch ``sid``: its kernel is closed and the session deleted, and its parent's
+    notebook says so (with ``record_cells``, its cells are copied there, marked abandoned)."""
+    service = service_of(request)
+    branch = await service.get(tenant, sid)
+    report = await discard_branch(service, branch, record_cells=(body or DiscardRequest()).record_cells)
+    return {**report.to_dict(), "text": report.describe()}
 
 
 # -- files ----------------------------------------------------------------------------------
@@ -373,6 +406,16 @@ async def cells(request: Request, sid: str, tenant: Tenant) -> Any:
     views = [cell_view(c, i, workdir=workdir) for i, c in enumerate(found if isinstance(found, list) else [])
              if isinstance(c, dict)]
     return {"session": record.to_dict(), "cells": views}
+
+
+@router.get("/sessions/{sid}/digest", response_model=Digest, tags=["notebooks"])
+async def notebook_digest(request: Request, sid: str, tenant: Tenant) -> Any:
+    """The conversation in one call: every cell in one line (index, author, status, seconds, a
+    one-line output, the variables it made or changed) and the answers with the cells they cite.
+    A dormant session is not woken."""
+    service = service_of(request)
+    record = await service.get(tenant, sid)
+    return digest(record.id, await asyncio.to_thread(service.notebook, record)).to_dict()
 
 
 @router.get("/sessions/{sid}/notebook.html", response_class=HTMLResponse, tags=["notebooks"])

@@ -74,7 +74,7 @@ def mcp_http_app(config: ServerConfig, *, model: Any = None) -> Any:
     from starlette.routing import Route
 
     from .agent_bridge import AgentBridge
-    from .mcp_tools import McpMount
+    from .mcp_http import McpMount
     from .service import SessionService
 
     bridge = AgentBridge(config, model=model)
@@ -110,4 +110,6 @@ async def run_mcp_stdio(config: ServerConfig, *, model: Any = None) -> None:
     async with SessionService(config) as service:
         await bridge.start(service)
         tools = ServiceTools(lambda: service, bridge)
-        await build_mcp_server(tools, with_ask=bridge.ask_configured).run_stdio_async()
+        server = build_mcp_server(tools, config, with_ask=bridge.ask_configured)
+        async with tools.serving(service):
+            await server.run_stdio_async()

@@ -182,6 +182,37 @@ class ForkRequest(_Strict):
     label: str | None = Field(default=None, max_length=200, description="Its label (default: the source's).")
 
 
+class DiscardRequest(_Strict):
+    """Body of ``POST /sessions/{id}/discard`` (optional)."""
+
+    record_cells: bool = Field(
+        default=False,
+        description="Also copy the branch's own cells into its parent's notebook, marked abandoned (the "
+                    "parent must be live on this server), so every attempt stays in the audit trail.")
+
+
+class KeepOut(BaseModel):
+    """``POST /sessions/{id}/keep``: the parent session, which goes on with the branch's state."""
+
+    session: SessionOut = Field(description="The parent session (the branch is deleted).")
+    kept: dict[str, Any] = Field(
+        description="What keeping did (``KeepReport``): `method` (`forked` or `copied`), `after_cell`, "
+                    "`abandoned_cells` and `kept_cells` (positions in the notebook), `files` (`copied`, "
+                    "`replaced` with the versions moved `aside`, `kept`), `duration_s`.")
+    text: str = Field(description="One paragraph saying what was kept.")
+
+
+class DiscardOut(BaseModel):
+    """``POST /sessions/{id}/discard``: what discarding did (the branch is deleted)."""
+
+    branch: str
+    parent: str | None
+    cells: int = Field(description="Cells of the branch's own.")
+    recorded: bool = Field(description="The parent's notebook says so (it was live here).")
+    removed: bool = True
+    text: str = ""
+
+
 class CellOut(BaseModel):
     """One audit-notebook cell as the web page shows it."""
 

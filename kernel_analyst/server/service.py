@@ -53,7 +53,7 @@ import secrets
 import shutil
 import socket
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Literal
 
 from ..frontend.sessions import kernel_backend
@@ -116,6 +116,9 @@ class SessionService:
         self._disposals: set[asyncio.Task[None]] = set()
         self._housekeeper: asyncio.Task[None] | None = None
         self._closed = False
+        self.cell_listeners: list[Callable[[SessionRecord, int], None]] = []
+        """Told (record, position) of every cell appended to a live session's notebook here
+        (MCP's notebook resource notifications)."""
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -208,7 +211,17 @@ class SessionService:
         except BaseException:
             await self.manager.close(sid, reason=None)
             raise
+        self._watch(record, session)
         return record
+
+    def _watch(self, record: SessionRecord, session: KernelSession) -> None:
+        """Tell :attr:`cell_listeners` of the cells appended to ``session``'s notebook."""
+
+        def appended(index: int) -> None:
+            for listener in list(self.cell_listeners):
+                listener(record, index)
+
+        session.on_cell(appended)
 
     # -- undo and branches (kernels/checkpoints.py, kernels/branches.py) ----------------
 
@@ -411,6 +424,7 @@ class SessionService:
             session = await self._start(record, row)
             if await self.registry.set_kernel(record.id, owner=self.replica_id, kernel_id=session.kernel_id):
                 enable_checkpoints(session)
+                self._watch(record, session)
                 previous = row.owner if row.open else f"nobody: dormant, {row.dormant_reason}"
                 record.session, record.owner, record.kernel_id = session, self.replica_id, session.kernel_id
                 log.info("session %s resumed on replica %s (owner was %s)", record.id, self.replica_id,

@@ -6,8 +6,8 @@ execution in this order: the turn (``turn.py``), a ready kernel with the namespa
 conversation expects (``lifecycle.py``, ``restoring.py``), the cell under the timeout
 policy (``runner.py``, ``cell.py``), the record in the audit trail (``recording.py``).
 Beside it: background runs (``runs.py``), checkpoints and undo (``checkpoints.py``),
-branches (``branches.py``), files and the disk quota (``workdir.py``, ``quota.py``),
-variables and values asked for without a cell (``queries.py``).
+branches (``branches.py``) and keeping one (``keeping.py``), files and the disk quota
+(``workdir.py``, ``quota.py``), variables and values asked for without a cell (``queries.py``).
 
 May import: ``launch`` (through its package face: the backend interface, the request
 path, diagnosis, checkpoints of a process), ``trail``, and the value modules of
@@ -17,6 +17,7 @@ path, diagnosis, checkpoints of a process), ``trail``, and the value modules of
 from ._support import OutputCallback
 from .branches import BranchInfo
 from .checkpoints import DEFAULT_CHECKPOINTS, CheckpointInfo, FileMode, UndoReport, enable_checkpoints
+from .keeping import DiscardReport, FileMerge, KeepReport, parent_of
 from .manager import ConversationInfo, SessionManager, directory_name, read_notebook_head
 from .runs import KEEP_FINISHED, Run, Runs, RunState, RunStatus
 from .session import KernelSession
@@ -27,7 +28,10 @@ __all__ = [
     "BranchInfo",
     "CheckpointInfo",
     "ConversationInfo",
+    "DiscardReport",
+    "FileMerge",
     "FileMode",
+    "KeepReport",
     "KernelSession",
     "OutputCallback",
     "Run",
@@ -38,5 +42,6 @@ __all__ = [
     "UndoReport",
     "directory_name",
     "enable_checkpoints",
+    "parent_of",
     "read_notebook_head",
 ]

@@ -16,7 +16,8 @@ working directory and gives the new conversation a kernel with the source's name
 
 Either way the new notebook starts with a ``branched`` marker naming the source and its
 last cell, followed by copies of the source's cells (so ``verify`` and recovery see the
-whole history), and the conversations go on independently.
+whole history; their references to one another, an answer's claims and a resume's
+restored cells, name the copies), and the conversations go on independently.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any, Literal, Protocol
 
 from .._clock import utcnow
 from ..exceptions import CheckpointError
-from ..launch import RunningKernel
+from ..launch import RunningKernel, checkpoint_refusal
 from ..recovery import RecoveryPolicy
 from ..trail import SNAPSHOT_DIR, AuditTrail, Evaluate, new_cell_id
 from .checkpoints import Checkpoints
@@ -48,10 +49,13 @@ SANDBOX_REASON = ("under sandbox a kernel cannot leave its conversation's namesp
 
 
 class Forks(Protocol):
-    """What makes branches of a session: its :class:`SessionManager` (``session.manager``)."""
+    """What makes (and keeps) branches of a session: its :class:`SessionManager` (``session.manager``)."""
 
     async def fork(self, source_id: str, new_id: str) -> Any:
         """A new conversation ``new_id`` from the open conversation ``source_id``."""
+
+    async def keep(self, branch_id: str, *, remove: bool = True, into: str | None = None) -> Any:
+        """Make the branch ``branch_id`` its parent's line (``keeping.py``)."""
 
 
 @dataclass
@@ -115,17 +119,22 @@ def finish(trail: AuditTrail, source: AuditTrail, source_id: str, *, new_id: str
     return info
 
 
-async def branch_kernel(checkpoints: Checkpoints, isolation: str, setup: Setup,
-                        next_count: int) -> tuple[RunningKernel | None, str | None]:
+async def branch_kernel(checkpoints: Checkpoints, isolation: str, setup: Setup, next_count: int, *,
+                        into: RunningKernel | None = None) -> tuple[RunningKernel | None, str | None]:
     """A kernel forked from the source's (its ``checkpoints``) into the new conversation's
-    place (``setup``); (None, why) when it cannot be (the namespace is copied instead)."""
+    place (``setup``), or into the place of the kernel ``into`` (a kept branch's namespace
+    going back to its parent); (None, why) when it cannot be (the namespace is copied
+    instead)."""
     if isolation == "sandbox":
         return None, SANDBOX_REASON
+    refusal = checkpoint_refusal(into) if into is not None else None
+    if refusal is not None:
+        return None, f"the conversation's own kernel has no place to fork into: {refusal}"
     try:
         checkpoints.forked_kernel()
     except CheckpointError as exc:
         return None, str(exc)
-    return await checkpoints.branch_kernel(setup, next_count), None
+    return await checkpoints.branch_kernel(setup, next_count, into=into), None
 
 
 async def copy_files(source: Path, target: Path) -> None:
@@ -160,24 +169,54 @@ def write_trail(trail: AuditTrail, source: AuditTrail, source_id: str, info: Bra
     trail.update_metadata(branched_from=info.to_dict(), files=list(files))
     how = ("the kernel was forked, variables and all" if info.method == "forked"
            else "the variables were saved and are loaded at the first cell")
+    # ``cells``: how many of the parent's cells follow (where a kept branch's own begin).
     trail.append_markdown(
         f"> **kernel-analyst:** Branched from conversation `{source_id}` after cell [{info.after_cell}]: "
         f"the same variables and files as it had then ({how}). The cells below, up to the next "
         "marker, are the parent's.", marker="branched", at=utcnow(), parent=source_id,
-        after_cell=info.after_cell, method=info.method)
-    for cell in source.cells:
-        copied = copy.deepcopy(cell)
-        copied["id"] = new_cell_id()
-        copied.setdefault("metadata", {}).setdefault("kernel_analyst", {})["branched_from"] = source_id
-        trail.append(copied)
+        after_cell=info.after_cell, method=info.method, cells=len(source.cells))
+    copies = [copy.deepcopy(cell) for cell in source.cells]
+    ids = {str(cell.get("id")): new_cell_id() for cell in copies}
+    first = len(trail.cells)
+    positions = {index: first + index for index in range(len(copies))}
+    for cell in copies:
+        cell["id"] = ids[str(cell.get("id"))]
+        repoint(cell, ids, positions)
+        cell.setdefault("metadata", {}).setdefault("kernel_analyst", {})["branched_from"] = source_id
+        trail.append(cell)
     if snapshot:
-        saved, unsaved = sorted(snapshot.get("saved", {})), dict(snapshot.get("unsaved", {}))
-        trail.append_markdown(
-            f"> **kernel-analyst:** The parent's variables were saved for this branch ({len(saved)}: "
-            f"{', '.join(saved) or 'none'}).", marker="snapshot", at=utcnow(), reason="branch",
-            saved=saved, unsaved=unsaved, modules=snapshot.get("modules", {}),
-            bytes=snapshot.get("bytes", 0))
+        snapshot_marker(trail, snapshot, reason="branch",
+                        whose="The parent's variables were saved for this branch")
+
+
+def repoint(cell: dict[str, Any], ids: dict[str, str], positions: dict[int, int]) -> None:
+    """Make a copied cell's references to other cells (an answer's claims: their cells' ids
+    and positions; a ``resumed`` marker's restored cells) name the copies, in place: ``ids``
+    and ``positions`` map the source notebook's to the copy's (a position with no copy: None)."""
+    meta = cell.get("metadata", {}).get("kernel_analyst")
+    if not isinstance(meta, dict):
+        return
+    restored = meta.get("restored_cells")
+    if isinstance(restored, list):
+        meta["restored_cells"] = [ids.get(str(i), str(i)) for i in restored]
+    claims = meta.get("claims")
+    for claim in claims.get("claims", []) if isinstance(claims, dict) else []:
+        source = claim.get("source") if isinstance(claim, dict) else None
+        if isinstance(source, dict):
+            source["cell_id"] = ids.get(str(source.get("cell_id")), source.get("cell_id"))
+            index = source.get("cell_index")
+            source["cell_index"] = positions.get(index) if isinstance(index, int) else None
+
+
+def snapshot_marker(trail: AuditTrail, snapshot: dict[str, Any], *, reason: str, whose: str) -> None:
+    """The ``snapshot`` marker of a namespace saved for a conversation's next kernel
+    (``whose`` opens its text): what a recovery loads, and replays around."""
+    saved, unsaved = sorted(snapshot.get("saved", {})), dict(snapshot.get("unsaved", {}))
+    trail.append_markdown(
+        f"> **kernel-analyst:** {whose} ({len(saved)}: {', '.join(saved) or 'none'}).", marker="snapshot",
+        at=utcnow(), reason=reason, saved=saved, unsaved=unsaved, modules=snapshot.get("modules", {}),
+        bytes=snapshot.get("bytes", 0))
 
 
 __all__ = ["SANDBOX_REASON", "BranchInfo", "Forks", "Method", "branch_kernel", "check_new", "copy_files",
-           "finish", "populate", "save_namespace", "write_trail"]
+           "finish", "populate", "repoint", "save_namespace", "snapshot_marker", "write_trail"]

@@ -277,16 +277,21 @@ class Checkpoints:
 
     # -- branches --------------------------------------------------------------------
 
-    async def branch_kernel(self, setup: Setup, next_count: int) -> RunningKernel:
+    async def branch_kernel(self, setup: Setup, next_count: int, *,
+                            into: RunningKernel | None = None) -> RunningKernel:
         """A new kernel for another conversation (``setup``: its directory and limits, a
-        place of its own) with this one's namespace: a checkpoint taken now, forked into
-        the other place, then let go."""
+        place of its own, or the place of its kernel ``into``) with this one's namespace:
+        a checkpoint taken now, forked into the other place, then let go."""
         kernel = self.forked_kernel()
-        place = await place_for_branch(kernel, self.setup.backend, setup.request())
+        if into is not None:
+            assert isinstance(into, LocalKernel) and into.place is not None
+            place = into.place
+        else:
+            place = await place_for_branch(kernel, self.setup.backend, setup.request())
         await self.take()
         held = self.stack.pop()
         try:
-            return await spawn_from(held.copy, kernel, limits=self.setup.limits, place=place,
+            return await spawn_from(held.copy, kernel, limits=setup.limits, place=place,
                                     spec={"branch": True, "execution_count": next_count})
         finally:
             await held.close()

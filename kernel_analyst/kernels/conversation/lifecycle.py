@@ -128,6 +128,17 @@ class Lifecycle:
         self.attach(kernel, numbered=True)
         self._new_kernel()
 
+    async def swap(self, kernel: RunningKernel) -> None:
+        """Put ``kernel`` (another namespace, numbering its cells on from the notebook's:
+        a kept branch's) in place of the current one, which is shut down with what
+        belonged to it (its checkpoints)."""
+        for hook in self.before_replace:
+            await hook()
+        old = self.kernel
+        self.use(kernel)
+        if old is not None and old is not kernel:
+            await old.shutdown(now=True)
+
     def watch(self, listener: MessageTap) -> Callable[[], None]:
         """Show ``listener`` the IOPub messages of the kernel in use and of every kernel
         attached later; return the function that stops it."""

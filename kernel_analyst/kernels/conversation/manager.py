@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import KernelAnalystError, SessionClosedError
+from .._clock import utcnow
+from ..exceptions import CheckpointError, KernelAnalystError, SessionClosedError
 from ..launch import (
     DEFAULT_PRELOAD,
     KernelBackend,
@@ -34,6 +35,8 @@ from ..launch import (
 from ..limits import Limits
 from ..recovery import RecoveryPolicy
 from ..trail import repair_notebook
+from . import keeping
+from .keeping import DiscardReport, KeepReport
 from .session import KernelSession
 
 log = logging.getLogger(__name__)
@@ -221,6 +224,68 @@ class SessionManager:
             created.manager = self
             self._sessions[new_id] = created
             return created
+
+    async def keep(self, branch_id: str, *, remove: bool = True, into: str | None = None) -> KeepReport:
+        """Make the branch ``branch_id`` its parent conversation's line: the parent takes its
+        variables, files and cells (``conversation/keeping.py``; its own cells since the fork
+        stay in the trail, marked abandoned), and the branch is closed, its directory removed
+        (left, its notebook marked ``kept_into``, when ``remove`` is false). The parent's
+        other branches are untouched. ``into`` names the parent expected (CheckpointError
+        when it is another). A branch or parent that is not open is opened first."""
+        self._check_open()
+        branch = await self._existing(branch_id)
+        parent_id = self._parent_of(branch)
+        if into is not None and into != parent_id:
+            raise CheckpointError(f"conversation {branch_id!r} is a branch of {parent_id!r}, not of {into!r}")
+        parent = await self._existing(parent_id, what=f"the parent of branch {branch_id!r}")
+        report = await parent.adopt(branch)
+        report.branch_removed = remove
+        await self._end_branch(branch, remove=remove, kept_into=parent_id)
+        return report
+
+    async def discard(self, branch_id: str, *, remove: bool = True,
+                      record_cells: bool = False) -> DiscardReport:
+        """Close the branch ``branch_id`` and remove its directory (left, its notebook
+        marked ``discarded``, when ``remove`` is false). Its parent's notebook gets a
+        ``discarded`` marker when the parent is open here (with ``record_cells``, the
+        branch's own cells too, marked abandoned: every attempt stays in the audit trail)."""
+        self._check_open()
+        branch = await self._existing(branch_id)
+        parent_id = self._parent_of(branch)
+        parent = self.get(parent_id)
+        cells = len(branch.audit.cells) - keeping.branch_line(branch.audit.cells, parent_id).own_start
+        if parent is not None:
+            cells = await parent.note_discarded(branch, record_cells=record_cells)
+        await self._end_branch(branch, remove=remove, kept_into=None)
+        return DiscardReport(branch_id, parent_id, cells, recorded=parent is not None, removed=remove)
+
+    async def _existing(self, conversation_id: str, *, what: str = "") -> KernelSession:
+        """An open session of a conversation that exists (opened from disk if need be);
+        CheckpointError for one that does not."""
+        found = self.get(conversation_id)
+        if found is not None:
+            return found
+        if not _is_conversation(self.root_dir / directory_name(conversation_id), conversation_id):
+            named = f"{conversation_id!r}{f' ({what})' if what else ''}"
+            raise CheckpointError(f"there is no conversation {named} under {self.root_dir}")
+        return await self.session(conversation_id)
+
+    @staticmethod
+    def _parent_of(branch: KernelSession) -> str:
+        parent = branch.branch_info.parent if branch.branch_info is not None else \
+            keeping.parent_of(branch.audit.metadata)
+        if parent is None:
+            raise CheckpointError(f"conversation {branch.id!r} is not a branch (it was not made by fork)")
+        return parent
+
+    async def _end_branch(self, branch: KernelSession, *, remove: bool, kept_into: str | None) -> None:
+        """Close a kept or discarded branch; remove its directory, or mark its notebook."""
+        if not remove:
+            ended = {"kept_into": kept_into} if kept_into is not None else {"discarded": True}
+            branch.audit.update_metadata(**ended, ended_at=utcnow())
+        await self.close(branch.id, reason=None, now=True)
+        if remove:
+            await asyncio.to_thread(shutil.rmtree, branch.directory, True)
 
     async def _create(self, conversation_id: str, attach: str | None = None,
                       owner: str | None = None, reason: str | None = None) -> KernelSession:

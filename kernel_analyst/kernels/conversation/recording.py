@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +43,35 @@ class LateOutput:
             self.audit.refresh([self.index])
 
 
+CellListener = Callable[[int], None]
+"""Told the position of each cell appended to a session's notebook."""
+
+
+class ObservedTrail(AuditTrail):
+    """The audit trail, telling its listeners of each cell appended (after the write)."""
+
+    def __init__(self, path: Path, metadata: dict[str, Any],
+                 cells: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(path, metadata, cells)
+        self.listeners: list[CellListener] = []
+
+    def append(self, cell: dict[str, Any]) -> int:
+        index = super().append(cell)
+        for listener in list(self.listeners):
+            try:
+                listener(index)
+            except Exception:  # a listener's failure is not the trail's
+                log.exception("a cell listener of %s failed", self.path)
+        return index
+
+
 class Recorder:
     """One session's audit notebook: ``directory/audit.ipynb``."""
 
     def __init__(self, setup: Setup) -> None:
         self.setup = setup
         self.trail: AuditTrail | None = None
+        self._listeners: list[CellListener] = []
         self.versions_recorded = False
         """The notebook's ``versions`` metadata is set (or being set): the first cell need
         not ask the kernel for them."""
@@ -71,7 +95,7 @@ class Recorder:
     def create(self, kernel: RunningKernel) -> None:
         """A new notebook, headed by what the session runs."""
         setup = self.setup
-        self.trail = AuditTrail.create(self.path, {
+        self.trail = self._observed(ObservedTrail.create(self.path, {
             "kernelspec": kernel.kernelspec,
             "language_info": kernel.kernel_info.get("language_info", {"name": "python"}),
             "kernel_analyst": {
@@ -84,11 +108,28 @@ class Recorder:
                 "files": [],
                 **_known_versions(kernel),
             },
-        })
+        }))
+
+    def _observed(self, trail: AuditTrail) -> AuditTrail:
+        """The trail, its appends told to this session's cell listeners."""
+        if isinstance(trail, ObservedTrail):
+            trail.listeners = self._listeners
+        return trail
+
+    def on_append(self, listener: CellListener) -> Callable[[], None]:
+        """Tell ``listener`` the position of every cell appended from now on; return the
+        function that stops it."""
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return stop
 
     def reopen(self, kernel: RunningKernel) -> AuditTrail:
         """Continue the notebook on disk (one trail per conversation), now in ``kernel``."""
-        trail = self.trail = AuditTrail.open(self.path)
+        trail = self.trail = self._observed(ObservedTrail.open(self.path))
         reopened = trail.metadata.setdefault("kernel_analyst", {}).get("reopened", [])
         trail.update_metadata(reopened=[*reopened, utcnow()], isolation=kernel.isolation,
                               backend=self.setup.backend.name, limits=self.setup.limits.to_dict(),

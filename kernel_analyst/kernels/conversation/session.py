@@ -15,6 +15,7 @@ with their own modules.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -28,15 +29,16 @@ from ..files import FileInfo
 from ..launch import Channel, KernelBackend, KernelEnvironment, MessageTap, RunningKernel, deadline_after
 from ..limits import Limits
 from ..recovery import RecoveryPolicy, RecoveryReport
-from ..trail import AuditTrail
-from . import branches, quota, relay
+from ..trail import AuditTrail, new_cell_id
+from . import branches, keeping, quota, relay
 from ._support import OutputCallback
 from .branches import BranchInfo
 from .cell import Relayed
 from .checkpoints import CheckpointInfo, Checkpoints, FileMode, UndoReport
+from .keeping import KeepReport
 from .lifecycle import Lifecycle, Setup
 from .queries import Queries
-from .recording import Recorder
+from .recording import CellListener, Recorder
 from .restoring import Restoring
 from .runner import CellRunner
 from .runs import Run, Runs
@@ -326,6 +328,105 @@ class KernelSession:
                 new.recovery = RecoveryPolicy(mode="replay", snapshot=False)
             new._restoring.pending = f"branched from {self.id!r}"
         return new
+
+    async def keep(self, branch_id: str, *, remove: bool = True) -> KeepReport:
+        """Make branch ``branch_id`` (a fork of this conversation) this conversation's line:
+        its variables, files and cells become this one's, and this one's cells since the
+        fork stay in the trail, marked abandoned (``conversation/keeping.py``). The branch
+        is closed, its directory removed unless ``remove`` is false."""
+        if self.manager is None:
+            raise CheckpointError(f"session {self.id!r} was not made by a SessionManager; use "
+                                  "manager.keep(branch_id)")
+        report: KeepReport = await self.manager.keep(branch_id, remove=remove, into=self.id)
+        return report
+
+    async def adopt(self, branch: KernelSession) -> KeepReport:
+        """Take the variables, files and cells of ``branch`` (a fork of this conversation),
+        in both sessions' turns: what :meth:`SessionManager.keep` does before it closes the
+        branch (``conversation/keeping.py`` says how)."""
+        started = time.monotonic()
+        if branch is self:
+            raise CheckpointError(f"conversation {self.id!r} cannot keep itself")
+        line = keeping.branch_line(branch.audit.cells, self.id)
+        for session in (self, branch):
+            session.runs.check_idle(f"keep branch {branch.id!r}")
+        async with self._turn.taken(), branch._turn.taken():
+            self._turn.check_open()
+            branch._turn.check_open()
+            await branch._restoring.ready(None)  # its namespace, brought back if it was lost
+            await self._kernel.ensure()  # a kernel whose place the branch's can be forked into
+            todo = keeping.plan(self.audit.cells, branch.audit.cells, line, branch=branch.id)
+            kernel, reason = await branches.branch_kernel(branch._checkpoints, branch.isolation, self._setup,
+                                                          todo.next_count, into=self._kernel.kernel)
+            try:
+                report = await self._write_kept(branch, line, todo, kernel, reason)
+            except BaseException:
+                if kernel is not None:
+                    await kernel.shutdown(now=True)
+                raise
+            await self._take_namespace(kernel, branch.id)
+        report.duration_s = round(time.monotonic() - started, 6)
+        log.info("conversation %s kept branch %s (%s, %.3f s)", self.id, branch.id, report.method,
+                 report.duration_s)
+        return report
+
+    async def _write_kept(self, branch: KernelSession, line: keeping.BranchLine, todo: keeping.TrailPlan,
+                          kernel: RunningKernel | None, reason: str | None) -> KeepReport:
+        """The files and the trail of a keep (the namespace saved first when it is copied)."""
+        snapshot = None
+        if kernel is None:
+            snapshot = await branches.save_namespace(branch._kernel.evaluate, branch.recovery, branch.workdir,
+                                                     self.directory)
+        aside = self.directory / keeping.ABANDONED_DIR / branch.directory.name
+        files = await asyncio.to_thread(keeping.merge_files, branch.workdir, self.workdir, aside)
+        report = KeepReport(self.id, branch.id, "forked" if kernel is not None else "copied", line.after_cell,
+                            todo.abandon, list(range(todo.first, todo.first + len(todo.cells))), files,
+                            reason=reason)
+        ours = self.audit.metadata.get("kernel_analyst", {}).get("files", [])
+        theirs = branch.audit.metadata.get("kernel_analyst", {}).get("files", [])
+        keeping.write(self.audit, todo, report, uploads=keeping.merged_uploads(ours, theirs), at=utcnow(),
+                      snapshot=snapshot)
+        return report
+
+    async def _take_namespace(self, kernel: RunningKernel | None, branch_id: str) -> None:
+        """The kept branch's namespace in this conversation: its forked kernel in place of
+        this one's, or a fresh kernel that loads the copied namespace at first use."""
+        if kernel is not None:
+            await self._kernel.swap(kernel)
+            self._restoring.pending = None
+        else:
+            await self._kernel.replace(f"kept branch {branch_id!r}")
+            if not self.recovery.enabled:
+                self.recovery = RecoveryPolicy(mode="replay", snapshot=False)
+            self._restoring.pending = f"kept branch {branch_id!r}"
+        self.last_used = time.monotonic()
+
+    async def note_discarded(self, branch: KernelSession, *, record_cells: bool = False) -> int:
+        """Say in this conversation's trail that its branch ``branch`` was discarded (with
+        ``record_cells``, its own cells follow, marked abandoned); return how many cells of
+        its own it had."""
+        line = keeping.branch_line(branch.audit.cells, self.id)
+        own = branch.audit.cells[line.own_start:]
+        async with self._turn.lock:
+            self._turn.check_open()
+            at = utcnow()
+            self.audit.append_markdown(
+                f"> **kernel-analyst:** Branch `{branch.id}` (made after cell [{line.after_cell}], "
+                f"{len(own)} cells of its own) was discarded"
+                + (": its cells follow, abandoned." if record_cells and own else "."),
+                marker="discarded", at=at, branch=branch.id, after_cell=line.after_cell, cells=len(own))
+            for cell in own if record_cells else []:
+                copied = copy.deepcopy(cell)
+                keeping.abandon(copied, branch=branch.id, at=at, reason="discarded")
+                copied["id"] = new_cell_id()
+                self.audit.append(copied)
+        return len(own)
+
+    def on_cell(self, listener: CellListener) -> Callable[[], None]:
+        """Call ``listener(index)`` after every cell appended to the audit trail from now on
+        (a code cell, an answer, a marker); return the function that stops it. It runs in
+        the event loop, right after the append: keep it short."""
+        return self._trail.on_append(listener)
 
     def checkpoints(self) -> list[CheckpointInfo]:
         """The checkpoints held now, oldest first, with the memory each holds."""
