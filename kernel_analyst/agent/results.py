@@ -68,7 +68,8 @@ class TableChange:
         ``origin``: its rows when it was first loaded, if more than before the question."""
         of = origin if origin is not None else self.rows_before
         rows = f"{self.rows:,} of {of:,} rows" if self.rows is not None else "no longer a DataFrame"
-        dropped = f", without the columns {', '.join(self.columns_dropped[:8])}" if self.columns_dropped else ""
+        columns = ", ".join(self.columns_dropped[:8])
+        dropped = f", without the columns {columns}" if self.columns_dropped else ""
         where = f" since cell [{self.cell}]" if self.cell is not None else ""
         code = f" (`{self.code}`)" if self.code else ""
         return f"`{self.name}`: {rows}{dropped}{where}{code}"

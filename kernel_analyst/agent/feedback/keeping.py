@@ -45,7 +45,8 @@ def table_changes(step: StepFacts, before: Mapping[str, VariableInfo]) -> list[T
     for name in ex.variables.deleted:
         old = before.get(name)
         if old is not None and old.shape:
-            found.append(TableChange(name, old.shape[0], None, (), ex.execution_count, _line(step.code, name)))
+            line = _line(step.code, name)
+            found.append(TableChange(name, old.shape[0], None, (), ex.execution_count, line))
     return found
 
 
@@ -55,8 +56,9 @@ def undone(changes: list[TableChange], step: int) -> Reason:
     after = f"{first.rows:,} rows" if first.rows is not None else "something else"
     if first.rows is not None and first.rows == first.rows_before and first.columns_dropped:
         after = f"a copy without the columns {', '.join(first.columns_dropped[:6])}"
-    return Reason("data_undone", message("data_undone", step=step, name=first.name, before=f"{first.rows_before:,}",
-                                         after=after, example=_example(first)))
+    text = message("data_undone", step=step, name=first.name, before=f"{first.rows_before:,}", after=after,
+                   example=_example(first))
+    return Reason("data_undone", text)
 
 
 def kept(changes: list[TableChange]) -> Reason:
