@@ -33,12 +33,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _llama import ModelCall, Timings, erase_slots, timed_model
 from _trees import TREE_VARIABLE, use_tree
 from messy_cases import CASES, Case, Expected
 
@@ -76,18 +76,6 @@ def states(answer: str, expected: Expected) -> bool:
 
 
 @dataclass
-class ModelCall:
-    """One model call as llama-server timed it."""
-
-    prompt_n: int = 0
-    cache_n: int = 0
-    prompt_ms: float = 0.0
-    predicted_n: int = 0
-    predicted_ms: float = 0.0
-    wall_s: float = 0.0
-
-
-@dataclass
 class Question:
     """One question's outcome."""
 
@@ -117,65 +105,13 @@ class FileResult:
     error: str = ""
 
 
-class _Timings:
-    """Collects llama-server's ``timings`` of each completion through an httpx hook."""
-
-    def __init__(self) -> None:
-        self.calls: list[ModelCall] = []
-        self.first_request: float | None = None
-        self._sent: dict[int, float] = {}
-
-    async def on_request(self, request: Any) -> None:
-        now = time.monotonic()
-        self.first_request = self.first_request or now
-        self._sent[id(request)] = now
-
-    async def on_response(self, response: Any) -> None:
-        await response.aread()
-        wall = time.monotonic() - self._sent.pop(id(response.request), time.monotonic())
-        try:
-            timings = response.json().get("timings", {})
-        except ValueError:
-            timings = {}
-        self.calls.append(
-            ModelCall(
-                int(timings.get("prompt_n", 0)),
-                int(timings.get("cache_n", 0)),
-                float(timings.get("prompt_ms", 0.0)),
-                int(timings.get("predicted_n", 0)),
-                float(timings.get("predicted_ms", 0.0)),
-                round(wall, 3),
-            )
-        )
-
-    def reset(self) -> None:
-        self.calls, self.first_request = [], None
-
-
-def _model(spec: str, base_url: str | None, timings: _Timings, max_tokens: int) -> Any:
-    import httpx
-
-    from kernel_analyst.agent import load_chat_model
-
-    hooks = {"request": [timings.on_request], "response": [timings.on_response]}
-    client = httpx.AsyncClient(event_hooks=hooks, timeout=httpx.Timeout(900.0))  # type: ignore[dict-item]
-    return load_chat_model(
-        spec,
-        base_url=base_url,
-        temperature=0.0,
-        max_tokens=max_tokens,
-        http_async_client=client,
-        max_retries=0,
-    )
-
-
 async def _question(
     analyst: Any,
     conversation: str,
     case_question: str,
     expected: tuple[Expected, ...],
     files: list[Path],
-    timings: _Timings,
+    timings: Timings,
 ) -> Question:
     timings.reset()
     started = time.monotonic()
@@ -229,10 +165,10 @@ async def run_file(case: Case, args: argparse.Namespace, workdir: Path) -> FileR
     from kernel_analyst import Analyst, Limits, SessionManager
 
     result = FileResult(case.file, args.tree_name)
-    timings = _Timings()
-    model = _model(args.model, args.base_url, timings, args.max_tokens)
+    timings = Timings()
+    model = timed_model(args.model, base_url=args.base_url, timings=timings, max_tokens=args.max_tokens)
     if args.erase_cache:
-        _erase_slots(args.base_url)
+        erase_slots(args.base_url)
     options: dict[str, Any] = {"max_steps": args.max_steps, "protocol": args.protocol}
     if args.preload is not None:
         options["profile_files"] = args.preload == "on"
@@ -255,23 +191,6 @@ async def run_file(case: Case, args: argparse.Namespace, workdir: Path) -> FileR
         session = await manager.session(conversation)
         result.read_right_first_step, result.first_cell = _first_cell_check(session.notebook_path, case)
     return result
-
-
-def _erase_slots(base_url: str | None) -> None:
-    """Forget llama-server's cached prompts (no-op for other servers)."""
-    if not base_url:
-        return
-    root = base_url.rstrip("/").removesuffix("/v1")
-    try:
-        with urllib.request.urlopen(f"{root}/slots", timeout=5) as reply:
-            slots = json.loads(reply.read())
-        for slot in slots:
-            request = urllib.request.Request(
-                f"{root}/slots/{slot['id']}?action=erase", method="POST", data=b""
-            )
-            urllib.request.urlopen(request, timeout=5).close()
-    except (OSError, ValueError, KeyError, TypeError):
-        return
 
 
 # -- the run ----------------------------------------------------------------------------------
