@@ -378,21 +378,52 @@ async def test_an_empty_reply_is_no_answer(manager: SessionManager) -> None:
     assert "empty_reply" in reasons
 
 
-async def test_a_step_that_replaces_the_uploaded_table_by_a_subset_is_told_so(
-        manager: SessionManager) -> None:
+async def test_a_subset_written_over_the_persons_table_is_undone(manager: SessionManager) -> None:
     """Seen with the local model: ``df = df[df['pl_discmethod'] == 'Radial Velocity']`` to
-    count one method, and the next question's median came from 553 of 1,035 planets."""
+    count one method, and the next question's median came from 553 of 1,035 planets. A
+    question that does not ask to change the data leaves ``df`` whole: the step is undone
+    and the model told to work under a new name (issue 34)."""
     model = ScriptedChatModel(script=[
         tool_call("df = df[df['pl_discmethod'] == 'Radial Velocity']\nprint(len(df))"),
-        tool_call("rv = df\nprint(len(rv))"), "553 of the planets.",
+        tool_call("rv = df[df['pl_discmethod'] == 'Radial Velocity']\nprint(len(rv), len(df))"),
+        "553 of the planets.",
+        tool_call("print(len(df))"), lambda call: f"{call.last_tool_output.split()[0]} planets in all.",
     ])
-    answer = await Analyst(model, manager).ask(SCRATCH + "-shrunk", "How many by Radial Velocity?",
-                                               files=[MESSY / "seaborn_raw_planets_commented.csv"])
+    analyst = Analyst(model, manager)
+    conversation = SCRATCH + "-shrunk"
+    answer = await analyst.ask(conversation, "How many by Radial Velocity?",
+                               files=[MESSY / "seaborn_raw_planets_commented.csv"])
     told = str(model.calls[1].last_message.content)
-    assert ("Check: `df`, the uploaded table, now holds 553 of its 1,035 rows: this step replaced it by a "
-            "subset" in told), told
-    assert "Check: `df`" not in str(model.calls[2].last_message.content)  # said once, when it happened
-    assert answer.ok
+    assert "Step 1 replaced `df` (the person's data: 1,035 rows) by 553 rows." in told, told
+    assert "was undone" in told and "`subset = df[df['pl_discmethod'] == 'Radial Velocity']`" in told
+    assert answer.steps[1].execution.text.split() == ["553", "1035"]
+    assert answer.ok and answer.text == "553 of the planets."
+    undone = [c for c in notebook_cells(answer) if c["cell_type"] == "code"
+              and c["metadata"]["kernel_analyst"].get("undone")]
+    assert [cell_text(c).splitlines()[0] for c in undone] == [
+        "df = df[df['pl_discmethod'] == 'Radial Velocity']"]
+    later = await analyst.ask(conversation, "How many planets are there?")
+    assert later.text == "1035 planets in all."
+
+
+async def test_a_change_the_question_asks_for_is_kept_and_told_to_the_next_question(
+        manager: SessionManager) -> None:
+    model = ScriptedChatModel(script=[
+        tool_call("df = df.dropna(subset=['distance'])\nprint(len(df))"),
+        lambda call: f"{call.last_tool_output.split()[0]} planets are left.",
+        tool_call("print(len(df))"), lambda call: f"{call.last_tool_output.split()[0]} planets.",
+    ])
+    analyst = Analyst(model, manager)
+    conversation = SCRATCH + "-kept"
+    question = "Leave out the planets with no distance from now on. How many are left?"
+    first = await analyst.ask(conversation, question, files=[SEABORN / "planets.csv"])
+    told = str(model.calls[1].last_message.content)
+    assert "asks to change the data, so this is kept" in told and "`df`: 808 of 1,035 rows" in told, told
+    assert first.text == "808 planets are left."
+    second = await analyst.ask(conversation, "How many planets are there now?")
+    note = str(model.calls[2].last_message.content)
+    assert "The data as the person changed it: `df`: 808 of 1,035 rows since cell" in note, note
+    assert "(`df = df.dropna(subset=['distance'])`)" in note and second.text == "808 planets."
 
 
 async def test_an_answer_right_after_a_failed_step_goes_back_once(manager: SessionManager) -> None:

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from kernel_analyst.agent.briefing.uploads import UploadedTable
 from kernel_analyst.agent.feedback import (
     Accept,
     Judge,
@@ -328,13 +327,28 @@ async def test_an_empty_selection_and_a_nan_result_are_told() -> None:
     assert not (await judge(check_results=False).after_step(StepFacts("x", ex), Facts())).reasons
 
 
-async def test_an_uploaded_table_left_with_fewer_rows_is_told() -> None:
-    teacher = ErrorTeacher(tables={"tips.csv": UploadedTable("tips.csv", None, variable="df")})
-    smaller = VariableInfo("df", "pandas.DataFrame", [2, 2])
-    ex = Execution(code="", variables=VariableChanges(changed=[smaller]))
-    facts = StepFacts("df = df[df.tip > 1]", ex, rows_before={"df": 3})
-    said = await judge(teacher=teacher).after_step(facts, Facts())
-    assert [r.key for r in said.reasons] == ["table_shrunk"] and "2 of its 3 rows" in said.notes[0]
+async def test_a_step_that_shrinks_the_persons_table_is_undone_unless_the_question_asks() -> None:
+    frames = {"df": VariableInfo("df", "pandas.DataFrame", [3, 2], ["tip", "day"])}
+    smaller = VariableInfo("df", "pandas.DataFrame", [2, 2], ["tip", "day"])
+    ex = Execution(code="", variables=VariableChanges(changed=[smaller]), execution_count=4)
+    step = StepFacts("df = df[df.tip > 1]\nprint(len(df))", ex)
+    facts = QuestionFacts("What share tipped more than 1?", frames=frames)
+    j = Judge(JudgeSettings(), facts)
+    said = await j.after_step(step, Facts())
+    assert said.revert is not None and said.revert.key == "data_undone" and not said.kept
+    assert "replaced `df` (the person's data: 3 rows) by 2 rows" in said.revert.text
+    assert "`subset = df[df.tip > 1]`" in said.revert.text and j.budget.undone_at == 1
+    asked = Judge(JudgeSettings(), QuestionFacts("Drop the small tips from now on.", frames=frames,
+                                                 asks_change=True))
+    said = await asked.after_step(step, Facts())
+    assert said.revert is None and [c.rows for c in said.kept] == [2]
+    assert "`df`: 2 of 3 rows since cell [4] (`df = df[df.tip > 1]`)" in said.notes[-1]
+    grown = VariableInfo("df", "pandas.DataFrame", [3, 3], ["tip", "day", "pct"])
+    wider = Execution(code="", variables=VariableChanges(changed=[grown]))
+    assert (await j.after_step(StepFacts("df['pct'] = df.tip", wider), Facts())).revert is None
+    gone = Execution(code="", variables=VariableChanges(deleted=["df"]))
+    assert (await j.after_step(StepFacts("del df", gone), Facts())).revert is not None
+    assert (await Judge(JudgeSettings(keep_data=False), facts).after_step(step, Facts())).revert is None
 
 
 async def test_an_error_gets_its_hint() -> None:

@@ -29,7 +29,7 @@ SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 
            "why": "the kernel was killed at its memory limit of 4,096 MB (an out-of-memory kill)",
            "cpu": "3.2 s", "memory": "1,234 MB of a 4,096 MB limit", "run": "run-0a1b2c3d4e",
            "limit": "4.0 GB", "numbers": "41.2%, 577", "cells": "[3]",
-           "wanted": 2, "given": 1,
+           "wanted": 2, "given": 1, "after": "553 rows", "example": "subset = df[df.x > 1]",
            "question": "What is the mean fare? Answer as @mean_fare[value].",
            "state": "finished", "action": "wait", "var": "df", "rows": "891 rows; ",
            "problem": "the file is empty", "encoding": "cp1252", "sep": "`;`", "column": "'survived'",

@@ -55,7 +55,8 @@ class Analyst:
     ``protocol`` (``auto``, ``tools`` or ``code``: how the model runs code), ``require_work``
     (send back an answer given before any code ran), ``check_numbers`` (send back an answer
     with numbers no cell produced), ``check_results`` (flag results that cannot be right),
-    ``checkpoints`` (cells the model can undo). Nothing starts before the first question.
+    ``checkpoints`` (cells the model can undo), ``keep_data`` (the person's tables change only
+    when a question asks). Nothing starts before the first question.
     """
 
     def __init__(
@@ -74,6 +75,7 @@ class Analyst:
         check_numbers: bool = True,
         check_results: bool = True,
         checkpoints: int = DEFAULT_CHECKPOINTS,
+        keep_data: bool = True,
     ) -> None:
         self.model = model
         self.manager = manager
@@ -82,7 +84,7 @@ class Analyst:
                                         step_timeout_s=step_timeout, profile_files=profile_files,
                                         protocol=protocol, require_work=require_work,
                                         check_numbers=check_numbers, check_results=check_results,
-                                        checkpoints=checkpoints)
+                                        checkpoints=checkpoints, keep_data=keep_data)
         self.sends_images = images_enabled(send_images, model)
         """True when figures go to the model as images (see ``send_images``)."""
         self._loop = AnswerLoop(model, manager, self.settings, sends_images=self.sends_images)

@@ -40,10 +40,12 @@ class Briefing:
 
 
 async def brief(session: KernelSession, variables: dict[str, VariableInfo], question: str,
-                files: Sequence[str | os.PathLike[str]], *, turn: int, preload_tables: bool) -> Briefing:
+                files: Sequence[str | os.PathLike[str]], *, turn: int, preload_tables: bool,
+                changes: Sequence[str] = ()) -> Briefing:
     """Upload ``files``, read their tables, record the question (the ``turn``-th) and, with
     ``preload_tables``, load each table; ``variables`` (the model's view of the namespace)
-    is brought up to date in place."""
+    is brought up to date in place. ``changes``: what earlier questions asked to change in
+    the person's tables, one line each, for the note."""
     uploaded = [(await session.upload(Path(path))).name for path in files]
     tables = await read_uploads([Path(path) for path in files], uploaded, memory_mb=session.limits.memory_mb)
     gone = await refresh_variables(session, variables)
@@ -54,6 +56,8 @@ async def brief(session: KernelSession, variables: dict[str, VariableInfo], ques
         if any(t.variable for t in tables):
             await refresh_variables(session, variables)
     note = await _note(session, variables, uploaded, tables, gone)
+    if changes:
+        note += "\n" + message("data_changed_note", changes="; ".join(changes))
     listing = await session.files()
     return Briefing(note, uploaded, tables, has_files=any(not f.name.startswith("outputs/") for f in listing),
                     cells_before=_work_cells(session.audit.cells), first_cell=first_cell)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,22 +188,6 @@ def result_notes(ex: Execution) -> list[str]:
     last = last_output_line(ex)
     if last is not None and (_EMPTY_LINE_RE.match(last) or _EMPTY_FRAME_RE.search(ex.text)):
         notes.append(message("check_empty_result", line=repr(last[:80])))
-    return notes
-
-
-def shrunk_tables(ex: Execution, rows_before: Mapping[str, int], tables: Collection[str]) -> list[str]:
-    """Lines on an uploaded table's DataFrame (``tables``: their names) that this step left
-    with fewer rows (``rows_before``: its rows before the step): ``df = df[df.x > 0]`` or
-    an in-place ``dropna`` that the question did not ask for changes every later answer."""
-    if ex.status != "ok":
-        return []
-    notes = []
-    for info in ex.variables.changed:
-        before = rows_before.get(info.name)
-        if (info.name in tables and before and info.shape and 0 < info.shape[0] < before
-                and info.type.endswith("DataFrame")):
-            notes.append(message("check_table_shrunk", name=info.name, rows=f"{info.shape[0]:,}",
-                                 before=f"{before:,}"))
     return notes
 
 

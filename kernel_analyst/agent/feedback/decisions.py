@@ -25,7 +25,7 @@ from typing import Any
 from ...claims import Grounding
 from ...kernels import Execution, VariableInfo
 from ..protocols import Action, ProtocolState
-from ..results import Step
+from ..results import Step, TableChange
 from .checks import ValueLookup
 
 
@@ -136,6 +136,11 @@ class StepNotes:
     """The lines of feedback, in order, with the policies that wrote them."""
     closing: Reason | None = None
     """Said apart after everything else (the last code run allowed was used)."""
+    revert: Reason | None = None
+    """Undo the step: it changed the person's tables for a question that does not ask to
+    (:mod:`.keeping`); the reason is what the model reads."""
+    kept: tuple[TableChange, ...] = ()
+    """The changes to the person's tables the question asked for, kept."""
 
     @property
     def notes(self) -> list[str]:
@@ -170,6 +175,11 @@ class QuestionFacts:
     """The index of this question's first cell (its question cell) in the notebook."""
     table_rows: tuple[int, ...] = ()
     """The rows of the uploaded tables' DataFrames when the question began."""
+    frames: Mapping[str, VariableInfo] = field(default_factory=dict)
+    """The DataFrames that existed when the question began (the person's tables and what
+    earlier answers relied on), by name."""
+    asks_change: bool = False
+    """The question asks to change the data (:mod:`.intent`): its steps may shrink them."""
 
 
 @dataclass(frozen=True)
@@ -182,8 +192,6 @@ class StepFacts:
     """Its result (a view of a background run's new output while it goes on)."""
     observed: bool = True
     """False when there was nothing to observe beyond a note (code not run: a busy kernel)."""
-    rows_before: Mapping[str, int] = field(default_factory=dict)
-    """The rows of each DataFrame the model knew of before the step."""
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,7 @@ from .decisions import (
 from .doubts import doubtful
 from .form import AnswerForm
 from .hints import ErrorTeacher
+from .keeping import kept, table_changes, undone
 from .outcomes import STEP_CHECKS, StepCase, StepCheck, last_step
 from .replies import (
     NO_STEP,
@@ -101,6 +102,9 @@ class JudgeSettings:
     """Send back an answer with numbers no cell produced."""
     check_results: bool = True
     """Check results that cannot be right, and answers that are empty or not in the form asked."""
+    keep_data: bool = True
+    """Undo a step that shrinks or replaces the person's tables for a question that does not
+    ask to change the data (:mod:`.keeping`)."""
     tool_name: str = TOOL_NAME
     """The Python tool's name, for the messages."""
 
@@ -311,7 +315,13 @@ class Judge:
         case = StepCase(step, facts.variables, self.teacher, facts.lookup, self.budget.steps,
                         self.settings.max_steps, self.settings.check_results)
         reasons = [reason for check in self.policies.steps for reason in await check(case)]
-        return StepNotes(tuple(reasons), last_step(case))
+        changes = table_changes(step, self.question.frames) if self.settings.keep_data else []
+        if changes and not self.question.asks_change:
+            self.budget.undone_at = len(facts.steps) + 1  # the step's code may run again, under a new name
+            return StepNotes(tuple(reasons), last_step(case), revert=undone(changes, len(facts.steps) + 1))
+        if changes:
+            reasons.append(kept(changes))
+        return StepNotes(tuple(reasons), last_step(case), kept=tuple(changes))
 
     def _case(self, action: Action, facts: TurnFacts) -> ActionCase:
         return ActionCase(action, facts.steps, self.budget.undone_at, self.budget.idle, facts.failed,

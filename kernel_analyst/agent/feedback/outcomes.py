@@ -1,10 +1,11 @@
 """After a step ran: what the model is told beside its output, each line from one policy.
 
 In order: comparisons against values a column never holds, empty selections and NaN
-results (:mod:`.checks`), an uploaded table left with fewer rows, the hint for an error
-(:mod:`.hints`); then, apart, the note that this was the last code run allowed. Each policy is an
-async function of a :class:`StepCase` (only the comparison check asks the kernel anything:
-a column's values, through :attr:`StepCase.lookup`, so a test gives it a dict).
+results (:mod:`.checks`), the hint for an error (:mod:`.hints`); then, apart, the note that
+this was the last code run allowed. Each policy is an async function of a
+:class:`StepCase` (only the comparison check asks the kernel anything: a column's values,
+through :attr:`StepCase.lookup`, so a test gives it a dict). What a step did to the
+person's tables is :mod:`.keeping`'s.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ...kernels import VariableInfo
 from ..prompting import message
-from .checks import ValueLookup, comparison_notes, result_notes, shrunk_tables
+from .checks import ValueLookup, comparison_notes, result_notes
 from .decisions import Reason, StepFacts
 from .hints import ErrorTeacher
 
@@ -63,15 +64,6 @@ async def empty_results(case: StepCase) -> list[Reason]:
     return [Reason("check_empty", note) for note in result_notes(case.step.execution)]
 
 
-async def shrunk_table(case: StepCase) -> list[Reason]:
-    """An uploaded table's DataFrame left with fewer rows."""
-    if not case.check_results or not case.step.observed:
-        return []
-    tables = {t.variable for t in case.teacher.tables.values() if t.variable}
-    return [Reason("table_shrunk", note) for note in shrunk_tables(case.step.execution, case.step.rows_before,
-                                                                   tables)]
-
-
 async def error_hint(case: StepCase) -> list[Reason]:
     """What went wrong in terms of the data, and what to run instead (:mod:`.hints`)."""
     if not case.step.observed:
@@ -80,7 +72,7 @@ async def error_hint(case: StepCase) -> list[Reason]:
     return [Reason("hint", hint)] if hint else []
 
 
-STEP_CHECKS: tuple[StepCheck, ...] = (wrong_values, empty_results, shrunk_table, error_hint)
+STEP_CHECKS: tuple[StepCheck, ...] = (wrong_values, empty_results, error_hint)
 """The policies after a step, in the order the model reads their lines."""
 
 
@@ -91,5 +83,5 @@ def last_step(case: StepCase) -> Reason | None:
     return Reason("last_step", message("last_step", max_steps=case.max_steps))
 
 
-__all__ = ["STEP_CHECKS", "StepCase", "StepCheck", "empty_results", "error_hint", "last_step", "shrunk_table",
+__all__ = ["STEP_CHECKS", "StepCase", "StepCheck", "empty_results", "error_hint", "last_step",
            "wrong_values"]

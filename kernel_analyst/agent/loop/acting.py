@@ -18,7 +18,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from ...kernels import KernelAnalystError
-from ..briefing.note import track_variables
+from ..briefing.note import refresh_variables, track_variables
 from ..events import AgentNote, ModelText, StepCode, StepFinished, StepOutput, StepStarted
 from ..feedback.decisions import Reason, Run, SendBack, Skip, StepFacts, Undo
 from ..feedback.judge import Judge
@@ -148,20 +148,32 @@ class Actor:
             turn.session, action.code, timeout=self.step_timeout_s,
             on_output=lambda out: turn.emit(StepOutput(index, out)), annotations={"agent": agent_meta})
         ex = run.execution
-        rows_before = {name: info.shape[0] for name, info in conversation.variables.items() if info.shape}
         lost = track_variables(conversation.variables, ex)
         observation = Observation(text="")
         if run.observe:
             name = f"outputs/turn{conversation.turns + 1}-step{index}-{uuid.uuid4().hex[:6]}.txt"
             observation = await observe_step(turn.session, ex, settings=self.observation, lost_variables=lost,
                                              save_as=name)
-        said = await judge.after_step(StepFacts(action.code, ex, run.observe, rows_before), turn.facts())
+        said = await judge.after_step(StepFacts(action.code, ex, run.observe), turn.facts())
         text = "\n".join(part for part in (run.note, observation.text, *said.notes) if part)
+        if said.revert is not None:
+            text += "\n" + said.revert.text + "\n" + await self._revert(turn)
+        for change in said.kept:
+            conversation.origins.setdefault(change.name, change.rows_before)
+            conversation.changes[change.name] = change
         if said.closing is not None:
             text += "\n\n" + said.closing.text
         turn.steps.append(Step(index, action.code, ex, text, action.call_id, action.via.value))
         turn.emit(StepFinished(index, ex, text))
         return observation
+
+
+    async def _revert(self, turn: Turn) -> str:
+        """Undo the last step (the judge's revert): the report, and the variables read again."""
+        report = await undo_step(turn.session, None)
+        turn.emit(AgentNote("undo", report))
+        await refresh_variables(turn.session, turn.conversation.variables)
+        return report
 
 
 def note(turn: Turn, kind: NoteKind, text: str, *, replaces: str | None = None) -> None:

@@ -29,6 +29,7 @@ from langchain_core.tools import BaseTool
 from ...kernels import KernelSession, SessionManager
 from ..briefing.brief import brief
 from ..feedback.decisions import Accept, QuestionFacts, SendBack, Tell
+from ..feedback.intent import asks_to_change
 from ..feedback.judge import Judge, JudgeSettings
 from ..prompting import message, system_prompt
 from ..protocols import ProtocolState
@@ -61,7 +62,8 @@ class AnswerLoop:
         self.actor = Actor(step_timeout_s=settings.step_timeout_s, observation=observation)
         self.judging = JudgeSettings(max_steps=settings.max_steps, undo=undo,
                                      require_work=settings.require_work, check_numbers=settings.check_numbers,
-                                     check_results=settings.check_results, tool_name=TOOL_NAME)
+                                     check_results=settings.check_results, keep_data=settings.keep_data,
+                                     tool_name=TOOL_NAME)
 
     def new_conversation(self) -> Conversation:
         """A conversation's state before its first question."""
@@ -89,8 +91,9 @@ class AnswerLoop:
     async def _start(self, conversation_id: str, conversation: Conversation, session: KernelSession,
                      question: str, files: Sequence[str | os.PathLike[str]],
                      emit: EventCallback) -> tuple[Turn, Judge]:
+        changed = [c.describe(conversation.origins.get(c.name)) for c in conversation.changes.values()]
         briefing = await brief(session, conversation.variables, question, files, turn=conversation.turns + 1,
-                               preload_tables=self.settings.profile_files)
+                               preload_tables=self.settings.profile_files, changes=changed)
         conversation.teacher.tables.update({t.file: t for t in briefing.tables})
         system = self.systems[conversation.protocol.system_prompt]
         messages = [system, *conversation.history, HumanMessage(f"{question}\n{briefing.note}")]
@@ -98,8 +101,10 @@ class AnswerLoop:
         tables = {t.variable for t in conversation.teacher.tables.values() if t.variable}
         rows = tuple(info.shape[0] for name, info in conversation.variables.items()
                      if name in tables and info.shape)
+        frames = {name: info for name, info in conversation.variables.items()
+                  if info.type.endswith("DataFrame")}
         facts = QuestionFacts(question, tuple(briefing.uploaded), briefing.has_files, briefing.cells_before,
-                              briefing.first_cell, rows)
+                              briefing.first_cell, rows, frames, asks_to_change(question))
         return turn, Judge(self.judging, facts, teacher=conversation.teacher)
 
     async def _run(self, turn: Turn, judge: Judge) -> Answer:

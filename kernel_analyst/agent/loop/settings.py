@@ -46,6 +46,11 @@ class AnalystSettings:
     """Tell the model, after a step, of results that cannot be right (a filter on a value
     its column never holds, an empty selection, a NaN result: :mod:`kernel_analyst.agent.feedback.checks`),
     and send back once an answer that is only ``nan`` or not in the form the question asks."""
+    keep_data: bool = True
+    """Undo a step that shrinks, replaces or deletes a DataFrame the question began with (the
+    person's tables) when the question does not ask to change the data, and tell the model
+    to work under a new name (:mod:`kernel_analyst.agent.feedback.keeping`); a change the
+    question asks for is kept, and later questions are told of it."""
     checkpoints: int = DEFAULT_CHECKPOINTS
     """Cells the model can undo (:mod:`kernel_analyst.agent.tools.undo`): the agent's sessions take
     a checkpoint before every cell and keep this many, where the kernel can be checkpointed

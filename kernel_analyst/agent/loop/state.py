@@ -22,7 +22,7 @@ from ..events import AgentEvent
 from ..feedback.decisions import TurnFacts
 from ..feedback.hints import ErrorTeacher
 from ..protocols import ProtocolState
-from ..results import Step, Usage
+from ..results import Step, TableChange, Usage
 from ..tools.background import BackgroundSteps
 
 EventCallback = Callable[[AgentEvent], None]
@@ -45,6 +45,10 @@ class Conversation:
     """Its uploaded tables and the last step's error (:mod:`kernel_analyst.agent.feedback.hints`)."""
     background: BackgroundSteps = field(default_factory=BackgroundSteps)
     """Its background runs, as the model has seen them."""
+    changes: dict[str, TableChange] = field(default_factory=dict)
+    """The changes to the person's tables questions asked for, the latest of each table."""
+    origins: dict[str, int] = field(default_factory=dict)
+    """Each changed table's rows before its first change."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """One answer at a time."""
 
