@@ -229,23 +229,32 @@ async def test_a_model_that_cannot_bind_tools_writes_code_under_auto(manager: Se
     assert model.calls[1].messages[-1].content.startswith("Output of your code (step 1):\n42")
 
 
-async def test_code_that_already_failed_is_not_run_again(manager: SessionManager) -> None:
+async def test_code_that_already_failed_sent_again_is_rolled_back(manager: SessionManager) -> None:
+    """Stuck: go back, not on (issue 34). The repeat never runs; the kernel goes back to
+    before the failing step, and the model's next request no longer holds the failing
+    turns (the notebook keeps them, undone), only what to do instead."""
     from kernel_analyst.agent.testing import ScriptedChatModel
 
     wrong = "import pandas as pd\ndf = pd.read_csv('titanic.csv')\nprint(df['Survived'].mean())"
-    model = ScriptedChatModel(script=[f"```python\n{wrong}\n```", f"```python\n{wrong}\n```",
-                                      f"```python\n{wrong}\n```", f"```python\n{SURVIVAL}\n```",
+    fixed = f"```python\nimport pandas as pd\n{SURVIVAL}\n```"
+    model = ScriptedChatModel(script=[f"```python\n{wrong}\n```", f"```python\n{wrong}\n```", fixed,
                                       "It is 0.3838."])
     answer = await Analyst(model, manager, protocol="code").ask("protocols-repeat", "Rate?",
                                                                  files=[SEABORN / "titanic.csv"])
-    assert [s.execution.status for s in answer.steps] == ["error", "ok"]  # the repeats never ran
-    told = str(model.calls[2].messages[-1].content)
-    assert told.startswith("Not run: this is the same code that just failed in step 1 (KeyError: 'Survived')")
-    again = str(model.calls[3].messages[-1].content)  # sent a third time: another way out
-    assert again.startswith("Not run: you sent the code that failed in step 1 again (KeyError: 'Survived'). "
-                            "Do not patch it: write a new, shorter cell"), again
+    assert [s.execution.status for s in answer.steps] == ["error", "ok"]  # the repeat never ran
     first = str(model.calls[1].messages[-1].content)
     assert "The DataFrames' columns are: df: survived, pclass" in first
+    sent = model.calls[2].messages
+    told = str(sent[-1].content)
+    assert told.startswith("Step 1 failed (KeyError: 'Survived') and you sent the same code again, so it "
+                           "was taken back"), told
+    assert "Variables now:" in told and "df: pandas.DataFrame (891, 15)" in told, "the loaded table is back"
+    assert not any("Survived" in str(m.content) for m in sent[:-1]), "the failing turns are out"
+    assert len(sent) == len(model.calls[0].messages) + 1
+    cells = json.loads(answer.notebook_path.read_text())["cells"]
+    failed = [c for c in cells if c["cell_type"] == "code" and "Survived" in "".join(c["source"])]
+    assert len(failed) == 1 and failed[0]["metadata"]["kernel_analyst"].get("undone")
+    assert any("failed the same way" in n or "taken out of the model's messages" in n for n in answer.notes)
     assert answer.text == "It is 0.3838."
 
 

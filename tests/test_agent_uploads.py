@@ -94,7 +94,7 @@ async def test_a_wrong_separator_and_the_same_error_again_get_the_loaders_call(
     read = f"import pandas as pd\ndf = pd.read_csv('{ACCENTS.name}', encoding='latin-1')"
     wrong = f"{read}\nprint(df['Classement'])"
     again = wrong.replace("'latin-1'", "'cp1252'")
-    right = detect(ACCENTS).code(compact=True) + "\nprint(df['Classement'].nunique())"
+    right = f"import pandas as pd\n{detect(ACCENTS).code(compact=True)}\nprint(df['Classement'].nunique())"
     replies = [_fence(wrong), _fence(again), _fence(right), ScriptedReply(text="There are 4 classes.")]
     with OpenAIServer(replies) as server:
         answer = await Analyst(_model(server), manager, profile_files=False).ask(
@@ -108,7 +108,9 @@ async def test_a_wrong_separator_and_the_same_error_again_get_the_loaders_call(
         f": `{ACCENTS.name}` was read with the wrong separator (its delimiter is `;`)"
     ) in first
     assert detect(ACCENTS).code(compact=True) in first
-    # the same error again: the file's first lines and the call, not the same sentence
+    # the same error again: both steps taken back, with the file's first lines and the call
+    assert second.startswith("Steps 1 to 2 failed the same way (KeyError: 'Classement'), so they were "
+                             "taken back")
     assert f"This is the same error again. The first lines of `{ACCENTS.name}` are:" in second
     assert "Classement;Quartier;Date;Année;Occupancy rate" in second and "3 stars;All;01-01-13" in second
     assert "Do not guess the options again" in second and detect(ACCENTS).code(compact=True) in second
@@ -222,8 +224,8 @@ async def test_code_is_never_the_answer(manager: SessionManager) -> None:
 
 
 async def test_replies_that_run_nothing_end_the_answer_early(manager: SessionManager) -> None:
-    failing = "print(df['Tip'].mean())"
-    replies = [_fence(failing)] * 4 + [ScriptedReply(text="I could not find the column.")]
+    done = "print(df['tip'].mean())"
+    replies = [_fence(done)] * 4 + [ScriptedReply(text="The mean tip is 3.0.")]
     with OpenAIServer(replies, max_requests=10) as server:
         answer = await Analyst(_model(server), manager, max_steps=10).ask(
             "uploads-stall", "Mean tip?", files=[TIPS]
@@ -237,7 +239,7 @@ async def test_replies_that_run_nothing_end_the_answer_early(manager: SessionMan
         for c in _cells(answer.notebook_path)
         if c.cell_type == "markdown"
     ]
-    assert kinds.count("repeated_failure") == 3
+    assert kinds.count("repeated_success") == 3
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from kernel_analyst.agent.feedback import (
     Judge,
     JudgeSettings,
     QuestionFacts,
+    Rollback,
     Run,
     RunActions,
     SendBack,
@@ -149,9 +150,35 @@ def test_the_step_limit_skips_the_action_and_never_counts_past_it() -> None:
     assert isinstance(decision, Skip) and decision.reason.key == "step_limit" and j.budget.steps == 1
 
 
-def test_failing_code_sent_again_is_told_to_change_then_to_start_over() -> None:
+def test_failing_code_sent_again_is_rolled_back() -> None:
     facts = Facts(steps=[step(1, "df['x'].astype(int)", error="ValueError: invalid literal for int()")])
     j = judge()
+    decision = j.on_action(code("df['x'].astype(int)"), facts)
+    assert isinstance(decision, Rollback) and decision.first_step == 1
+    assert decision.reason.text.startswith("Step 1 failed (ValueError: invalid literal for int()) and you "
+                                           "sent the same code again, so it was taken back")
+    assert "Some values are not plain numbers" in decision.reason.text, "with the hint"
+    assert j.budget.rollbacks == 1 and j.budget.undone_at == 1
+
+
+async def test_the_same_error_twice_in_a_row_rolls_both_steps_back() -> None:
+    failed = step(1, "df['x'].astype(int)", error="ValueError: invalid literal for int() with base 10: '12a'")
+    again = Execution(code="", status="error",
+                      error=ExecutionError("ValueError", "invalid literal for int() with base 10: '12a'", []))
+    j = judge()
+    said = await j.after_step(StepFacts("df['x'].astype('int64')", again), Facts(steps=[failed]))
+    assert said.rollback is not None and said.rollback.first_step == 1
+    text = said.rollback.reason.text
+    assert text.startswith("Steps 1 to 2 failed the same way (ValueError: invalid literal")
+    other = Execution(code="", status="error", error=ExecutionError("KeyError", "'x'", []))
+    assert (await judge().after_step(StepFacts("df['x']", other), Facts(steps=[failed]))).rollback is None
+    first = Execution(code="", status="error", error=ExecutionError("KeyError", "'x'", []))
+    assert (await judge().after_step(StepFacts("df['x']", first), Facts())).rollback is None
+
+
+def test_with_no_rollback_left_failing_code_sent_again_is_told_to_change_then_to_start_over() -> None:
+    facts = Facts(steps=[step(1, "df['x'].astype(int)", error="ValueError: invalid literal for int()")])
+    j = judge(max_rollbacks=0)
     first = j.on_action(code("df['x'].astype(int)"), facts)
     assert isinstance(first, Skip) and first.reason.key == "repeated_failure"
     assert "fix the cause" in first.reason.text and j.budget.steps == 1

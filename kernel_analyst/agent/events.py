@@ -104,7 +104,7 @@ class AgentNote:
     """Something the loop did that the user should know about (not model text)."""
 
     kind: Literal["protocol_switched", "answer_returned", "context_trimmed", "undo", "reply_not_run",
-                  "partial", "answer_completed"]
+                  "partial", "answer_completed", "rollback"]
     """``protocol_switched``: the model writes code as text, and the conversation now runs
     it; ``answer_returned``: an answer was sent back to the model (see the text);
     ``context_trimmed``: earlier outputs were removed to fit the model's context;
@@ -112,7 +112,9 @@ class AgentNote:
     ``reply_not_run``: a reply ran nothing (the same code again, code cut at the length
     limit, an unreadable call: the text says which); ``partial``: the steps ran out and the
     answer is partial (the text says why); ``answer_completed``: the answer lacked the
-    form's ``@name[value]`` items and they were taken from what its cells printed."""
+    form's ``@name[value]`` items and they were taken from what its cells printed;
+    ``rollback``: steps that failed the same way were undone and taken out of the model's
+    messages."""
     text: str
     """One line for a person."""
     type: Literal["note"] = "note"

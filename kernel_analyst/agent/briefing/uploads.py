@@ -56,10 +56,13 @@ class UploadedTable:
     """Too large for pandas in this kernel: the note points to DuckDB instead of the call."""
 
     def call(self, var: str | None = None) -> str:
-        """The loader's code for this table, without comments (``var``: the variable)."""
+        """The loader's code for this table, without comments (``var``: the variable), with
+        the import it needs (it must run in a kernel where nothing was imported yet)."""
         if self.plan is None:
             return ""
-        return self.plan.code(var=var or self.variable or "df", compact=True)
+        code = self.plan.code(var=var or self.variable or "df", compact=True)
+        needs = "pd." in code and "import pandas" not in code
+        return f"import pandas as pd\n{code}" if needs else code
 
     def first_lines(self, *, lines: int = 5, width: int = 160) -> str:
         """The file's first lines, decoded as the loader decodes it ("" when unknown)."""

@@ -19,6 +19,7 @@ from .decisions import (
     QuestionFacts,
     Reason,
     ReplyDecision,
+    Rollback,
     Run,
     RunActions,
     SendBack,
@@ -33,5 +34,5 @@ from .decisions import (
 from .judge import MAX_IDLE_REPLIES, Budget, Judge, JudgeSettings, Policies
 
 __all__ = ["MAX_IDLE_REPLIES", "Accept", "ActionDecision", "Budget", "Judge", "JudgeSettings", "Policies",
-           "QuestionFacts", "Reason", "ReplyDecision", "Run", "RunActions", "SendBack", "Skip", "StepFacts",
-           "StepNotes", "Stop", "Tell", "TurnFacts", "Undo"]
+           "QuestionFacts", "Reason", "ReplyDecision", "Rollback", "Run", "RunActions", "SendBack", "Skip",
+           "StepFacts", "StepNotes", "Stop", "Tell", "TurnFacts", "Undo"]

@@ -6,8 +6,10 @@ holds no policy of its own:
 
 - after a model reply: :class:`RunActions`, :class:`Tell` (the reply is no step),
   :class:`SendBack` (an answer, not accepted yet) or :class:`Accept`;
-- before each action of a reply: :class:`Run`, :class:`Undo` or :class:`Skip`;
-- after a step ran: :class:`StepNotes` (what the model is told beside the output);
+- before each action of a reply: :class:`Run`, :class:`Undo`, :class:`Skip` or
+  :class:`Rollback` (the same failing code again: go back, not on);
+- after a step ran: :class:`StepNotes` (what the model is told beside the output; a
+  rollback when it failed as the step before it did);
 - after a reply was acted on: :class:`Stop` (end with a partial answer) or None.
 
 Every decision that tells the model something carries the :class:`Reason` (the policy's key
@@ -121,7 +123,19 @@ class Skip:
     """Why it is no step."""
 
 
-ActionDecision = Run | Undo | Skip
+@dataclass(frozen=True)
+class Rollback:
+    """Stuck: go back, not on. The steps from ``first_step`` on failed the same way; the
+    kernel is undone to before them, their turns are taken out of what the model is sent
+    (the notebook keeps them), and the model reads the reason (with the hint) instead."""
+
+    reason: Reason
+    """What the model reads after the rollback."""
+    first_step: int
+    """The first step of the failing streak (1-based, within the answer)."""
+
+
+ActionDecision = Run | Undo | Skip | Rollback
 """What happens to one action of a reply."""
 
 
@@ -141,6 +155,8 @@ class StepNotes:
     (:mod:`.keeping`); the reason is what the model reads."""
     kept: tuple[TableChange, ...] = ()
     """The changes to the person's tables the question asked for, kept."""
+    rollback: Rollback | None = None
+    """The step failed as the one before it did: roll the streak back (:class:`Rollback`)."""
 
     @property
     def notes(self) -> list[str]:
@@ -227,6 +243,7 @@ __all__ = [
     "QuestionFacts",
     "Reason",
     "ReplyDecision",
+    "Rollback",
     "Run",
     "RunActions",
     "SendBack",

@@ -22,10 +22,12 @@ function in this room, registering it in :class:`Policies` and its text in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...kernels import Execution
 from ..prompting import message
 from ..protocols import Action, InvalidCall, ProtocolState, Reading, Via
 from ..results import Step
@@ -51,6 +53,7 @@ from .decisions import (
     QuestionFacts,
     Reason,
     ReplyDecision,
+    Rollback,
     Run,
     RunActions,
     SendBack,
@@ -105,6 +108,8 @@ class JudgeSettings:
     keep_data: bool = True
     """Undo a step that shrinks or replaces the person's tables for a question that does not
     ask to change the data (:mod:`.keeping`)."""
+    max_rollbacks: int = 2
+    """Failing streaks rolled back per question (then repeats are only told, not undone)."""
     tool_name: str = TOOL_NAME
     """The Python tool's name, for the messages."""
 
@@ -168,6 +173,10 @@ class Budget:
     """Steps and undos when the current reply's actions began."""
     limit_reached: bool = False
     """The step limit was already used up when the current reply's actions began."""
+    rollbacks: int = 0
+    """Failing streaks rolled back."""
+    floor: int = 0
+    """Steps at the last rollback: a new streak starts after them."""
 
     def count(self, max_steps: int, *, capped: bool = True) -> None:
         """Count a reply that tried to run code and could not."""
@@ -307,7 +316,8 @@ class Judge:
             return Undo(action, to)
         for policy in self.policies.repeats:
             if (reason := policy(case)) is not None:
-                return Skip(reason)
+                stuck = self._rollback(facts) if reason.key == "repeated_failure" else None
+                return stuck if stuck is not None else Skip(reason)
         return Run(action)
 
     async def after_step(self, step: StepFacts, facts: TurnFacts) -> StepNotes:
@@ -315,6 +325,10 @@ class Judge:
         case = StepCase(step, facts.variables, self.teacher, facts.lookup, self.budget.steps,
                         self.settings.max_steps, self.settings.check_results)
         reasons = [reason for check in self.policies.steps for reason in await check(case)]
+        hints = [r.text for r in reasons if r.key == "hint"]
+        stuck = self._rollback(facts, failing=step.execution, hint=hints)
+        if stuck is not None:
+            return StepNotes(tuple(reasons), last_step(case), rollback=stuck)
         changes = table_changes(step, self.question.frames) if self.settings.keep_data else []
         if changes and not self.question.asks_change:
             self.budget.undone_at = len(facts.steps) + 1  # the step's code may run again, under a new name
@@ -322,6 +336,35 @@ class Judge:
         if changes:
             reasons.append(kept(changes))
         return StepNotes(tuple(reasons), last_step(case), kept=tuple(changes))
+
+    def _rollback(self, facts: TurnFacts, *, failing: Execution | None = None,
+                  hint: list[str] | None = None) -> Rollback | None:
+        """Stuck: the failing streak that ends at the last step (``failing``: at the step that
+        just ran, which must fail as the one before it did) to roll back, or None."""
+        if self.budget.rollbacks >= self.settings.max_rollbacks:
+            return None
+        steps = list(facts.steps)
+        current = failing if failing is not None else (steps[-1].execution if steps else None)
+        key = _error_key(current)
+        if key is None:
+            return None
+        first = len(steps) + (1 if failing is not None else 0)
+        while first - 1 > self.budget.floor and _error_key(steps[first - 2].execution) == key:
+            first -= 1
+        if failing is not None and first == len(steps) + 1:
+            return None  # a first failure: the hint is enough
+        last = steps[-1] if failing is None else None
+        if hint is None and last is not None:
+            found = self.teacher.hint(last.execution, last.code, facts.variables)
+            hint = [found] if found else []
+        self.budget.rollbacks += 1
+        self.budget.floor = self.budget.undone_at = len(steps) + (1 if failing is not None else 0)
+        numbers = f"{first}" if first == self.budget.floor else f"{first} to {self.budget.floor}"
+        assert current is not None and current.error is not None
+        key = "rollback_repeat" if failing is None and first == self.budget.floor else "rollback"
+        text = message(key, steps=numbers, error=str(current.error).splitlines()[0],
+                       hint=("\n" + "\n".join(hint)) if hint else "")
+        return Rollback(Reason("rollback", text), first)
 
     def _case(self, action: Action, facts: TurnFacts) -> ActionCase:
         return ActionCase(action, facts.steps, self.budget.undone_at, self.budget.idle, facts.failed,
@@ -336,6 +379,14 @@ def _question_reminder(question: str) -> str:
     prompt again."""
     question = question.strip()
     return "\n" + message("code_question", question=question) if 0 < len(question) <= _REMINDER_MAX else ""
+
+
+def _error_key(ex: Execution | None) -> tuple[str, str] | None:
+    """What makes two failures "the same": the exception's name and its message with the
+    numbers blanked (positions and counts may differ); None for a step that did not fail."""
+    if ex is None or ex.error is None:
+        return None
+    return ex.error.ename, re.sub(r"\d+", "#", ex.error.evalue)
 
 
 def _last_failure(steps: Sequence[Step]) -> str | None:

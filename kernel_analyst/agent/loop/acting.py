@@ -18,9 +18,9 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from ...kernels import KernelAnalystError
-from ..briefing.note import refresh_variables, track_variables
+from ..briefing.note import describe_variables, refresh_variables, track_variables
 from ..events import AgentNote, ModelText, StepCode, StepFinished, StepOutput, StepStarted
-from ..feedback.decisions import Reason, Run, SendBack, Skip, StepFacts, Undo
+from ..feedback.decisions import Reason, Rollback, Run, SendBack, Skip, StepFacts, Undo
 from ..feedback.judge import Judge
 from ..prompting import message
 from ..protocols import Action, Reading
@@ -33,7 +33,11 @@ from .figures import figures_message
 from .state import Turn
 
 NoteKind = Literal["protocol_switched", "answer_returned", "context_trimmed", "partial", "undo",
-                   "reply_not_run", "answer_completed"]
+                   "reply_not_run", "answer_completed", "rollback"]
+
+RETRY_TEMPERATURE = 0.7
+"""The temperature of the first model call after a rollback, where the model takes one: a
+greedy model shown its earlier context again would likely write the same code."""
 
 
 class Actor:
@@ -76,6 +80,7 @@ class Actor:
     async def act(self, turn: Turn, judge: Judge, reply: AIMessage, reading: Reading) -> None:
         """Record the reply's prose and do what each of its actions is judged to be."""
         text = str(reply.text)
+        turn.current_reply, turn.rolled_back = len(turn.messages) - 1, False
         if reading.kept_text is not None and reading.kept_text != text:
             turn.messages[-1] = reply.model_copy(update={"content": reading.kept_text})
         if reading.text.strip() and not reading.cut:
@@ -94,6 +99,8 @@ class Actor:
         for name, args, call_id in reading.calls:
             decision = judge.on_call(name, args, call_id, turn.facts())
             content, observation = await self._do(turn, judge, decision)
+            if turn.rolled_back:
+                return  # the reply is no longer in the messages: nothing to answer
             turn.messages.append(ToolMessage(content=content, tool_call_id=call_id, name=TOOL_NAME,
                                              id=observation_id()))
             if observation is not None and observation.images:
@@ -110,6 +117,8 @@ class Actor:
     async def _text_code(self, turn: Turn, judge: Judge, action: Action) -> None:
         """Run code the model wrote as text; its output is the next user message."""
         content, observation = await self._do(turn, judge, judge.on_action(action, turn.facts()))
+        if turn.rolled_back:
+            return
         header = f"{message('code_output', step=len(turn.steps))}\n" if observation is not None else ""
         text = header + content
         if (after := judge.after_output(turn.facts())):
@@ -121,8 +130,11 @@ class Actor:
         turn.messages.append(HumanMessage(content=body, id=observation_id()))
 
     async def _do(self, turn: Turn, judge: Judge,
-                  decision: Run | Undo | Skip) -> tuple[str, Observation | None]:
+                  decision: Run | Undo | Skip | Rollback) -> tuple[str, Observation | None]:
         """Do one judged action; return the model's text and the observation, if any."""
+        if isinstance(decision, Rollback):
+            await self._rollback(turn, decision)
+            return "", None
         if isinstance(decision, Skip):
             return await self.not_run(turn, decision.reason.key, decision.reason.text), None
         if isinstance(decision, Undo):
@@ -140,6 +152,7 @@ class Actor:
         """Run one action as a step: the kernel, the observation, the judge's lines."""
         index = len(turn.steps) + 1
         conversation = turn.conversation
+        turn.reply_at[index] = turn.current_reply
         turn.emit(StepStarted(index, action.call_id, action.via.value))
         turn.emit(StepCode(index, action.code))
         agent_meta = {"via": action.via.value, "protocol": conversation.protocol.prompt_protocol,
@@ -165,8 +178,37 @@ class Actor:
             text += "\n\n" + said.closing.text
         turn.steps.append(Step(index, action.code, ex, text, action.call_id, action.via.value))
         turn.emit(StepFinished(index, ex, text))
+        if said.rollback is not None:
+            await self._rollback(turn, said.rollback)
         return observation
 
+
+    async def _rollback(self, turn: Turn, decision: Rollback) -> None:
+        """Go back, not on: the kernel to before the failing streak, its turns out of the
+        messages (the notebook keeps them, undone), the reason as the next message, and the
+        next call at a higher temperature where the model takes one."""
+        first = turn.steps[decision.first_step - 1]
+        count = first.execution.execution_count
+        report = await undo_step(turn.session, count) if count is not None else ""
+        await refresh_variables(turn.session, turn.conversation.variables)
+        del turn.messages[turn.reply_at.get(decision.first_step, turn.current_reply):]
+        text = decision.reason.text
+        if report.startswith(message("undo_unavailable", error="").strip()):
+            text += "\n" + report
+        else:
+            text += "\n" + message("rollback_variables", variables=describe_variables(
+                list(turn.conversation.variables.values())))
+        turn.messages.append(HumanMessage(text, id=observation_id()))
+        turn.rolled_back = True
+        turn.temperature = RETRY_TEMPERATURE
+        steps = f"{decision.first_step} to {len(turn.steps)}" if decision.first_step < len(turn.steps) \
+            else str(decision.first_step)
+        note(turn, "rollback", message("rollback_note", steps=steps))
+        try:
+            await turn.session.add_markdown(f"> {message('rollback_note', steps=steps)}", role="model",
+                                            ran=False, reason="rollback")
+        except KernelAnalystError:
+            pass  # a session closed meanwhile keeps its notebook as it was
 
     async def _revert(self, turn: Turn) -> str:
         """Undo the last step (the judge's revert): the report, and the variables read again."""

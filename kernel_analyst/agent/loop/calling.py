@@ -35,7 +35,11 @@ class ModelCaller:
 
     async def call(self, turn: Turn) -> AIMessage | None:
         """The model's next reply (appended to the turn's messages); None when the call failed."""
-        model = self.bound if self.bound is not None and turn.protocol.binds_tools else self.model
+        model: Runnable[LanguageModelInput, AIMessage] = (
+            self.bound if self.bound is not None and turn.protocol.binds_tools else self.model)
+        temperature, turn.temperature = turn.temperature, None
+        if temperature is not None and "temperature" in getattr(type(self.model), "model_fields", {}):
+            model = model.bind(temperature=temperature)
         trimmed = 0
         while True:
             try:

@@ -83,6 +83,14 @@ class Turn:
     """What the loop did that the user should know (the answer's notes)."""
     trimmed: int = 0
     """Observations trimmed from the messages to fit the model's context."""
+    reply_at: dict[int, int] = field(default_factory=dict)
+    """Each step's reply: the index in :attr:`messages` of the model message that asked for it."""
+    current_reply: int = 0
+    """The index of the reply whose actions are being done."""
+    rolled_back: bool = False
+    """The current reply's turns were taken out of the messages (a rollback)."""
+    temperature: float | None = None
+    """The temperature of the next model call only (None: the model's own)."""
     started: float = field(default_factory=time.monotonic)
     """When the answer began (``time.monotonic``)."""
 

@@ -79,7 +79,8 @@ class LlamaCppChatModel(BaseChatModel):
         with self._lock:
             llama = self._load()
             result = llama.create_chat_completion(
-                messages=[_as_chat_message(m) for m in messages], temperature=self.temperature,
+                messages=[_as_chat_message(m) for m in messages],
+                temperature=float(kwargs.get("temperature", self.temperature)),  # a call's own wins
                 max_tokens=self.max_tokens, stop=stop or [], seed=self.seed)
         choice = result["choices"][0]
         usage = result.get("usage") or {}
