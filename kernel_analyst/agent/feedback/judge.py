@@ -361,8 +361,8 @@ class Judge:
         self.budget.floor = self.budget.undone_at = len(steps) + (1 if failing is not None else 0)
         numbers = f"{first}" if first == self.budget.floor else f"{first} to {self.budget.floor}"
         assert current is not None and current.error is not None
-        key = "rollback_repeat" if failing is None and first == self.budget.floor else "rollback"
-        text = message(key, steps=numbers, error=str(current.error).splitlines()[0],
+        which = "rollback_repeat" if failing is None and first == self.budget.floor else "rollback"
+        text = message(which, steps=numbers, error=str(current.error).splitlines()[0],
                        hint=("\n" + "\n".join(hint)) if hint else "")
         return Rollback(Reason("rollback", text), first)
 
