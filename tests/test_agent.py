@@ -180,7 +180,7 @@ async def test_the_model_is_told_what_recovery_restored(tmp_path: Path) -> None:
 
 async def test_max_steps_stops_the_loop(manager: SessionManager) -> None:
     model = ScriptedChatModel(function=lambda call: tool_call(f"n = 1 + {call.index}"))
-    analyst = Analyst(model, manager, max_steps=2)
+    analyst = Analyst(model, manager, max_steps=2, attempts_on_doubt=1)  # one attempt: the loop alone
     answer = await analyst.ask(SCRATCH, "Loop forever")
 
     # Two steps, one more call that asked for code anyway, one asking for an answer without code.
@@ -200,7 +200,7 @@ async def test_a_step_limit_ends_with_a_grounded_partial_answer(manager: Session
         tool_call("t['y'] = t['x'] ** 2"),  # past the limit: not run
         "The sum of x is 12 and its mean is 4.0; the mean of y is missing.",
     ])
-    analyst = Analyst(model, manager, max_steps=2)
+    analyst = Analyst(model, manager, max_steps=2, attempts_on_doubt=1)
     answer = await analyst.ask(SCRATCH + "-partial", "Sum, mean of x and mean of y?")
 
     assert answer.stop_reason == "max_steps" and answer.partial
@@ -215,7 +215,8 @@ async def test_a_step_limit_ends_with_a_grounded_partial_answer(manager: Session
 async def test_a_partial_answer_quotes_the_last_result_when_the_model_says_nothing(
         manager: SessionManager) -> None:
     model = ScriptedChatModel(function=lambda call: tool_call(f"print({call.index} * 7)"))
-    answer = await Analyst(model, manager, max_steps=2).ask(SCRATCH + "-quote", "Keep going")
+    analyst = Analyst(model, manager, max_steps=2, attempts_on_doubt=1)
+    answer = await analyst.ask(SCRATCH + "-quote", "Keep going")
     assert answer.partial and answer.stop_reason == "max_steps"
     assert answer.text == ("The step limit was reached before the model answered. The last result (step 2) "
                            "was: 7")

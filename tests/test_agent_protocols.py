@@ -157,7 +157,8 @@ async def test_the_work_check_once_then_off(manager: SessionManager) -> None:
 
     data = SEABORN / "titanic.csv"
     insisting = ScriptedChatModel(script=["It is 0.5.", "It is still 0.5."])
-    answer = await Analyst(insisting, manager).ask("protocols-insist", "Rate?", files=[data])
+    answer = await Analyst(insisting, manager, attempts_on_doubt=1).ask("protocols-insist", "Rate?",
+                                                                         files=[data])
     assert answer.stop_reason == "answered" and answer.text == "It is still 0.5." and answer.steps == []
     assert len(insisting.calls) == 2 and any("not accepted" in n for n in answer.notes)
 

@@ -227,7 +227,7 @@ async def test_replies_that_run_nothing_end_the_answer_early(manager: SessionMan
     done = "print(df['tip'].mean())"
     replies = [_fence(done)] * 4 + [ScriptedReply(text="The mean tip is 3.0.")]
     with OpenAIServer(replies, max_requests=10) as server:
-        answer = await Analyst(_model(server), manager, max_steps=10).ask(
+        answer = await Analyst(_model(server), manager, max_steps=10, attempts_on_doubt=1).ask(
             "uploads-stall", "Mean tip?", files=[TIPS]
         )
         requests = len(server.requests)

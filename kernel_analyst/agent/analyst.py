@@ -56,7 +56,9 @@ class Analyst:
     (send back an answer given before any code ran), ``check_numbers`` (send back an answer
     with numbers no cell produced), ``check_results`` (flag results that cannot be right),
     ``checkpoints`` (cells the model can undo), ``keep_data`` (the person's tables change only
-    when a question asks). Nothing starts before the first question.
+    when a question asks), ``attempts`` (tries of every question, in forked branches that must
+    agree), ``attempts_on_doubt`` (tries of a question whose first answer is in doubt),
+    ``parallel_attempts``. Nothing starts before the first question.
     """
 
     def __init__(
@@ -76,6 +78,9 @@ class Analyst:
         check_results: bool = True,
         checkpoints: int = DEFAULT_CHECKPOINTS,
         keep_data: bool = True,
+        attempts: int = 1,
+        attempts_on_doubt: int = 3,
+        parallel_attempts: int = 2,
     ) -> None:
         self.model = model
         self.manager = manager
@@ -84,7 +89,9 @@ class Analyst:
                                         step_timeout_s=step_timeout, profile_files=profile_files,
                                         protocol=protocol, require_work=require_work,
                                         check_numbers=check_numbers, check_results=check_results,
-                                        checkpoints=checkpoints, keep_data=keep_data)
+                                        checkpoints=checkpoints, keep_data=keep_data, attempts=attempts,
+                                        attempts_on_doubt=attempts_on_doubt,
+                                        parallel_attempts=parallel_attempts)
         self.sends_images = images_enabled(send_images, model)
         """True when figures go to the model as images (see ``send_images``)."""
         self._loop = AnswerLoop(model, manager, self.settings, sends_images=self.sends_images)

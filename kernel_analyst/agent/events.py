@@ -104,7 +104,7 @@ class AgentNote:
     """Something the loop did that the user should know about (not model text)."""
 
     kind: Literal["protocol_switched", "answer_returned", "context_trimmed", "undo", "reply_not_run",
-                  "partial", "answer_completed", "rollback"]
+                  "partial", "answer_completed", "rollback", "attempts"]
     """``protocol_switched``: the model writes code as text, and the conversation now runs
     it; ``answer_returned``: an answer was sent back to the model (see the text);
     ``context_trimmed``: earlier outputs were removed to fit the model's context;
@@ -114,7 +114,8 @@ class AgentNote:
     answer is partial (the text says why); ``answer_completed``: the answer lacked the
     form's ``@name[value]`` items and they were taken from what its cells printed;
     ``rollback``: steps that failed the same way were undone and taken out of the model's
-    messages."""
+    messages; ``attempts``: the question is tried again in forked branches (the text says
+    why, each attempt's answer, and how they agreed)."""
     text: str
     """One line for a person."""
     type: Literal["note"] = "note"

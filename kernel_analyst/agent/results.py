@@ -107,6 +107,45 @@ class Step:
                    str(data.get("via", "tool_call")))
 
 
+@dataclass(frozen=True)
+class Agreement:
+    """How the attempts at one question agreed (:mod:`kernel_analyst.agent.loop.attempts`)."""
+
+    chosen: int
+    """The attempt whose answer was given (1: the conversation's own; 2...: branches)."""
+    agree: list[int]
+    """The attempts whose values agree with it, it included."""
+    total: int
+    """Attempts that ended with an answer to compare."""
+    values: dict[int, list[str]] = field(default_factory=dict)
+    """Each attempt's values, as compared (``name=value`` for a form's items)."""
+    texts: dict[int, str] = field(default_factory=dict)
+    """Each attempt's answer."""
+    method: str = "forked"
+    """How the branches were made: ``forked`` (copy-on-write kernels) or ``copied``."""
+
+    def summary(self) -> str:
+        """``3 of 3 attempts agree`` (or which gave what else)."""
+        text = f"{len(self.agree)} of {self.total} attempts agree"
+        others = [f"attempt {k} gave {', '.join(v) or 'no answer'}" for k, v in sorted(self.values.items())
+                  if k not in self.agree]
+        return text + (f"; {'; '.join(others)}" if others else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return {"chosen": self.chosen, "agree": list(self.agree), "total": self.total,
+                "values": {str(k): list(v) for k, v in self.values.items()},
+                "texts": {str(k): v for k, v in self.texts.items()}, "method": self.method}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Agreement:
+        """Rebuild from :meth:`to_dict` output."""
+        values = {int(k): list(v) for k, v in (data.get("values") or {}).items()}
+        texts = {int(k): str(v) for k, v in (data.get("texts") or {}).items()}
+        return cls(int(data["chosen"]), [int(k) for k in data.get("agree", [])], int(data.get("total", 0)),
+                   values, texts, str(data.get("method", "forked")))
+
+
 @dataclass
 class Answer:
     """The outcome of :meth:`Analyst.ask`."""
@@ -147,6 +186,9 @@ class Answer:
     """True when the steps ran out (``stop_reason == "max_steps"``) and :attr:`text` is the
     best partial answer the cells support: what the model said when asked to answer without
     more code, or the last result a cell printed; its text says it is partial."""
+    agreement: Agreement | None = None
+    """When the question was tried again in forked branches (its first answer was in doubt,
+    or ``Analyst(attempts=N)``): how the attempts agreed; None when it was tried once."""
 
     @property
     def ok(self) -> bool:
@@ -170,6 +212,7 @@ class Answer:
             "notes": list(self.notes),
             "claims": self.claims.to_dict() if self.claims else None,
             "partial": self.partial,
+            "agreement": self.agreement.to_dict() if self.agreement else None,
         }
 
     @classmethod
@@ -191,4 +234,5 @@ class Answer:
             notes=list(data.get("notes", [])),
             claims=Grounding.from_dict(data["claims"]) if data.get("claims") else None,
             partial=bool(data.get("partial", False)),
+            agreement=Agreement.from_dict(data["agreement"]) if data.get("agreement") else None,
         )

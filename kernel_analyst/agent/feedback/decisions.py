@@ -72,6 +72,9 @@ class Accept:
     completed_from: tuple[int | None, ...] = ()
     """The cells whose printed ``@name[value]`` items completed the answer's form (the
     model answered without them); empty when it was given as written."""
+    doubts: tuple[Reason, ...] = ()
+    """Checks the answer still fails (each was sent back once already): it is accepted, but
+    in doubt, and the question may be tried again in branches."""
 
 
 @dataclass(frozen=True)

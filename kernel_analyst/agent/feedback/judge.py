@@ -82,6 +82,9 @@ from .replies import (
     nothing_to_run,
 )
 
+_NO_DOUBT = frozenset({"stale"})
+"""Reasons that leave an accepted answer beyond doubt: a follow-up that says it reuses an
+earlier result is right to."""
 _REMINDER_MAX = 1200
 """A question up to this long is restated after each output under ``code``."""
 MAX_IDLE_REPLIES = 3
@@ -230,7 +233,8 @@ class Judge:
         reasons = [reason for check in checks if (reason := check(case)) is not None]
         fresh = tuple(reason for reason in reasons if reason.key not in self.budget.sent)
         if not fresh:
-            return Accept(answer, grounding, switch, completed_from)
+            doubts = tuple(reason for reason in reasons if reason.key not in _NO_DOUBT)
+            return Accept(answer, grounding, switch, completed_from, doubts)
         self.budget.sent.update(reason.key for reason in fresh)
         text = message("feedback", reasons="".join(f"\n{reason.text}" for reason in fresh))
         return SendBack(answer, fresh, text, grounding, switch)

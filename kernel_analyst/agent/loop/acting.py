@@ -33,7 +33,7 @@ from .figures import figures_message
 from .state import Turn
 
 NoteKind = Literal["protocol_switched", "answer_returned", "context_trimmed", "partial", "undo",
-                   "reply_not_run", "answer_completed", "rollback"]
+                   "reply_not_run", "answer_completed", "rollback", "attempts"]
 
 RETRY_TEMPERATURE = 0.7
 """The temperature of the first model call after a rollback, where the model takes one: a

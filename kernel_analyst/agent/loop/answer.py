@@ -38,8 +38,9 @@ from ..tools.kernel_tool import TOOL_NAME, KernelTool
 from ..tools.observation import ObservationSettings
 from ..tools.undo import UndoTool, enable_checkpoints
 from .acting import Actor, note
+from .attempts import Attempts
 from .calling import ModelCaller
-from .ending import finish, partial, record_answer
+from .ending import Outcome, finish, partial, record_answer
 from .figures import without_images
 from .settings import AnalystSettings
 from .state import Conversation, EventCallback, Turn
@@ -60,10 +61,15 @@ class AnswerLoop:
         observation = ObservationSettings(budget=settings.observation_budget, send_images=sends_images,
                                           max_images=settings.max_images)
         self.actor = Actor(step_timeout_s=settings.step_timeout_s, observation=observation)
-        self.judging = JudgeSettings(max_steps=settings.max_steps, undo=undo,
-                                     require_work=settings.require_work, check_numbers=settings.check_numbers,
-                                     check_results=settings.check_results, keep_data=settings.keep_data,
-                                     tool_name=TOOL_NAME)
+        self.attempts = Attempts(every=settings.attempts, on_doubt=settings.attempts_on_doubt,
+                                 parallel=settings.parallel_attempts, judging=self._judging(settings, undo))
+        self.judging = self._judging(settings, undo)
+
+    @staticmethod
+    def _judging(settings: AnalystSettings, undo: bool) -> JudgeSettings:
+        return JudgeSettings(max_steps=settings.max_steps, undo=undo, require_work=settings.require_work,
+                             check_numbers=settings.check_numbers, check_results=settings.check_results,
+                             keep_data=settings.keep_data, tool_name=TOOL_NAME)
 
     def new_conversation(self) -> Conversation:
         """A conversation's state before its first question."""
@@ -78,15 +84,17 @@ class AnswerLoop:
         enable_checkpoints(session, self.settings.checkpoints)
         turn, judge = await self._start(conversation_id, conversation, session, question, files, emit)
         try:
-            answer = await self._run(turn, judge)
+            outcome = await self._run(turn, judge)
+            if (total := self.attempts.wanted(outcome)) > 1:
+                outcome = await self.attempts.run(outcome, judge, total, self._run)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await asyncio.shield(session.interrupt())
             raise
         conversation.history = without_images(turn.messages[1:])
         conversation.turns += 1
-        await record_answer(turn, answer, self.settings.max_steps)
-        return answer
+        await record_answer(turn, outcome.answer, self.settings.max_steps)
+        return outcome.answer
 
     async def _start(self, conversation_id: str, conversation: Conversation, session: KernelSession,
                      question: str, files: Sequence[str | os.PathLike[str]],
@@ -97,7 +105,8 @@ class AnswerLoop:
         conversation.teacher.tables.update({t.file: t for t in briefing.tables})
         system = self.systems[conversation.protocol.system_prompt]
         messages = [system, *conversation.history, HumanMessage(f"{question}\n{briefing.note}")]
-        turn = Turn(conversation_id, question, session, conversation, messages, emit, files=briefing.uploaded)
+        turn = Turn(conversation_id, question, session, conversation, messages, emit, files=briefing.uploaded,
+                    question_at=len(messages) - 1)
         tables = {t.variable for t in conversation.teacher.tables.values() if t.variable}
         rows = tuple(info.shape[0] for name, info in conversation.variables.items()
                      if name in tables and info.shape)
@@ -107,11 +116,11 @@ class AnswerLoop:
                               briefing.first_cell, rows, frames, asks_to_change(question))
         return turn, Judge(self.judging, facts, teacher=conversation.teacher)
 
-    async def _run(self, turn: Turn, judge: Judge) -> Answer:
+    async def _run(self, turn: Turn, judge: Judge) -> Outcome:
         while True:
             reply = await self.caller.call(turn)
             if reply is None:
-                return finish(turn, "error")
+                return Outcome(finish(turn, "error"), turn)
             reading = turn.protocol.read(str(reply.text), reply.tool_calls, reply.invalid_tool_calls,
                                          tool_name=TOOL_NAME)
             if reading.switched_to == "code":
@@ -125,7 +134,8 @@ class AnswerLoop:
                 if decision.completed_from:
                     cells = ", ".join(f"[{c}]" if c is not None else "?" for c in decision.completed_from)
                     note(turn, "answer_completed", message("answer_completed", cells=cells))
-                return finish(turn, "answered", decision.answer, claims=decision.grounding)
+                return Outcome(finish(turn, "answered", decision.answer, claims=decision.grounding), turn,
+                               decision.doubts)
             if isinstance(decision, SendBack):
                 await self.actor.send_back(turn, decision)
                 continue
@@ -134,9 +144,10 @@ class AnswerLoop:
             else:
                 await self.actor.act(turn, judge, reply, reading)
                 if turn.error is not None:
-                    return finish(turn, "error")
+                    return Outcome(finish(turn, "error"), turn)
             if (stop := judge.after_reply(decision, turn.facts())) is not None:
-                return await partial(turn, judge, self.caller, self.actor, stop)
+                ended = await partial(turn, judge, self.caller, self.actor, stop)
+                return Outcome(ended, turn, (stop.reason,))
 
 
 __all__ = ["AnswerLoop"]

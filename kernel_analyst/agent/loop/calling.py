@@ -37,7 +37,8 @@ class ModelCaller:
         """The model's next reply (appended to the turn's messages); None when the call failed."""
         model: Runnable[LanguageModelInput, AIMessage] = (
             self.bound if self.bound is not None and turn.protocol.binds_tools else self.model)
-        temperature, turn.temperature = turn.temperature, None
+        temperature = turn.temperature if turn.temperature is not None else turn.sampling
+        turn.temperature = None
         if temperature is not None and "temperature" in getattr(type(self.model), "model_fields", {}):
             model = model.bind(temperature=temperature)
         trimmed = 0

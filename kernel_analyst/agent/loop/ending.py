@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import HumanMessage
 
 from ...claims import Grounding, SourceIndex, cite_markdown, ground
 from ...kernels import KernelAnalystError
-from ..feedback.decisions import Stop
+from ..feedback.decisions import Reason, Stop
 from ..feedback.judge import Judge
 from ..prompting import message
 from ..results import Answer, StopReason
@@ -29,6 +30,18 @@ from .state import Turn
 
 _QUOTED_OUTPUT = 600
 """Characters of the last cell's output a partial answer quotes, at most."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one attempt at a question ended."""
+
+    answer: Answer
+    """The answer."""
+    turn: Turn
+    """The turn that made it (its messages, its session)."""
+    doubts: tuple[Reason, ...] = ()
+    """Checks the answer still fails, or why it is partial: the question may be tried again."""
 
 
 def finish(turn: Turn, reason: StopReason, text: str = "", *, claims: Grounding | None = None,
@@ -106,4 +119,4 @@ async def record_answer(turn: Turn, answer: Answer, max_steps: int) -> None:
                                         protocol=answer.protocol, **meta)
 
 
-__all__ = ["finish", "partial", "partial_text", "record_answer"]
+__all__ = ["Outcome", "finish", "partial", "partial_text", "record_answer"]

@@ -51,12 +51,24 @@ class AnalystSettings:
     person's tables) when the question does not ask to change the data, and tell the model
     to work under a new name (:mod:`kernel_analyst.agent.feedback.keeping`); a change the
     question asks for is kept, and later questions are told of it."""
+    attempts: int = 1
+    """Attempts at every question: more than 1 tries each question that many times in forked
+    branches and gives the answer most attempts agree on (:mod:`.attempts`)."""
+    attempts_on_doubt: int = 3
+    """Attempts at a question whose first answer is in doubt (it still fails a check, or the
+    steps ran out): the question is tried again in forked branches, up to this many attempts
+    in all; 1 never tries again."""
+    parallel_attempts: int = 2
+    """Branches whose model calls run at once (a model server's slots, an API's concurrency)."""
     checkpoints: int = DEFAULT_CHECKPOINTS
     """Cells the model can undo (:mod:`kernel_analyst.agent.tools.undo`): the agent's sessions take
     a checkpoint before every cell and keep this many, where the kernel can be checkpointed
     and the manager's ``Limits.checkpoints`` sets none; 0 offers no undo."""
 
     def __post_init__(self) -> None:
+        for name in ("attempts", "attempts_on_doubt", "parallel_attempts"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1; got {getattr(self, name)}")
         if self.checkpoints < 0:
             raise ValueError(f"checkpoints must be 0 or more; got {self.checkpoints}")
         if self.max_steps < 1:

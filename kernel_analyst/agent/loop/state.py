@@ -71,6 +71,8 @@ class Turn:
     """Where events go."""
     files: list[str] = field(default_factory=list)
     """The files uploaded with the question."""
+    question_at: int = 0
+    """The index in :attr:`messages` of the question's message (an attempt starts from there)."""
     steps: list[Step] = field(default_factory=list)
     """The code runs of this answer."""
     usage: Usage = field(default_factory=Usage)
@@ -91,6 +93,8 @@ class Turn:
     """The current reply's turns were taken out of the messages (a rollback)."""
     temperature: float | None = None
     """The temperature of the next model call only (None: the model's own)."""
+    sampling: float | None = None
+    """The temperature of every call of this answer (an attempt in a branch samples)."""
     started: float = field(default_factory=time.monotonic)
     """When the answer began (``time.monotonic``)."""
 

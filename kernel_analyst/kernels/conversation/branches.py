@@ -57,6 +57,10 @@ class Forks(Protocol):
     async def keep(self, branch_id: str, *, remove: bool = True, into: str | None = None) -> Any:
         """Make the branch ``branch_id`` its parent's line (``keeping.py``)."""
 
+    async def discard(self, branch_id: str, *, remove: bool = True, record_cells: bool = False) -> Any:
+        """Close the branch ``branch_id`` (its cells recorded in its parent's trail with
+        ``record_cells``)."""
+
 
 @dataclass
 class BranchInfo:

@@ -35,7 +35,7 @@ from ._support import OutputCallback
 from .branches import BranchInfo
 from .cell import Relayed
 from .checkpoints import CheckpointInfo, Checkpoints, FileMode, UndoReport
-from .keeping import KeepReport
+from .keeping import DiscardReport, KeepReport
 from .lifecycle import Lifecycle, Setup
 from .queries import Queries
 from .recording import CellListener, Recorder
@@ -338,6 +338,16 @@ class KernelSession:
             raise CheckpointError(f"session {self.id!r} was not made by a SessionManager; use "
                                   "manager.keep(branch_id)")
         report: KeepReport = await self.manager.keep(branch_id, remove=remove, into=self.id)
+        return report
+
+    async def discard(self, branch_id: str, *, record_cells: bool = False) -> DiscardReport:
+        """Close branch ``branch_id`` (a fork of this conversation) and remove its directory;
+        this conversation's trail gets a ``discarded`` marker and, with ``record_cells``, the
+        branch's own cells, marked abandoned (``SessionManager.discard``)."""
+        if self.manager is None:
+            raise CheckpointError(f"session {self.id!r} was not made by a SessionManager; use "
+                                  "manager.discard(branch_id)")
+        report: DiscardReport = await self.manager.discard(branch_id, record_cells=record_cells)
         return report
 
     async def adopt(self, branch: KernelSession) -> KeepReport:

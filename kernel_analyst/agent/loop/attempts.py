@@ -1,0 +1,261 @@
+"""Attempts that must agree: a question in doubt tried again in forked branches.
+
+When the first answer to a question is in doubt (it still fails a check after its one
+send-back, or the steps ran out: the judge says which, as :attr:`Outcome.doubts`), or on
+request for every question (``Analyst(attempts=N)``), the question is tried again:
+
+1. the conversation's state after the first attempt is forked aside (a branch, the
+   kernel's pages shared copy-on-write);
+2. the conversation goes back to before the question's first step (``session.undo``: the
+   checkpoint the agent's sessions take before every cell); where that checkpoint is gone,
+   the other attempts start from the state after the first one (only for a question that
+   did not ask to change the data: the data guard left the person's tables as they were);
+3. each further attempt is a branch forked from there, running the same question from the
+   same messages (so a model server reuses the cached prompt) at a sampling temperature,
+   several at once (``parallel_attempts``), within a time budget;
+4. the answers' values are compared (:mod:`kernel_analyst.agent.feedback.agreement`); the
+   answer given is the one most attempts reach, and it says how many agreed;
+5. the chosen branch is kept (``manager.keep``: its variables, files and cells become the
+   conversation's; the conversation's own line since the fork stays in the trail, marked
+   abandoned, so ``verify`` re-runs the chosen path) and the others are discarded with their
+   cells recorded, abandoned, in the conversation's trail.
+
+Kernels that cannot be forked from a template (a gateway, ``sandbox``) are copied instead
+(the branch loads a snapshot of the namespace): slower, and the agreement says so. A
+conversation whose session cannot be forked at all keeps its first answer, with a note.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ...claims import SourceIndex, ground
+from ...kernels import KernelAnalystError, KernelSession
+from ..briefing.note import refresh_variables
+from ..events import AgentNote
+from ..feedback.agreement import Attempt, Vote, vote
+from ..feedback.hints import ErrorTeacher
+from ..feedback.judge import Judge, JudgeSettings
+from ..prompting import message
+from ..results import Agreement, Usage
+from ..tools.background import BackgroundSteps
+from .ending import Outcome
+from .state import Conversation, Turn
+
+log = logging.getLogger(__name__)
+
+ATTEMPT_TEMPERATURE = 0.7
+"""Every model call of a further attempt samples at this temperature (a greedy model given
+the same messages would only repeat the first attempt)."""
+MIN_BUDGET_S = 60.0
+"""The further attempts may take the first attempt's time twice, and at least this long."""
+
+Runner = Callable[[Turn, Judge], Awaitable[Outcome]]
+"""Runs one attempt's turn to its end (the loop's own run)."""
+
+
+class Attempts:
+    """Tries questions again in forked branches, for an :class:`~.answer.AnswerLoop`."""
+
+    def __init__(self, *, every: int, on_doubt: int, parallel: int, judging: JudgeSettings) -> None:
+        self.every = every
+        self.on_doubt = on_doubt
+        self.parallel = parallel
+        self.judging = judging
+
+    def wanted(self, outcome: Outcome) -> int:
+        """Attempts in all for this question (1: the first one is enough)."""
+        if outcome.answer.stop_reason == "error":
+            return 1
+        if self.every > 1:
+            return self.every
+        return self.on_doubt if outcome.doubts else 1
+
+    async def run(self, first: Outcome, judge: Judge, total: int, run: Runner) -> Outcome:
+        """Try the question ``total`` times in all (the first attempt done) and keep the
+        answer most attempts agree on."""
+        turn = first.turn
+        main = turn.session
+        stem = f"{turn.conversation_id}~q{turn.conversation.turns + 1}"
+        _note(turn, message("attempts_start", count=total - 1, why=_why(first)))
+        try:
+            aside = await main.fork(f"{stem}-a1")
+        except KernelAnalystError as exc:
+            _note(turn, message("attempts_unavailable", error=str(exc)))
+            return first
+        if not await self._rewind(main, first) and judge.question.asks_change:
+            await _discard(main, aside.id)
+            _note(turn, message("attempts_no_rewind"))
+            return first
+        branches: list[KernelSession] = []
+        try:
+            for k in range(2, total + 1):
+                branches.append(await main.fork(f"{stem}-a{k}"))
+            outcomes = await self._all(first, judge, branches, run)
+        except BaseException:
+            for branch in [aside, *branches]:
+                await _discard(main, branch.id)
+            raise
+        return await self._choose(first, aside, branches, outcomes)
+
+    async def _rewind(self, main: KernelSession, first: Outcome) -> bool:
+        """Put the conversation back to before the question's first step (False: it cannot)."""
+        steps = [s for s in first.answer.steps if s.execution.execution_count is not None]
+        if not steps:
+            return True
+        try:
+            await main.undo(steps[0].execution.execution_count)
+        except KernelAnalystError as exc:
+            log.info("cannot go back to before the question in %s: %s", main.id, exc)
+            return False
+        return True
+
+    async def _all(self, first: Outcome, judge: Judge, branches: list[KernelSession],
+                   run: Runner) -> dict[int, Outcome]:
+        """Run the further attempts, ``parallel`` at once, within the time budget."""
+        gate = asyncio.Semaphore(self.parallel)
+        budget = max(2 * first.answer.duration_s, MIN_BUDGET_S)
+
+        async def one(k: int, branch: KernelSession) -> tuple[int, Outcome | None]:
+            async with gate:
+                try:
+                    return k, await self._attempt(first, judge, branch, k, run)
+                except KernelAnalystError as exc:
+                    _note(first.turn, message("attempt_failed", number=k, error=str(exc)))
+                    return k, None
+
+        tasks = [asyncio.create_task(one(k, b)) for k, b in enumerate(branches, start=2)]
+        done, pending = await asyncio.wait(tasks, timeout=budget)
+        for task in pending:
+            task.cancel()
+        for task in pending:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if pending:
+            _note(first.turn, message("attempts_out_of_time", count=len(pending), seconds=f"{budget:.0f}"))
+        found = dict(task.result() for task in done if not task.cancelled() and task.exception() is None)
+        return {k: o for k, o in found.items() if o is not None}
+
+    async def _attempt(self, first: Outcome, judge: Judge, branch: KernelSession, k: int,
+                       run: Runner) -> Outcome:
+        """One further attempt in ``branch``: the same question from the same messages."""
+        main = first.turn
+        conversation = _clone(main.conversation)
+        await refresh_variables(branch, conversation.variables)
+        frames = {n: i for n, i in conversation.variables.items() if i.type.endswith("DataFrame")}
+        facts = dataclasses.replace(judge.question, first_cell=_question_cell(branch), frames=frames)
+        messages = list(main.messages[:main.question_at + 1])
+        turn = Turn(branch.id, main.question, branch, conversation, messages, _quiet, files=list(main.files),
+                    question_at=main.question_at, sampling=ATTEMPT_TEMPERATURE)
+        outcome = await run(turn, Judge(self.judging, facts, teacher=conversation.teacher))
+        with contextlib.suppress(KernelAnalystError):
+            said = outcome.answer.text or "(no answer)"
+            await branch.add_markdown(f"### Attempt {k}\n\n{said}", role="model", attempt=k)
+        _note(main, message("attempt_done", number=k, answer=_short(outcome.answer.text)))
+        return outcome
+
+    async def _choose(self, first: Outcome, aside: KernelSession, branches: list[KernelSession],
+                      outcomes: dict[int, Outcome]) -> Outcome:
+        """Vote, keep the chosen branch, discard the others; the answer as the conversation gives it."""
+        main = first.turn.session
+        every = {1: first, **outcomes}
+        attempts = [Attempt(k, o.answer.text, o.answer.claims, bool(o.doubts))
+                    for k, o in sorted(every.items())]
+        result = vote(attempts, first.turn.question)
+        session_of = {1: aside, **{k: b for k, b in enumerate(branches, start=2)}}
+        method = "forked"
+        for k, branch in session_of.items():
+            if k != result.chosen:
+                await _discard(main, branch.id, record_cells=k != 1)
+        try:
+            report = await main.keep(session_of[result.chosen].id)
+            method = report.method
+        except KernelAnalystError as exc:
+            _note(first.turn, message("attempt_keep_failed", error=str(exc)))
+        return self._given(first, every, result, method)
+
+    def _given(self, first: Outcome, every: dict[int, Outcome], result: Vote, method: str) -> Outcome:
+        """The chosen attempt's answer, grounded in the conversation's cells as they are now."""
+        chosen = every[result.chosen]
+        turn = first.turn
+        agreement = Agreement(result.chosen, list(result.agree), result.total,
+                              {k: list(v) for k, v in result.values.items()},
+                              {k: o.answer.text for k, o in every.items()}, method)
+        _note(turn, agreement.summary())
+        answer = chosen.answer
+        index = SourceIndex.from_cells(turn.session.audit.cells)
+        claims = ground(answer.text, index, question=turn.question, files=turn.files,
+                        prefer_from=_question_cell(turn.session)) if answer.text else None
+        used = [o.answer.usage for o in every.values() if o.answer.usage is not None]
+        usage = Usage(sum(u.input_tokens for u in used), sum(u.output_tokens for u in used),
+                      sum(u.total_tokens for u in used), sum(u.model_calls for u in used))
+        given = dataclasses.replace(answer, conversation_id=turn.conversation_id,
+                                    notebook_path=turn.session.notebook_path, claims=claims,
+                                    agreement=agreement, notes=list(turn.notes),
+                                    duration_s=time.monotonic() - turn.started, usage=usage if used else None)
+        if result.chosen != 1:
+            _adopt(turn.conversation, chosen.turn.conversation)
+            turn.messages[:] = chosen.turn.messages
+        return Outcome(given, turn, chosen.doubts)
+
+
+def _clone(conversation: Conversation) -> Conversation:
+    """A conversation's state for an attempt in a branch (its own memory, the same history)."""
+    protocol = dataclasses.replace(conversation.protocol)
+    teacher = ErrorTeacher(last=conversation.teacher.last, tables=dict(conversation.teacher.tables))
+    return Conversation(protocol, list(conversation.history), {}, conversation.turns, teacher,
+                        BackgroundSteps(), dict(conversation.changes), dict(conversation.origins))
+
+
+def _adopt(conversation: Conversation, attempt: Conversation) -> None:
+    """The conversation goes on as the chosen attempt left it (its protocol, hints, changes)."""
+    conversation.protocol = attempt.protocol
+    conversation.teacher = attempt.teacher
+    conversation.changes = attempt.changes
+    conversation.origins = attempt.origins
+
+
+def _question_cell(session: KernelSession) -> int:
+    """The position of the notebook's last question cell (0 when there is none)."""
+    cells = session.audit.cells
+    for i in range(len(cells) - 1, -1, -1):
+        meta = (cells[i].get("metadata") or {}).get("kernel_analyst") or {}
+        if isinstance(meta, dict) and meta.get("role") == "question":
+            return i
+    return 0
+
+
+async def _discard(main: KernelSession, branch_id: str, *, record_cells: bool = False) -> None:
+    try:
+        await main.discard(branch_id, record_cells=record_cells)
+    except KernelAnalystError as exc:
+        log.warning("could not discard attempt %s: %s", branch_id, exc)
+
+
+def _why(outcome: Outcome) -> str:
+    if not outcome.doubts:
+        return message("attempts_asked")
+    return "; ".join(r.text.lstrip("- ").split(":")[0].split(".")[0] for r in outcome.doubts[:2])
+
+
+def _short(text: str, width: int = 120) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def _note(turn: Turn, text: str) -> None:
+    turn.notes.append(text)
+    turn.emit(AgentNote("attempts", text))
+
+
+def _quiet(event: Any) -> None:
+    """An attempt's own events stay in its branch (its notes reach the conversation)."""
+
+
+__all__ = ["ATTEMPT_TEMPERATURE", "Attempts", "Runner"]

@@ -1,0 +1,111 @@
+"""Attempts that must agree (issue 34): a question in doubt tried again in forked branches.
+
+The vote is pure and tested on made-up answers; the whole path runs through the real
+langchain-openai client against a scripted OpenAI-compatible server on 127.0.0.1, with
+real kernels, forks, keep and discard, and the audit trail re-run by ``verify``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kernel_analyst import Analyst, SessionManager
+from kernel_analyst.agent import load_chat_model
+from kernel_analyst.agent.feedback.agreement import Attempt, values_of, vote
+from kernel_analyst.claims import SourceIndex, ground
+from kernel_analyst.kernels.verify import verify_notebook
+from tests.conftest import SEABORN
+from tests.openai_server import OpenAIServer, ScriptedReply
+
+TITANIC = SEABORN / "titanic.csv"
+SHARE = "What share of the passengers survived? Answer as @share[value], to two decimal places."
+
+
+def _attempt(number: int, text: str, cells: str = "", *, doubtful: bool = False) -> Attempt:
+    cell = {"cell_type": "code", "id": f"c{number}", "execution_count": number, "source": "print(x)",
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": cells}], "metadata": {}}
+    return Attempt(number, text, ground(text, SourceIndex.from_cells([cell])), doubtful)
+
+
+def test_two_of_three_agree() -> None:
+    attempts = [_attempt(1, "@share[0.50]", "0.5", doubtful=True), _attempt(2, "@share[0.38]", "0.3838"),
+                _attempt(3, "@share[0.38]", "0.3838")]
+    result = vote(attempts, SHARE)
+    assert result.chosen == 2 and result.agree == (2, 3) and result.total == 3
+    assert result.values[1] == ("share=0.50",)
+
+
+def test_numbers_agree_within_rounding_and_names_without_case() -> None:
+    question = "What is the mean fare, and which class paid most?"
+    a = _attempt(1, "The mean fare is 32.2 and first class paid most.", "32.204")
+    b = _attempt(2, "Mean fare: 32.20; First class.", "32.2042")
+    assert values_of(a, question) == ("32.2",) and vote([a, b], question).agree == (1, 2)
+    names = [_attempt(1, "Southampton"), _attempt(2, "southampton "), _attempt(3, "Cherbourg")]
+    assert vote(names, "Which town?").agree == (1, 2)
+
+
+def test_a_tie_goes_to_the_earliest_attempt_that_passed_every_check() -> None:
+    attempts = [_attempt(1, "@share[0.50]", "0.5", doubtful=True), _attempt(2, "@share[0.38]", "0.38")]
+    assert vote(attempts, SHARE).chosen == 2
+    assert vote([_attempt(1, "", ""), _attempt(2, "@share[0.38]", "0.38")], SHARE).chosen == 2
+
+
+def _model(server: OpenAIServer) -> Any:
+    return load_chat_model("openai:qwen", base_url=server.url, max_retries=0, timeout=60)
+
+
+def _cells(path: Path) -> list[dict[str, Any]]:
+    cells: list[dict[str, Any]] = json.loads(path.read_text())["cells"]
+    return cells
+
+
+async def test_three_attempts_where_two_agree_give_the_agreed_value(manager: SessionManager) -> None:
+    share = "print(round(df['survived'].mean(), 4))"
+    replies = [
+        # attempt 1 (the conversation's own): a number no cell printed, twice, so in doubt
+        ScriptedReply(code=share), ScriptedReply(text="@share[0.50]"), ScriptedReply(text="@share[0.50]"),
+        # attempts 2 and 3, in branches (one at a time, so the script's order holds)
+        ScriptedReply(code="alive = df['survived'].sum()\nprint(alive, len(df), round(alive / len(df), 4))"),
+        ScriptedReply(text="@share[0.38]"),
+        ScriptedReply(code=share), ScriptedReply(text="@share[0.38]"),
+    ]
+    with OpenAIServer(replies) as server:
+        analyst = Analyst(_model(server), manager, parallel_attempts=1)
+        answer = await analyst.ask("attempts-vote", SHARE, files=[TITANIC])
+        requests = server.requests
+    assert answer.ok and answer.text == "@share[0.38]", answer.notes
+    assert answer.agreement is not None and answer.agreement.agree == [2, 3] and answer.agreement.chosen == 2
+    assert answer.agreement.summary() == "2 of 3 attempts agree; attempt 1 gave share=0.50"
+    assert any("2 of 3 attempts agree" in note for note in answer.notes)
+    # the attempts started from the same messages as the first (a server's cached prompt holds)
+    first_question = requests[0]["messages"]
+    assert requests[3]["messages"] == first_question and requests[5]["messages"] == first_question
+    assert requests[3].get("temperature") == 0.7, "a further attempt samples"
+    # the trail: the first attempt's cells abandoned, attempt 3's recorded abandoned, attempt 2 kept
+    cells = _cells(answer.notebook_path)
+    code = [c for c in cells if c["cell_type"] == "code"]
+    live = ["".join(c["source"]) for c in code if not c["metadata"].get("kernel_analyst", {}).get("undone")]
+    assert any("alive = df['survived'].sum()" in source for source in live)
+    assert not any(source == share for source in live), "the other attempts' cells are not the line"
+    assert sum(share in "".join(c["source"]) for c in code) == 2, "attempts 1 and 3 stay in the trail"
+    assert "### Answer" in "".join(cells[-1]["source"]) and "0.38" in "".join(cells[-1]["source"])
+    assert answer.claims is not None and answer.claims.all_grounded
+    # the kept path re-runs: verify reproduces the conversation's notebook
+    report = await verify_notebook(answer.notebook_path, manager, data_dirs=[SEABORN])
+    assert report.reproduced, report.to_dict()
+    assert not report.moved_answers, "the answer's number is what the kept cells print"
+
+
+async def test_every_question_tried_three_times_when_asked(manager: SessionManager) -> None:
+    count = "print(len(df))"
+    replies = [ScriptedReply(code=count), ScriptedReply(text="There are 891 passengers."),
+               ScriptedReply(code=count), ScriptedReply(text="891 passengers."),
+               ScriptedReply(code=count), ScriptedReply(text="There are 891.")]
+    with OpenAIServer(replies) as server:
+        analyst = Analyst(_model(server), manager, attempts=3, parallel_attempts=1)
+        answer = await analyst.ask("attempts-all", "How many passengers are there?", files=[TITANIC])
+    assert answer.ok and answer.agreement is not None
+    assert answer.agreement.summary() == "3 of 3 attempts agree" and answer.agreement.chosen == 1
+    assert answer.text == "There are 891 passengers."
