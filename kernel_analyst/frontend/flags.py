@@ -141,7 +141,7 @@ def add_database_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def add_model_flags(parser: argparse.ArgumentParser, *, required: bool, purpose: str = "") -> None:
-    """``--model --base-url --max-steps --images --protocol --preload``."""
+    """``--model --base-url --max-steps --images --protocol --attempts --preload``."""
     group = parser.add_argument_group("model options")
     suffix = f"; {purpose}" if purpose else ""
     group.add_argument("--model", required=required, metavar="PROVIDER:MODEL", help=_MODEL_EXAMPLES + suffix)
@@ -157,6 +157,10 @@ def add_model_flags(parser: argparse.ArgumentParser, *, required: bool, purpose:
                        help="how the model runs code: tools (native tool calls), code (it writes "
                             "```python blocks; for local models without tool calling), auto (tool calls "
                             "when the model makes them, else the code it writes; default)")
+    group.add_argument("--attempts", type=int, default=1, metavar="N",
+                       help="try every question N times, in forked branches whose answers must agree, "
+                            "and give the answer most reach (default 1: a question whose first answer "
+                            "fails a check is tried 3 times either way)")
     group.add_argument("--preload", choices=("on", "off"), default="on",
                        help="load each uploaded table into a DataFrame (the EDA loader's code, a cell in "
                             "the notebook) before the model's first step, and show the model its profile "
@@ -185,7 +189,8 @@ def kernel_settings(args: argparse.Namespace) -> KernelSettings:
 def model_settings(args: argparse.Namespace) -> ModelSettings:
     """The model settings given on the command line."""
     return ModelSettings(spec=args.model, base_url=args.base_url, max_steps=args.max_steps,
-                         images=args.images, protocol=args.protocol, preload=args.preload == "on")
+                         images=args.images, protocol=args.protocol, preload=args.preload == "on",
+                         attempts=args.attempts)
 
 
 __all__ = ["add_database_flag", "add_debug_flag", "add_gateway_user_flag", "add_kernel_flags",

@@ -189,12 +189,17 @@ class ModelSettings:
     """Load each uploaded table into a DataFrame before the model's first step (the EDA
     loader's code, a recorded cell) and show the model its profile; False: show the loader's
     code for the model to run (``--preload off``)."""
+    attempts: int = 1
+    """Attempts at every question, in forked branches whose answers must agree
+    (``--attempts``); a question whose first answer is in doubt is tried again either way."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """More keywords for the model class (``temperature=0``, ``timeout=30`` ...)."""
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
             raise ValueError(f"max steps must be at least 1; got {self.max_steps}")
+        if self.attempts < 1:
+            raise ValueError(f"attempts must be at least 1; got {self.attempts}")
         if self.images not in IMAGES_MODES:
             raise ValueError(f"images must be one of {', '.join(IMAGES_MODES)}; got {self.images!r}")
         if self.protocol not in PROTOCOL_NAMES:

@@ -126,10 +126,13 @@ class StepPrinter(AgentEventHandler):
 
 def answer_text(answer: Answer) -> str:
     """The answer as the terminal shows it: its text, then the line that says where its
-    numbers came from (``[numbers: 3 numbers: 2 from cell 1; 1 unsupported: 891]``)."""
+    numbers came from (``[numbers: 3 numbers: 2 from cell 1; 1 unsupported: 891]``), and how
+    the attempts agreed when the question was tried again (``[attempts: 2 of 3 attempts agree]``)."""
     text = answer.text.strip() or "(no answer)"
     if answer.claims is not None and answer.claims.claims:
         text += f"\n[numbers: {answer.claims.summary()}]"
+    if answer.agreement is not None:
+        text += f"\n[attempts: {answer.agreement.summary()}]"
     return text
 
 

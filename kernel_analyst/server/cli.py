@@ -108,7 +108,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_background_timeout_s=args.max_background_timeout,
         pool_size=args.pool_size, mcp_inline_image_bytes=int(max(0.0, args.inline_image_kb) * 1024),
         model=model.spec, base_url=model.base_url, max_steps=model.max_steps,
-        images=model.images, protocol=model.protocol, preload=model.preload, gateway_url=kernel.gateway_url,
+        images=model.images, protocol=model.protocol, preload=model.preload, attempts=model.attempts,
+        gateway_url=kernel.gateway_url,
         gateway_env=dict(kernel.gateway_env),
         gateway_users=dict(kernel.gateway_users), database_url=_database(args.database, kernel),
         recovery=args.recovery)

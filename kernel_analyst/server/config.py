@@ -163,6 +163,8 @@ class ServerConfig:
     :mod:`kernel_analyst.agent.protocols`)."""
     preload: bool = True
     """Load each uploaded table into a DataFrame before the model's first step (``--preload``)."""
+    attempts: int = 1
+    """Attempts at every question, in forked branches that must agree (``--attempts``)."""
     gateway_url: str | None = None
     """Run kernels on this Jupyter Kernel/Enterprise Gateway (token from
     ``KERNEL_ANALYST_GATEWAY_TOKEN``); None: local kernels, unless
@@ -197,7 +199,8 @@ class ServerConfig:
     def model_settings(self) -> ModelSettings:
         """The model fields as the front ends' :class:`ModelSettings`."""
         return ModelSettings(spec=self.model, base_url=self.base_url, max_steps=self.max_steps,
-                             images=self.images, protocol=self.protocol, preload=self.preload)
+                             images=self.images, protocol=self.protocol, preload=self.preload,
+                             attempts=self.attempts)
 
     def with_(self, **changes: Any) -> ServerConfig:
         """A copy with some fields changed."""
