@@ -321,7 +321,9 @@ async def test_bad_tool_calls_are_explained_to_the_model(manager: SessionManager
     told = model.calls[1].tool_outputs
     assert told[0] == "There is no tool named `sql`. The tools are `python` and `undo`."
     assert told[1].startswith("The python tool needs one argument, `code`")
-    assert told[2].endswith("valid JSON arguments. (bad JSON)")
+    # streamed, an unreadable call's arguments are read as partial JSON (LangChain's way), so
+    # the third call has none: the model is told what the tool needs
+    assert told[2].startswith("The python tool needs one argument, `code`"), told[2]
     assert_history_is_valid(analyst.history("agent-bad-calls"))
 
 

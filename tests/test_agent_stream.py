@@ -16,6 +16,7 @@ from kernel_analyst.agent import (
     StepOutput,
     StepStarted,
 )
+from kernel_analyst.agent.events import ModelDelta, ModelReplied
 from kernel_analyst.agent.testing import ScriptedChatModel, tool_call
 
 SCRATCH = "agent-scratch"
@@ -42,15 +43,22 @@ async def test_events_arrive_in_order_and_live(manager: SessionManager) -> None:
         if isinstance(event, StepOutput) and "waiting" in str(event.output.get("text")):
             (session.workdir / "go").write_text("")
 
-    kinds = [type(e) for e in events]
+    kinds = [type(e) for e in events if not isinstance(e, (ModelDelta, ModelReplied))]
     assert kinds[:3] == [ModelText, StepStarted, StepCode] and kinds[-2:] == [StepFinished, FinalAnswer]
     assert set(kinds[3:-2]) == {StepOutput}
+    # the reply streams first, as it is written: its text, then its tool call's code
+    first_reply = events[:next(i for i, e in enumerate(events) if isinstance(e, ModelReplied)) + 1]
+    assert isinstance(first_reply[0], ModelDelta) and isinstance(first_reply[-1], ModelReplied)
+    text = "".join(e.text for e in first_reply if isinstance(e, ModelDelta) and e.kind == "text")
+    code = "".join(e.text for e in first_reply if isinstance(e, ModelDelta) and e.kind == "code")
+    assert text == "Waiting for the signal." and code == WAIT_FOR_GO
+    assert isinstance(events[len(first_reply)], ModelText)
     printed = "".join(str(e.output.get("text", "")) for e in events if isinstance(e, StepOutput))
     assert printed == "waiting\nwent\n"
     final = events[-1]
     assert isinstance(final, FinalAnswer) and final.answer.text == "Done."
-    finished = events[-2]
-    assert isinstance(finished, StepFinished) and finished.execution is final.answer.steps[0].execution
+    finished = next(e for e in reversed(events) if isinstance(e, StepFinished))
+    assert finished.execution is final.answer.steps[0].execution
     json.dumps([e.to_dict() for e in events])  # every event is JSON-able
 
 
@@ -58,7 +66,10 @@ async def test_ask_reports_the_same_events(manager: SessionManager) -> None:
     model = ScriptedChatModel(script=[tool_call("print('hi')"), "Said hi."])
     seen: list[AgentEvent] = []
     answer = await Analyst(model, manager).ask(SCRATCH, "Say hi", on_event=seen.append)
-    assert [e.type for e in seen] == ["step_started", "step_code", "step_output", "step_finished", "answer"]
+    types = [e.type for e in seen]
+    collapsed = [t for i, t in enumerate(types) if i == 0 or t != types[i - 1]]
+    assert collapsed == ["model_delta", "model_replied", "step_started", "step_code", "step_output",
+                         "step_finished", "model_delta", "model_replied", "answer"]
     assert isinstance(seen[-1], FinalAnswer) and seen[-1].answer is answer
 
 

@@ -58,7 +58,9 @@ class Analyst:
     ``checkpoints`` (cells the model can undo), ``keep_data`` (the person's tables change only
     when a question asks), ``attempts`` (tries of every question, in forked branches that must
     agree), ``attempts_on_doubt`` (tries of a question whose first answer is in doubt),
-    ``parallel_attempts``. Nothing starts before the first question.
+    ``parallel_attempts``, ``max_reply_tokens`` (one reply's tokens), ``model_timeout``
+    (seconds a model call may wait for the reply's next piece). Nothing starts before the
+    first question.
     """
 
     def __init__(
@@ -81,6 +83,8 @@ class Analyst:
         attempts: int = 1,
         attempts_on_doubt: int = 3,
         parallel_attempts: int = 2,
+        max_reply_tokens: int = 1024,
+        model_timeout: float = 180.0,
     ) -> None:
         self.model = model
         self.manager = manager
@@ -91,7 +95,8 @@ class Analyst:
                                         check_numbers=check_numbers, check_results=check_results,
                                         checkpoints=checkpoints, keep_data=keep_data, attempts=attempts,
                                         attempts_on_doubt=attempts_on_doubt,
-                                        parallel_attempts=parallel_attempts)
+                                        parallel_attempts=parallel_attempts,
+                                        max_reply_tokens=max_reply_tokens, model_timeout_s=model_timeout)
         self.sends_images = images_enabled(send_images, model)
         """True when figures go to the model as images (see ``send_images``)."""
         self._loop = AnswerLoop(model, manager, self.settings, sends_images=self.sends_images)

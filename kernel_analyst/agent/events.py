@@ -1,8 +1,10 @@
 """Events of one answer, in the order :meth:`Analyst.stream` yields them.
 
-For each step: :class:`StepStarted`, :class:`StepCode`, any number of
-:class:`StepOutput` (as the kernel produces them), :class:`StepFinished`. Between model
-calls, :class:`ModelText` carries text the model wrote beside its code, and
+For each model call: any number of :class:`ModelDelta` (the reply as it is written), then
+:class:`ModelReplied` (its seconds and tokens). For each step: :class:`StepStarted`,
+:class:`StepCode`, any number of :class:`StepOutput` (as the kernel produces them),
+:class:`StepFinished`. Between model calls, :class:`ModelText` carries text the model wrote
+beside its code, and
 :class:`AgentNote` what the loop itself did (a protocol switch, an answer sent back). The last
 event is always :class:`FinalAnswer`. Every event has ``type`` and ``to_dict()``.
 """
@@ -100,6 +102,54 @@ class ModelText:
 
 
 @dataclass(frozen=True)
+class ModelDelta:
+    """A piece of the model's reply as it is written: text, or the code of a tool call."""
+
+    text: str
+    """The new text (append it to what came before in this call)."""
+    call: int
+    """The model call it belongs to (1-based within the answer)."""
+    kind: Literal["text", "code"] = "text"
+    """``text``: the reply's text (code written as text included); ``code``: the code of a
+    native tool call, as its arguments arrive."""
+    type: Literal["model_delta"] = "model_delta"
+    """Event type tag."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return {"type": self.type, "text": self.text, "call": self.call, "kind": self.kind}
+
+
+@dataclass(frozen=True)
+class ModelReplied:
+    """A model call ended: where its seconds and tokens went."""
+
+    call: int
+    """The model call (1-based within the answer)."""
+    seconds: float
+    """From the request to the reply's end."""
+    first_token_s: float | None = None
+    """From the request to the first visible piece of the reply (None: nothing visible)."""
+    input_tokens: int = 0
+    """Prompt tokens, as the provider counts them."""
+    cached_tokens: int = 0
+    """Of those, the ones the server had cached (it did not process them again)."""
+    output_tokens: int = 0
+    """Tokens generated."""
+    cut: str = ""
+    """Why the reply was cut short ("" when it ended by itself): ``limit`` (the token limit),
+    or what it kept repeating."""
+    type: Literal["model_replied"] = "model_replied"
+    """Event type tag."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return {"type": self.type, "call": self.call, "seconds": self.seconds,
+                "first_token_s": self.first_token_s, "input_tokens": self.input_tokens,
+                "cached_tokens": self.cached_tokens, "output_tokens": self.output_tokens, "cut": self.cut}
+
+
+@dataclass(frozen=True)
 class AgentNote:
     """Something the loop did that the user should know about (not model text)."""
 
@@ -140,5 +190,6 @@ class FinalAnswer:
         return {"type": self.type, "answer": self.answer.to_dict()}
 
 
-AgentEvent = StepStarted | StepCode | StepOutput | StepFinished | ModelText | AgentNote | FinalAnswer
+AgentEvent = (StepStarted | StepCode | StepOutput | StepFinished | ModelText | ModelDelta | ModelReplied
+              | AgentNote | FinalAnswer)
 """Any event of :meth:`Analyst.stream`."""

@@ -216,7 +216,8 @@ class ProtocolState:
             code = args.get("code") if isinstance(args, dict) else None
             if call.get("name") == tool_name and isinstance(code, str) and code.strip():
                 actions.append(Action(code, Via.TOOL_CALL, call_id))
-        invalid = [InvalidCall(str(c.get("id") or ""), str(c.get("error") or "")) for c in invalid_calls]
+        invalid = [InvalidCall(str(c.get("id") or ""), str(c.get("error") or _json_error(c.get("args"))))
+                   for c in invalid_calls]
         return Reading(actions=actions, text=text, invalid=invalid, calls=calls, switched_to=switched)
 
 
@@ -403,6 +404,18 @@ def looks_like_a_call(text: str, *, tool_name: str) -> bool:
     tool (a fence or tags naming it, with ``code``): the model is told, not answered for."""
     bodies = [m.group(3) for m in _FENCE.finditer(text)] + [m.group(1) for m in _TOOL_CALL_TAG.finditer(text)]
     return any(f'"{tool_name}"' in body and '"code"' in body for body in bodies)
+
+
+def _json_error(args: Any) -> str:
+    """Why a call's arguments are not JSON ("" when that is not known): a streamed call
+    whose arguments do not parse carries no error of the provider's."""
+    if not isinstance(args, str):
+        return ""
+    try:
+        json.loads(args)
+    except ValueError as exc:
+        return str(exc)
+    return ""
 
 
 def _call_code(data: Any, tool_name: str) -> str | None:

@@ -13,7 +13,8 @@ so a script can react to what the kernel printed::
 
 Every call is recorded in :attr:`ScriptedChatModel.calls` (messages and bound tools).
 Replies carry token usage (about four characters a token) unless ``report_usage=False``.
-Streaming yields the text word by word, then the tool calls and usage in a last chunk.
+Streaming yields the text word by word, then the tool calls (unreadable ones as their raw
+arguments) and usage in a last chunk.
 """
 
 from __future__ import annotations
@@ -203,6 +204,10 @@ def _chunks(message: AIMessage,
     tool_chunks: list[Any] = [
         {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i,
          "type": "tool_call_chunk"} for i, c in enumerate(message.tool_calls)
+    ] + [  # unreadable calls stream as their raw arguments, as a provider's do
+        {"name": c.get("name"), "args": c.get("args"), "id": c.get("id"),
+         "index": len(message.tool_calls) + i, "type": "tool_call_chunk"}
+        for i, c in enumerate(message.invalid_tool_calls)
     ]
     yield ChatGenerationChunk(message=AIMessageChunk(
         content="", id=message.id, tool_call_chunks=tool_chunks, usage_metadata=message.usage_metadata,

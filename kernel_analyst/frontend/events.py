@@ -20,6 +20,8 @@ if TYPE_CHECKING:
         AgentEvent,
         AgentNote,
         FinalAnswer,
+        ModelDelta,
+        ModelReplied,
         ModelText,
         StepCode,
         StepFinished,
@@ -36,6 +38,8 @@ class AgentEventHandler:
         from ..agent.events import (
             AgentNote,
             FinalAnswer,
+            ModelDelta,
+            ModelReplied,
             ModelText,
             StepCode,
             StepFinished,
@@ -54,6 +58,10 @@ class AgentEventHandler:
                 self.step_finished(event)
             case ModelText():
                 self.model_text(event)
+            case ModelDelta():
+                self.model_delta(event)
+            case ModelReplied():
+                self.model_replied(event)
             case AgentNote():
                 self.agent_note(event)
             case FinalAnswer():
@@ -75,6 +83,12 @@ class AgentEventHandler:
 
     def model_text(self, event: ModelText) -> None:
         """Text the model wrote beside its tool calls."""
+
+    def model_delta(self, event: ModelDelta) -> None:
+        """A piece of the model's reply as it is written."""
+
+    def model_replied(self, event: ModelReplied) -> None:
+        """A model call ended (its seconds and tokens)."""
 
     def agent_note(self, event: AgentNote) -> None:
         """Something the loop did (a protocol switch, an answer sent back, a trimmed context)."""

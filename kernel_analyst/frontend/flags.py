@@ -14,7 +14,9 @@ from ..kernels.allowlist import normalise_allowlist
 from ..kernels.limits import CPU_POLICIES, ISOLATION_LEVELS
 from .settings import (
     DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_UPLOAD_MB,
+    DEFAULT_MODEL_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     ENV_NAME,
     IMAGES_MODES,
@@ -141,7 +143,8 @@ def add_database_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def add_model_flags(parser: argparse.ArgumentParser, *, required: bool, purpose: str = "") -> None:
-    """``--model --base-url --max-steps --images --protocol --attempts --preload``."""
+    """``--model --base-url --max-steps --images --protocol --max-tokens --model-timeout
+    --attempts --preload``."""
     group = parser.add_argument_group("model options")
     suffix = f"; {purpose}" if purpose else ""
     group.add_argument("--model", required=required, metavar="PROVIDER:MODEL", help=_MODEL_EXAMPLES + suffix)
@@ -157,6 +160,13 @@ def add_model_flags(parser: argparse.ArgumentParser, *, required: bool, purpose:
                        help="how the model runs code: tools (native tool calls), code (it writes "
                             "```python blocks; for local models without tool calling), auto (tool calls "
                             "when the model makes them, else the code it writes; default)")
+    group.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
+                       help=f"tokens one model reply may have (default {DEFAULT_MAX_TOKENS}); a reply seen "
+                            "repeating itself is cut sooner")
+    group.add_argument("--model-timeout", type=float, default=DEFAULT_MODEL_TIMEOUT_S, metavar="SECONDS",
+                       help="seconds a model call may wait for the reply's next piece, the first included "
+                            f"(default {DEFAULT_MODEL_TIMEOUT_S:g}); past it the question ends with what the "
+                            "cells show")
     group.add_argument("--attempts", type=int, default=1, metavar="N",
                        help="try every question N times, in forked branches whose answers must agree, "
                             "and give the answer most reach (default 1: a question whose first answer "
@@ -190,7 +200,8 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
     """The model settings given on the command line."""
     return ModelSettings(spec=args.model, base_url=args.base_url, max_steps=args.max_steps,
                          images=args.images, protocol=args.protocol, preload=args.preload == "on",
-                         attempts=args.attempts)
+                         attempts=args.attempts, max_tokens=args.max_tokens,
+                         model_timeout_s=args.model_timeout)
 
 
 __all__ = ["add_database_flag", "add_debug_flag", "add_gateway_user_flag", "add_kernel_flags",

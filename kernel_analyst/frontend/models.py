@@ -35,7 +35,8 @@ def build_analyst(model: BaseChatModel, manager: SessionManager, settings: Model
 
     return Analyst(model, manager, max_steps=settings.max_steps, send_images=settings.images,
                    protocol=settings.protocol,  # type: ignore[arg-type]
-                   profile_files=settings.preload, attempts=settings.attempts, **options)
+                   profile_files=settings.preload, attempts=settings.attempts,
+                   max_reply_tokens=settings.max_tokens, model_timeout=settings.model_timeout_s, **options)
 
 
 def describe_model_failure(error: str, settings: ModelSettings) -> str:

@@ -37,6 +37,13 @@ RECOVERY_MODES: tuple[RecoveryMode, ...] = ("replay", "none")
 DEFAULT_MAX_STEPS = 15
 """Agent code steps per question, for every front end (the library's ``Analyst`` default)."""
 
+DEFAULT_MAX_TOKENS = 1024
+"""Tokens one model reply may have, for every front end (the library's ``Analyst`` default)."""
+
+DEFAULT_MODEL_TIMEOUT_S = 180.0
+"""Seconds a model call may wait for the reply's next piece, for every front end (the
+library's ``Analyst`` default)."""
+
 DEFAULT_TIMEOUT_S: float | None = Limits.timeout_s
 """Seconds a cell may run, for every front end (the library's ``Limits.timeout_s``)."""
 
@@ -192,6 +199,10 @@ class ModelSettings:
     attempts: int = 1
     """Attempts at every question, in forked branches whose answers must agree
     (``--attempts``); a question whose first answer is in doubt is tried again either way."""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    """Tokens one model reply may have (``--max-tokens``)."""
+    model_timeout_s: float = DEFAULT_MODEL_TIMEOUT_S
+    """Seconds a model call may wait for the reply's next piece (``--model-timeout``)."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """More keywords for the model class (``temperature=0``, ``timeout=30`` ...)."""
 
@@ -200,6 +211,10 @@ class ModelSettings:
             raise ValueError(f"max steps must be at least 1; got {self.max_steps}")
         if self.attempts < 1:
             raise ValueError(f"attempts must be at least 1; got {self.attempts}")
+        if self.max_tokens < 16:
+            raise ValueError(f"max tokens must be at least 16; got {self.max_tokens}")
+        if self.model_timeout_s <= 0:
+            raise ValueError(f"the model timeout must be positive; got {self.model_timeout_s:g}")
         if self.images not in IMAGES_MODES:
             raise ValueError(f"images must be one of {', '.join(IMAGES_MODES)}; got {self.images!r}")
         if self.protocol not in PROTOCOL_NAMES:
@@ -219,7 +234,6 @@ class ModelSettings:
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
-__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_MAX_UPLOAD_MB", "DEFAULT_TIMEOUT_S", "ENV_NAME", "IMAGES_MODES",
-           "PROTOCOL_NAMES", "RECOVERY_MODES", "KernelSettings", "ModelSettings", "RecoveryMode",
-           "package_version",
-           "upload_limits"]
+__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_MAX_TOKENS", "DEFAULT_MAX_UPLOAD_MB", "DEFAULT_MODEL_TIMEOUT_S",
+           "DEFAULT_TIMEOUT_S", "ENV_NAME", "IMAGES_MODES", "PROTOCOL_NAMES", "RECOVERY_MODES",
+           "KernelSettings", "ModelSettings", "RecoveryMode", "package_version", "upload_limits"]

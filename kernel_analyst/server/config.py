@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..frontend.settings import (
     DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MODEL_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     RECOVERY_MODES,
     KernelSettings,
@@ -165,6 +167,10 @@ class ServerConfig:
     """Load each uploaded table into a DataFrame before the model's first step (``--preload``)."""
     attempts: int = 1
     """Attempts at every question, in forked branches that must agree (``--attempts``)."""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    """Tokens one model reply may have (``--max-tokens``)."""
+    model_timeout_s: float = DEFAULT_MODEL_TIMEOUT_S
+    """Seconds a model call may wait for the reply's next piece (``--model-timeout``)."""
     gateway_url: str | None = None
     """Run kernels on this Jupyter Kernel/Enterprise Gateway (token from
     ``KERNEL_ANALYST_GATEWAY_TOKEN``); None: local kernels, unless
@@ -200,7 +206,8 @@ class ServerConfig:
         """The model fields as the front ends' :class:`ModelSettings`."""
         return ModelSettings(spec=self.model, base_url=self.base_url, max_steps=self.max_steps,
                              images=self.images, protocol=self.protocol, preload=self.preload,
-                             attempts=self.attempts)
+                             attempts=self.attempts, max_tokens=self.max_tokens,
+                             model_timeout_s=self.model_timeout_s)
 
     def with_(self, **changes: Any) -> ServerConfig:
         """A copy with some fields changed."""

@@ -200,10 +200,11 @@ class Judge:
 
     # -- a reply ---------------------------------------------------------------------------------
 
-    def on_reply(self, reading: Reading, text: str, facts: TurnFacts) -> ReplyDecision:
-        """What a model reply leads to (it was read by the conversation's protocol)."""
+    def on_reply(self, reading: Reading, text: str, facts: TurnFacts, *, cut: str = "") -> ReplyDecision:
+        """What a model reply leads to (it was read by the conversation's protocol; ``cut``:
+        why it was cut short while it streamed)."""
         case = ReplyCase(reading, text, [self._case(a, facts) for a in reading.actions], facts.steps,
-                         self.settings.tool_name)
+                         self.settings.tool_name, cut)
         for policy in self.policies.replies:
             if (reason := policy(case)) is not None:
                 return Tell(reason)

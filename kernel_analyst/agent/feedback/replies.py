@@ -3,7 +3,8 @@
 A small model wastes replies in a handful of ways, each answered with one message that
 says what to do instead (and none of them counted as work done):
 
-- a reply that is **empty**, or **only code** under ``tools`` (code is never an answer);
+- a reply **cut while it repeated itself** (:mod:`.runaway`), one that is **empty**, or
+  **only code** under ``tools`` (code is never an answer);
 - a block **cut** at the reply's length limit, or a call written as text that **cannot be
   read** (both count against the step limit: the model tried to run something);
 - a **wait, check or cancel with no background run**, or an **undo right after a step that
@@ -70,6 +71,9 @@ class ReplyCase:
     """This answer's steps so far."""
     tool_name: str = "python"
     """The Python tool's name, for the messages."""
+    cut: str = ""
+    """Why the reply was cut short while it streamed ("" when it ended by itself): ``limit``,
+    or what it kept repeating (:mod:`.runaway`)."""
 
 
 ActionPolicy = Callable[[ActionCase], Reason | None]
@@ -143,6 +147,13 @@ def _ran_just_before(case: ActionCase) -> Step | None:
 # -- replies -----------------------------------------------------------------------------------
 
 
+def cut_short(case: ReplyCase) -> Reason | None:
+    """A reply cut while it repeated itself: never run, never an answer."""
+    if not case.cut or case.cut == "limit":
+        return None
+    return Reason("runaway", message("runaway", what=case.cut))
+
+
 def empty_reply(case: ReplyCase) -> Reason | None:
     """A reply with nothing in it."""
     if case.reading.is_answer and not case.reading.text.strip():
@@ -159,7 +170,7 @@ def code_in_answer(case: ReplyCase) -> Reason | None:
 
 ReplyPolicy = Callable[[ReplyCase], Reason | None]
 """A reason a reply is no step and no answer, or None."""
-NO_STEP_REPLIES: tuple[ReplyPolicy, ...] = (empty_reply, code_in_answer)
+NO_STEP_REPLIES: tuple[ReplyPolicy, ...] = (cut_short, empty_reply, code_in_answer)
 """Replies that are no step and no answer, asked before whether a reply is an answer."""
 
 
@@ -210,6 +221,7 @@ __all__ = [
     "after_failure",
     "answer_in",
     "code_in_answer",
+    "cut_short",
     "empty_reply",
     "no_background_run",
     "nothing_to_run",

@@ -39,8 +39,8 @@ from ..tools.observation import ObservationSettings
 from ..tools.undo import UndoTool, enable_checkpoints
 from .acting import Actor, note
 from .attempts import Attempts
-from .calling import ModelCaller
-from .ending import Outcome, finish, partial, record_answer
+from .calling import CUT_KEY, CallLimits, ModelCaller
+from .ending import Outcome, failed, finish, partial, record_answer
 from .figures import without_images
 from .settings import AnalystSettings
 from .state import Conversation, EventCallback, Turn
@@ -54,7 +54,8 @@ class AnswerLoop:
         self.settings = settings
         undo = settings.checkpoints > 0
         tools: list[BaseTool] = [KernelTool(manager)] + ([UndoTool(manager)] if undo else [])
-        self.caller = ModelCaller(model, tools, settings.protocol)
+        self.caller = ModelCaller(model, tools, settings.protocol,
+                                  CallLimits(settings.max_reply_tokens, settings.model_timeout_s))
         self.systems = {p: SystemMessage(system_prompt(
             tool_name=TOOL_NAME, max_steps=settings.max_steps, budget=settings.observation_budget,
             send_images=sends_images, protocol=p, undo=undo)) for p in ("tools", "code", "auto")}
@@ -106,7 +107,7 @@ class AnswerLoop:
         system = self.systems[conversation.protocol.system_prompt]
         messages = [system, *conversation.history, HumanMessage(f"{question}\n{briefing.note}")]
         turn = Turn(conversation_id, question, session, conversation, messages, emit, files=briefing.uploaded,
-                    question_at=len(messages) - 1)
+                    question_at=len(messages) - 1, first_cell=briefing.first_cell)
         tables = {t.variable for t in conversation.teacher.tables.values() if t.variable}
         rows = tuple(info.shape[0] for name, info in conversation.variables.items()
                      if name in tables and info.shape)
@@ -120,13 +121,14 @@ class AnswerLoop:
         while True:
             reply = await self.caller.call(turn)
             if reply is None:
-                return Outcome(finish(turn, "error"), turn)
+                return Outcome(failed(turn), turn)
             reading = turn.protocol.read(str(reply.text), reply.tool_calls, reply.invalid_tool_calls,
                                          tool_name=TOOL_NAME)
             if reading.switched_to == "code":
                 via = reading.actions[0].via.value if reading.actions else "text"
                 note(turn, "protocol_switched", message("protocol_switched", via=via))
-            decision = judge.on_reply(reading, str(reply.text), turn.facts())
+            decision = judge.on_reply(reading, str(reply.text), turn.facts(),
+                                      cut=str(reply.response_metadata.get(CUT_KEY, "")))
             if isinstance(decision, (Accept, SendBack)) and decision.switch_to_code \
                     and turn.protocol.prefer_code():  # the system prompt stays: it describes both forms
                 note(turn, "protocol_switched", message("protocol_switched_no_call"))
@@ -144,7 +146,7 @@ class AnswerLoop:
             else:
                 await self.actor.act(turn, judge, reply, reading)
                 if turn.error is not None:
-                    return Outcome(finish(turn, "error"), turn)
+                    return Outcome(failed(turn), turn)
             if (stop := judge.after_reply(decision, turn.facts())) is not None:
                 ended = await partial(turn, judge, self.caller, self.actor, stop)
                 return Outcome(ended, turn, (stop.reason,))

@@ -1,21 +1,46 @@
-"""Calling the model: the tools bound or not, the context window, the usage.
+"""Calling the model: streamed, bounded, its tokens and seconds counted.
 
-One call per reply. A request the model's context cannot hold has its oldest observation
-trimmed and is made again (:mod:`.context_window`); any other failure of the provider ends
-the answer (``Turn.error``), never the program. The reply is appended to the turn's
-messages and its token usage added up.
+One call per reply, streamed (``astream``; LangChain assembles the chunks, tool calls
+included, into the reply): each visible piece goes out as a
+:class:`~kernel_analyst.agent.events.ModelDelta` as it arrives, the text of the reply or the
+code of a tool call, so every front end shows the reply while it is written. A reply is
+bounded three ways:
+
+- **a token limit** (``CallLimits.max_tokens``): sent on the wire where the model takes it
+  (``max_tokens``), and counted here as the chunks arrive, so a model that ignores it is
+  cut too;
+- **a runaway** (:func:`~kernel_analyst.agent.feedback.runaway.runaway`): a reply seen
+  repeating itself is cut before the limit;
+- **a deadline** (``CallLimits.timeout_s``): the longest wait for the reply's next piece
+  (its first included); a server that accepts the request and never answers ends the call.
+
+Closing the stream closes the request, and a model server stops generating when its client
+goes. A request the model's context cannot hold has its oldest observation trimmed and is
+made again (:mod:`.context_window`); any other failure ends the answer (``Turn.error``),
+never the program. The reply is appended to the turn's messages, its token usage added up,
+and a :class:`~kernel_analyst.agent.events.ModelReplied` says where its seconds went.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.messages.utils import message_chunk_to_message
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
+from ..events import ModelDelta, ModelReplied
 from ..exceptions import ToolCallingUnsupportedError
+from ..feedback.runaway import runaway
 from ..prompting import message
 from ..protocols import ProtocolName
 from .acting import note
@@ -24,34 +49,69 @@ from .state import Turn
 
 log = logging.getLogger(__name__)
 
+CUT_KEY = "kernel_analyst_cut"
+"""The reply's ``response_metadata`` key that says why it was cut short."""
+_CHECK_EVERY = 8
+"""Chunks between two looks for a runaway."""
+
+
+@dataclass(frozen=True)
+class CallLimits:
+    """The bounds of one model call."""
+
+    max_tokens: int = 1024
+    """Tokens one reply may have (a greedy small model that repeats itself goes on until the
+    context is full)."""
+    timeout_s: float = 180.0
+    """Seconds the call may wait for the reply's next piece, the first one included."""
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 16:
+            raise ValueError(f"max_tokens must be at least 16; got {self.max_tokens}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"the model timeout must be positive; got {self.timeout_s}")
+
+
+class ModelStalled(TimeoutError):
+    """The model sent nothing for ``CallLimits.timeout_s`` seconds."""
+
+
+class _EventFailed(Exception):
+    """An event callback raised while the reply streamed: its error, not the model's."""
+
 
 class ModelCaller:
     """Calls one chat model for the turns of an analyst."""
 
-    def __init__(self, model: BaseChatModel, tools: list[BaseTool], protocol: ProtocolName) -> None:
+    def __init__(self, model: BaseChatModel, tools: list[BaseTool], protocol: ProtocolName,
+                 limits: CallLimits | None = None) -> None:
         self.model = model
+        self.limits = limits or CallLimits()
         self.bound = bind_tools(model, tools, protocol)
         """The model with the tools bound; None when code is written as text from the start."""
 
     async def call(self, turn: Turn) -> AIMessage | None:
         """The model's next reply (appended to the turn's messages); None when the call failed."""
-        model: Runnable[LanguageModelInput, AIMessage] = (
+        runnable: Runnable[LanguageModelInput, Any] = (
             self.bound if self.bound is not None and turn.protocol.binds_tools else self.model)
         temperature = turn.temperature if turn.temperature is not None else turn.sampling
         turn.temperature = None
-        if temperature is not None and "temperature" in getattr(type(self.model), "model_fields", {}):
-            model = model.bind(temperature=temperature)
+        options = self._options(temperature)
         trimmed = 0
         while True:
             try:
-                reply = await model.ainvoke(turn.messages)
+                reply = await self._stream(runnable.bind(**options) if options else runnable, turn)
                 break
+            except _EventFailed as exc:
+                raise exc.__cause__ or exc from None  # the caller's callback failed: not a model failure
             except Exception as exc:  # any provider failure ends this answer, not the program
                 if is_context_overflow(exc) and trim_oldest_observation(turn.messages):
                     trimmed += 1
                     continue
                 log.warning("model call failed in %s", turn.conversation_id, exc_info=True)
-                turn.error = f"the model call failed: {type(exc).__name__}: {exc}"
+                turn.error = (message("model_stalled", seconds=f"{self.limits.timeout_s:g}")
+                              if isinstance(exc, ModelStalled) else
+                              f"the model call failed: {type(exc).__name__}: {exc}")
                 return None
         if trimmed:
             before = message("context_trimmed", count=turn.trimmed) if turn.trimmed else None
@@ -61,6 +121,138 @@ class ModelCaller:
         turn.messages.append(reply)
         turn.replies += 1
         return reply
+
+    def _options(self, temperature: float | None) -> dict[str, Any]:
+        """What this call sends beside the messages, where the model takes it: its sampling
+        temperature, the token limit (when the model sets none itself), usage while streaming."""
+        fields = getattr(type(self.model), "model_fields", {})
+        options: dict[str, Any] = {}
+        if temperature is not None and "temperature" in fields:
+            options["temperature"] = temperature
+        if "max_tokens" in fields and getattr(self.model, "max_tokens", None) is None:
+            options["max_tokens"] = self.limits.max_tokens
+        if "stream_usage" in fields and _streams(self.model):
+            options["stream_usage"] = True
+        return options
+
+    async def _stream(self, runnable: Runnable[LanguageModelInput, Any], turn: Turn) -> AIMessage:
+        """One streamed call: the reply assembled from its chunks, cut when it runs away."""
+        started = time.monotonic()
+        call = turn.replies + 1
+        shown = _Shown()
+        merged: AIMessageChunk | None = None
+        first: float | None = None
+        cut, count = "", 0
+        stream: AsyncIterator[Any] = runnable.astream(turn.messages)
+        try:
+            while True:
+                try:
+                    chunk = await asyncio.wait_for(anext(stream), self.limits.timeout_s)
+                except StopAsyncIteration:
+                    break
+                except asyncio.TimeoutError:
+                    raise ModelStalled(f"no reply for {self.limits.timeout_s:g} s") from None
+                if not isinstance(chunk, AIMessageChunk):
+                    if isinstance(chunk, AIMessage):  # a model that does not stream: the whole reply at once
+                        merged = _as_chunk(chunk)
+                    else:
+                        continue
+                else:
+                    merged = chunk if merged is None else merged + chunk
+                count += 1
+                for delta in shown.deltas(merged):
+                    first = first if first is not None else time.monotonic() - started
+                    try:
+                        turn.emit(ModelDelta(delta.text, call, delta.kind))
+                    except Exception as exc:
+                        raise _EventFailed() from exc
+                if count >= self.limits.max_tokens:
+                    cut = "limit"
+                    break
+                if count % _CHECK_EVERY == 0 and (why := runaway(shown.text)) is not None:
+                    cut = why
+                    break
+        finally:
+            await _close(stream)
+        reply = _as_message(merged, cut)
+        turn.emit(_replied(call, reply, time.monotonic() - started, first, cut))
+        return reply
+
+
+def _streams(model: BaseChatModel) -> bool:
+    """Whether ``astream`` streams this model (its own ``streaming=False`` or
+    ``disable_streaming`` makes it one whole reply, which takes no streaming options)."""
+    if getattr(model, "disable_streaming", False) is True:
+        return False
+    return not ("streaming" in model.model_fields_set and getattr(model, "streaming", None) is False)
+
+
+@dataclass(frozen=True)
+class _Delta:
+    text: str
+    kind: Literal["text", "code"]
+
+
+class _Shown:
+    """What of a reply has been shown so far: its text, and the code of its first tool call."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.code = ""
+
+    def deltas(self, merged: AIMessageChunk) -> list[_Delta]:
+        found = []
+        text = merged.text if isinstance(merged.text, str) else str(merged.text)
+        if len(text) > len(self.text) and text.startswith(self.text):
+            found.append(_Delta(text[len(self.text):], "text"))
+            self.text = text
+        calls = merged.tool_calls
+        args = calls[0].get("args") if calls else None
+        code = args.get("code") if isinstance(args, dict) else None
+        if isinstance(code, str) and len(code) > len(self.code) and code.startswith(self.code):
+            found.append(_Delta(code[len(self.code):], "code"))
+            self.code = code
+        return found
+
+
+def _as_chunk(whole: AIMessage) -> AIMessageChunk:
+    """A whole reply as the one chunk of its stream (its tool calls as their chunks)."""
+    chunks = [tool_call_chunk(name=c["name"], args=json.dumps(c["args"]), id=c.get("id"), index=i)
+              for i, c in enumerate(whole.tool_calls)]
+    chunks += [tool_call_chunk(name=c.get("name"), args=c.get("args"), id=c.get("id"), index=len(chunks) + i)
+               for i, c in enumerate(whole.invalid_tool_calls)]
+    return AIMessageChunk(content=whole.content, id=whole.id, tool_call_chunks=chunks,
+                          usage_metadata=whole.usage_metadata, response_metadata=whole.response_metadata,
+                          additional_kwargs=whole.additional_kwargs)
+
+
+def _as_message(merged: AIMessageChunk | None, cut: str) -> AIMessage:
+    """The reply as one message (an empty one when nothing came), marked when it was cut."""
+    if merged is None:
+        return AIMessage(content="")
+    reply: BaseMessage = message_chunk_to_message(merged)
+    assert isinstance(reply, AIMessage)
+    if cut:
+        reply = reply.model_copy(update={"response_metadata": {**reply.response_metadata, CUT_KEY: cut}})
+    return reply
+
+
+def _replied(call: int, reply: AIMessage, seconds: float, first: float | None, cut: str) -> ModelReplied:
+    usage: dict[str, Any] = dict(reply.usage_metadata or {})
+    details: dict[str, Any] = dict(usage.get("input_token_details") or {})
+    return ModelReplied(call, round(seconds, 3), round(first, 3) if first is not None else None,
+                        int(usage.get("input_tokens", 0) or 0), int(details.get("cache_read", 0) or 0),
+                        int(usage.get("output_tokens", 0) or 0), cut)
+
+
+async def _close(stream: AsyncIterator[Any]) -> None:
+    """Close a model stream (its HTTP request with it)."""
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        try:
+            await close()
+        except Exception:  # a stream that fails as it closes has nothing more to give
+            log.debug("closing the model stream failed", exc_info=True)
 
 
 def bind_tools(model: BaseChatModel, tools: list[BaseTool],
@@ -80,4 +272,4 @@ def bind_tools(model: BaseChatModel, tools: list[BaseTool],
             "'code' or 'auto' (the model writes ```python blocks), or a model that calls tools") from exc
 
 
-__all__ = ["ModelCaller", "bind_tools"]
+__all__ = ["CUT_KEY", "CallLimits", "ModelCaller", "ModelStalled", "bind_tools"]

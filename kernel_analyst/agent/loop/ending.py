@@ -84,15 +84,25 @@ async def partial(turn: Turn, judge: Judge, caller: ModelCaller, actor: Actor, s
     return finish(turn, "max_steps", text, claims=claims, partial=bool(text))
 
 
-def partial_text(turn: Turn, reply: str) -> str:
-    """The partial answer: the model's last prose, or else the last result a cell printed."""
+def failed(turn: Turn) -> Answer:
+    """The answer when the model call or the kernel failed: the error, and (when a cell
+    printed something) the last result as a partial answer, grounded; nothing is lost."""
+    text = partial_text(turn, "", key="partial_after_failure")
+    claims = ground(text, SourceIndex.from_cells(turn.cells), question=turn.question, files=turn.files,
+                    prefer_from=turn.first_cell) if text else None
+    return finish(turn, "error", text, claims=claims, partial=bool(text))
+
+
+def partial_text(turn: Turn, reply: str, *, key: str = "partial_from_cell") -> str:
+    """The partial answer: the model's last prose, or else the last result a cell printed
+    (said by the message ``key``)."""
     if reply.strip():
         return message("partial_answer", text=reply.strip())
     for step in reversed(turn.steps):
         output = step.execution.text.strip()
         if step.execution.status == "ok" and output:
             shown = output if len(output) <= _QUOTED_OUTPUT else output[:_QUOTED_OUTPUT] + " ..."
-            return message("partial_from_cell", step=step.index, output=shown)
+            return message(key, step=step.index, output=shown)
     return ""
 
 
@@ -106,6 +116,8 @@ async def record_answer(turn: Turn, answer: Answer, max_steps: int) -> None:
                 "model's replies stopped running code) before a full answer._")
     elif answer.stop_reason == "max_steps":
         text = f"### Stopped\n\nThe limit of {max_steps} steps was reached before an answer."
+    elif answer.text:
+        text = f"### Partial answer\n\n{cited}\n\n_The answer failed: {answer.error}_"
     else:
         text = f"### Stopped\n\nThe answer failed: {answer.error}"
     if answer.notes:
@@ -119,4 +131,4 @@ async def record_answer(turn: Turn, answer: Answer, max_steps: int) -> None:
                                         protocol=answer.protocol, **meta)
 
 
-__all__ = ["Outcome", "finish", "partial", "partial_text", "record_answer"]
+__all__ = ["Outcome", "failed", "finish", "partial", "partial_text", "record_answer"]

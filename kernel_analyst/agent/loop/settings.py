@@ -51,6 +51,12 @@ class AnalystSettings:
     person's tables) when the question does not ask to change the data, and tell the model
     to work under a new name (:mod:`kernel_analyst.agent.feedback.keeping`); a change the
     question asks for is kept, and later questions are told of it."""
+    max_reply_tokens: int = 1024
+    """Tokens one model reply may have: sent on the wire where the model takes it, and
+    counted as the reply streams (a reply seen repeating itself is cut before)."""
+    model_timeout_s: float = 180.0
+    """Seconds a model call may wait for the reply's next piece (its first included): a
+    server that never answers ends the question with what the cells show."""
     attempts: int = 1
     """Attempts at every question: more than 1 tries each question that many times in forked
     branches and gives the answer most attempts agree on (:mod:`.attempts`)."""
@@ -69,6 +75,10 @@ class AnalystSettings:
         for name in ("attempts", "attempts_on_doubt", "parallel_attempts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1; got {getattr(self, name)}")
+        if self.max_reply_tokens < 16:
+            raise ValueError(f"max_reply_tokens must be at least 16; got {self.max_reply_tokens}")
+        if self.model_timeout_s <= 0:
+            raise ValueError(f"model_timeout_s must be positive; got {self.model_timeout_s}")
         if self.checkpoints < 0:
             raise ValueError(f"checkpoints must be 0 or more; got {self.checkpoints}")
         if self.max_steps < 1:

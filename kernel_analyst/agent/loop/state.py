@@ -73,6 +73,8 @@ class Turn:
     """The files uploaded with the question."""
     question_at: int = 0
     """The index in :attr:`messages` of the question's message (an attempt starts from there)."""
+    first_cell: int = 0
+    """The position of the question's cell in the notebook."""
     steps: list[Step] = field(default_factory=list)
     """The code runs of this answer."""
     usage: Usage = field(default_factory=Usage)
