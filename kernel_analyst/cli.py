@@ -335,14 +335,16 @@ async def _ask(args: argparse.Namespace, settings: ModelSettings, model: Any, fi
     conversation = args.conversation
     async with open_manager(kernel_settings(args), recovery="replay") as manager:
         analyst = build_analyst(model, manager, settings)
-        answer = await analyst.ask(conversation, question, files=files,
-                                   on_event=StepPrinter(sys.stdout).dispatch)
+        printer = StepPrinter(sys.stdout)
+        answer = await analyst.ask(conversation, question, files=files, on_event=printer.dispatch)
         written = await (await manager.session(conversation)).export(args.output) if args.output else None
     if answer.stop_reason == "error":
+        if answer.text:  # the partial answer the cells support
+            print(f"\n{answer_text(answer, shown=printer.last_text)}")
         if written is not None:
             print(f"\nnotebook: {written}")
         raise RunFailedError(_answer_error(answer.error or "", settings))
-    print(f"\n{answer_text(answer)}")
+    print(f"\n{answer_text(answer, shown=printer.last_text)}")
     if answer.stop_reason != "answered":
         print(f"\n[stopped: {answer.stop_reason}]")
     if written is not None:

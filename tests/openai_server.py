@@ -41,6 +41,10 @@ class ScriptedReply:
     """The error's message."""
     error_code: str | None = None
     """The error's ``code`` (OpenAI's ``context_length_exceeded``; llama.cpp's server sends none)."""
+    chunk_delay_s: float = 0.0
+    """Streamed: seconds between two chunks (a model generating at its own pace)."""
+    hang_s: float = 0.0
+    """Seconds to wait, the request accepted, before answering at all (a stuck server)."""
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -55,6 +59,11 @@ class OpenAIServer:
                  lifetime_s: float = 60.0) -> None:
         self.replies = list(replies)
         self.requests: list[dict[str, Any]] = []
+        self.sent: dict[int, list[float]] = {}
+        """Per request, when each streamed chunk was written (``time.monotonic``, the same clock
+        in every process of this machine)."""
+        self.disconnected: set[int] = set()
+        """Requests whose client went away before the reply was written whole."""
         self.max_requests = max_requests
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -118,11 +127,17 @@ class _Handler(BaseHTTPRequestHandler):
             return
         completion = _Completion(reply, body.get("model", "scripted"), f"chatcmpl-{index}",
                                  owner.call_id() if reply.code is not None else "")
-        if body.get("stream"):
-            usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            self._send_events(completion.chunks(with_usage=usage))
-        else:
-            self._send_json(200, completion.whole())
+        try:
+            if reply.hang_s:
+                time.sleep(reply.hang_s)
+            if body.get("stream"):
+                usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                self._send_events(completion.chunks(with_usage=usage), index, reply.chunk_delay_s)
+            else:
+                self._send_json(200, completion.whole())
+        except (BrokenPipeError, ConnectionResetError):
+            owner.disconnected.add(index)
+            self.close_connection = True
 
     def _send_json(self, status: int, data: dict[str, Any]) -> None:
         payload = json.dumps(data).encode()
@@ -132,15 +147,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def _send_events(self, chunks: Iterator[dict[str, Any]]) -> None:
+    def _send_events(self, chunks: Iterator[dict[str, Any]], index: int, delay_s: float) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")  # the body ends when the connection does
         self.end_headers()
+        sent = self.server.owner.sent.setdefault(index, [])
         for chunk in chunks:
+            if delay_s and sent:
+                time.sleep(delay_s)
             self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             self.wfile.flush()
+            sent.append(time.monotonic())
         self.wfile.write(b"data: [DONE]\n\n")
         self.close_connection = True
 

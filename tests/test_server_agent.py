@@ -66,6 +66,13 @@ async def test_ask_streams_the_agent(agent_server: RunningServer) -> None:
         names = [name for name, _ in events]
         assert names[0] == "markdown" and names[-2:] == ["answer", "done"], names
         assert ("cell", {"source": COUNT_ROWS, "step": 1}) in events
+        # the reply streamed before its cell ran: its words, then its tool call's code
+        first_cell = names.index("cell")
+        tokens = [data for name, data in events[:first_cell] if name == "token"]
+        assert "".join(t["text"] for t in tokens if t["kind"] == "text") == "Let me count the rows."
+        assert "".join(t["text"] for t in tokens if t["kind"] == "code") == COUNT_ROWS
+        replied = next(data for name, data in events if name == "model")
+        assert replied["call"] == 1 and replied["first_token_s"] is not None
         outputs = [data for name, data in events if name == "output"]
         assert outputs[0]["output"]["text"] == "244\n" and outputs[0]["html"].startswith("<pre")
         answer = events[-2][1]
@@ -185,3 +192,27 @@ async def test_a_question_as_an_mcp_task_is_cancelled_with_its_cell(agent_server
         shown = "".join(b.text for b in after.content if isinstance(b, TextContent))
         assert not after.is_error and "\n2\n" in shown
     await delete_sessions(agent_server, "carol")
+
+
+async def test_mcp_progress_carries_the_reply_as_it_is_written(tmp_path: Path) -> None:
+    words = "Let me count the rows of the tips table, then I will tell you how many there are."
+    model = ScriptedChatModel(script=[tool_call(COUNT_ROWS, text=words), "The table has 244 rows."],
+                              chunk_delay_s=0.15)
+    running = start_server(tmp_path, model=model, pool_size=0)
+    notes: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        notes.append(message or "")
+
+    try:
+        async with mcp_http_client(running.url, running.tokens["bob"]) as client:
+            tips = (SEABORN / "tips.csv").read_text()
+            await client.call_tool("upload_file", {"name": "tips.csv", "text": tips})
+            result = await client.call_tool("ask", {"question": "How many rows?"},
+                                            progress_callback=on_progress)
+    finally:
+        running.stop()
+    assert not result.is_error
+    writing = [n for n in notes if ": writing: " in n]
+    assert writing, notes
+    assert any("Let me count the rows" in n and "how many there are" not in n for n in writing), writing

@@ -19,6 +19,7 @@ arguments) and usage in a last chunk.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -95,6 +96,8 @@ class ScriptedChatModel(GenericFakeChatModel):
     """Reply for every call after the script; without it, extra calls raise ScriptError."""
     report_usage: bool = True
     """Attach ``usage_metadata`` to every reply."""
+    chunk_delay_s: float = 0.0
+    """Streamed: seconds between two chunks (a model writing at its own pace)."""
     calls: list[ModelCall] = Field(default_factory=list)
     """Every call so far."""
 
@@ -157,7 +160,9 @@ class ScriptedChatModel(GenericFakeChatModel):
     ) -> AsyncIterator[ChatGenerationChunk]:
         message = self._generate(messages, stop=stop, **kwargs).generations[0].message
         assert isinstance(message, AIMessage)
-        for chunk in _chunks(message, None):
+        for i, chunk in enumerate(_chunks(message, None)):
+            if i and self.chunk_delay_s:
+                await asyncio.sleep(self.chunk_delay_s)
             if run_manager and isinstance(chunk.message.content, str) and chunk.message.content:
                 await run_manager.on_llm_new_token(chunk.message.content, chunk=chunk)
             yield chunk

@@ -133,7 +133,7 @@ class Console:
         assert self.analyst is not None
         printer = StepPrinter(self.out)
         answer = await self.analyst.ask(self.conversation_id, question, on_event=printer.dispatch)
-        self._say(f"\n{answer_text(answer)}")
+        self._say(f"\n{answer_text(answer, shown=printer.last_text)}")
         if answer.stop_reason != "answered":
             self._say(f"[stopped: {answer.stop_reason}{': ' + answer.error if answer.error else ''}]")
 

@@ -17,7 +17,7 @@ from .events import AgentEventHandler
 from .tracebacks import ErrorView
 
 if TYPE_CHECKING:
-    from ..agent.events import AgentNote, ModelText, StepCode, StepFinished
+    from ..agent.events import AgentNote, ModelDelta, ModelReplied, ModelText, StepCode, StepFinished
     from ..agent.results import Answer
     from ..eda import Progress
 
@@ -102,14 +102,46 @@ def format_execution(ex: Execution, *, max_lines: int | None = None) -> str:
 
 
 class StepPrinter(AgentEventHandler):
-    """Prints the agent's steps as they happen: code, a short output, the model's text."""
+    """Prints the agent's steps as they happen: the model's reply as it is written (its text,
+    and a tool call's code as ``>>>`` lines), each step's short output, the notes."""
 
     def __init__(self, out: TextIO, *, max_lines: int = 12) -> None:
         self.out = out
         self.max_lines = max_lines
+        self.streamed = False
+        """The last reply was shown as it was written (its text and code need no second print)."""
+        self.last_text = ""
+        """The text of the last reply shown (the answer, when the model answered in it)."""
+        self._call = 0
+        self._kind = ""
+        self._line_start = True
+
+    def model_delta(self, event: ModelDelta) -> None:
+        if event.call != self._call:  # a new reply begins
+            self._call, self._kind, self.streamed, self.last_text = event.call, "", True, ""
+            print(file=self.out)
+        if event.kind != self._kind:
+            if self._kind:
+                print(file=self.out)
+            self._kind, self._line_start = event.kind, True
+        if event.kind == "text":
+            self.last_text += event.text
+            print(event.text, end="", file=self.out, flush=True)
+            return
+        for piece in event.text.splitlines(keepends=True):
+            print((">>> " if self._line_start else "") + piece, end="", file=self.out)
+            self._line_start = piece.endswith("\n")
+        self.out.flush()
+
+    def model_replied(self, event: ModelReplied) -> None:
+        if self.streamed and event.call == self._call:
+            print(file=self.out, flush=True)
+        self.streamed = self.streamed and event.call == self._call
 
     def step_code(self, event: StepCode) -> None:
         print(f"\n--- step {event.step} ---", file=self.out)
+        if self.streamed:  # shown as it was written
+            return
         code = "\n".join(">>> " + line for line in event.code.rstrip().splitlines())
         print(code, file=self.out, flush=True)
 
@@ -117,18 +149,21 @@ class StepPrinter(AgentEventHandler):
         print(format_execution(event.execution, max_lines=self.max_lines), file=self.out, flush=True)
 
     def model_text(self, event: ModelText) -> None:
-        if event.text.strip():
+        if event.text.strip() and not self.streamed:
             print(f"\n{event.text.strip()}", file=self.out, flush=True)
 
     def agent_note(self, event: AgentNote) -> None:
         print(f"\n[{event.text.strip()}]", file=self.out, flush=True)
 
 
-def answer_text(answer: Answer) -> str:
-    """The answer as the terminal shows it: its text, then the line that says where its
-    numbers came from (``[numbers: 3 numbers: 2 from cell 1; 1 unsupported: 891]``), and how
-    the attempts agreed when the question was tried again (``[attempts: 2 of 3 attempts agree]``)."""
+def answer_text(answer: Answer, *, shown: str = "") -> str:
+    """The answer as the terminal shows it: its text (unless it is ``shown``, the reply just
+    streamed), then the line that says where its numbers came from (``[numbers: 3 numbers: 2
+    from cell 1; 1 unsupported: 891]``), and how the attempts agreed when the question was
+    tried again (``[attempts: 2 of 3 attempts agree]``)."""
     text = answer.text.strip() or "(no answer)"
+    if shown.strip() and text == shown.strip():
+        text = "(the answer is above)"
     if answer.claims is not None and answer.claims.claims:
         text += f"\n[numbers: {answer.claims.summary()}]"
     if answer.agreement is not None:

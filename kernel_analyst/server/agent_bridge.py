@@ -9,6 +9,10 @@ Both stream the same event vocabulary, which the web page renders:
 - ``progress`` ``{index, total, title, status}``: an EDA step starts (``running``) or ends
 - ``resumed`` ``{text, html?, recovery}``: the session's variables were brought back first
   (a dormant session woke: ``recovery`` says how, snapshot or replay, and what came back)
+- ``token`` ``{text, kind, call}``: a piece of the model's reply as it is written (``kind``
+  ``text``, or ``code`` for a tool call's code; ``call`` numbers the model calls) (ask only)
+- ``model`` ``{call, seconds, first_token_s, input_tokens, cached_tokens, output_tokens, cut}``:
+  a model call ended; its reply's cells follow (ask only)
 - ``answer`` ``{text, html?, stop_reason, ...}``: the agent's answer (ask only)
 - ``done`` ``{status, summary, ...}``: the run is over; ``status`` is ``ok``, ``failed``
   or ``stopped`` and ``summary`` leads with the error when it failed
@@ -40,7 +44,16 @@ from .service import SessionService
 from .streaming import Emit, EventStream, cancel_and_interrupt
 
 if TYPE_CHECKING:
-    from ..agent.events import AgentNote, FinalAnswer, ModelText, StepCode, StepFinished, StepOutput
+    from ..agent.events import (
+        AgentNote,
+        FinalAnswer,
+        ModelDelta,
+        ModelReplied,
+        ModelText,
+        StepCode,
+        StepFinished,
+        StepOutput,
+    )
     from ..eda import Progress
 
 
@@ -118,6 +131,12 @@ class _AgentEvents(AgentEventHandler):
     def model_text(self, event: ModelText) -> None:
         if event.text.strip():
             self.emit("markdown", markdown_event(event.text, self.html))
+
+    def model_delta(self, event: ModelDelta) -> None:
+        self.emit("token", {"text": event.text, "kind": event.kind, "call": event.call})
+
+    def model_replied(self, event: ModelReplied) -> None:
+        self.emit("model", {k: v for k, v in event.to_dict().items() if k != "type"})
 
     def agent_note(self, event: AgentNote) -> None:
         self.emit("note", {"kind": event.kind, "text": event.text})

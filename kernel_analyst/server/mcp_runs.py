@@ -37,6 +37,9 @@ from .records import SessionRecord
 from .runs_api import background_timeout
 from .service import SessionService
 
+CHANGE_INTERVAL_S = 1.0
+"""Seconds between progress notifications while what is shown changes (the model's reply
+as it is written, a cell's new output)."""
 PROGRESS_INTERVAL_S = 5.0
 """Seconds between progress notifications while a cell runs (MCP clients' timeouts reset
 on progress; at most 10 s apart is the promise)."""
@@ -46,15 +49,26 @@ _OUTPUT_BUDGET = 4000
 
 
 class LastLine:
-    """The last line of text a cell printed, for progress messages."""
+    """What the work last showed, for progress messages: the last line a cell printed, or
+    the model's reply so far while it is written."""
 
     def __init__(self) -> None:
         self.text = ""
+        self._call: int | None = None
+        self._reply = ""
 
     def __call__(self, output: dict[str, Any]) -> None:
         text = str(output.get("text", "")).strip()
         if text:
             self.text = text.splitlines()[-1][:200]
+
+    def token(self, call: int, text: str) -> None:
+        """A piece of the model's reply: the message shows the reply's last 200 characters."""
+        if call != self._call:
+            self._call, self._reply = call, ""
+        self._reply += text
+        tail = " ".join(self._reply.split())[-200:]
+        self.text = f"writing: {tail}"
 
 
 @dataclass
@@ -110,11 +124,17 @@ async def progress(ctx: Context[Any, Any] | None, what: str, last: LastLine | No
     started = time.monotonic()
 
     async def tick() -> None:
+        sent_at, sent = started, ""
         while True:
-            await asyncio.sleep(interval)
-            elapsed = time.monotonic() - started
-            line = f": {last.text}" if last is not None and last.text else ""
+            await asyncio.sleep(min(interval, CHANGE_INTERVAL_S))
+            now = time.monotonic()
+            shown = last.text if last is not None else ""
+            if now - sent_at < interval and shown == sent:
+                continue  # nothing new: the regular beat only
+            elapsed = now - started
+            line = f": {shown}" if shown else ""
             await ctx.report_progress(round(elapsed, 1), None, f"{what} running for {elapsed:.0f} s{line}")
+            sent_at, sent = now, shown
 
     task = asyncio.create_task(tick(), name="mcp-progress")
     try:

@@ -233,6 +233,8 @@ class ServiceTools:
                 answer.update(data if isinstance(data, dict) else {"text": str(data)})
             elif event == "output" and isinstance(data, dict) and isinstance(data.get("output"), dict):
                 last(data["output"])
+            elif event == "token" and isinstance(data, dict):
+                last.token(int(data.get("call", 0)), str(data.get("text", "")))
 
         async with mcp_runs.progress(ctx, "the agent", last):
             await self._bridge.ask(self._get_service(), record, question, [], collect)

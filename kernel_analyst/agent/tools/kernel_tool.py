@@ -4,7 +4,9 @@
 ``config["configurable"]["thread_id"]`` (LangGraph sets it for every thread), or in one
 default session when there is none. It answers in LangChain's ``content_and_artifact``
 form: the content is the observation the model reads (text, plus image blocks when
-``send_images=True``); the artifact is ``Execution.to_dict()`` for the application.
+``send_images=True``); the artifact is ``Execution.to_dict()`` for the application. While
+the cell runs, each output goes to the run's callbacks as a custom event
+(:data:`OUTPUT_EVENT`), so ``astream_events`` of an agent that calls the tool shows it live.
 Errors in the code are content, so the model can fix them; infrastructure failures
 (a kernel that cannot start) raise.
 
@@ -23,6 +25,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Literal, TypeVar
 
 from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
+from langchain_core.callbacks.manager import adispatch_custom_event
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ArgsSchema, BaseTool
 from pydantic import BaseModel, Field, PrivateAttr
@@ -34,6 +37,9 @@ from .observation import DEFAULT_BUDGET, ObservationSettings, observe_step, stor
 
 TOOL_NAME = "python"
 """The name the model calls the tool by."""
+OUTPUT_EVENT = "kernel_output"
+"""The custom callback event each output of a running cell is sent as (its data: the
+nbformat output), so an outer agent's ``astream_events`` shows the cell as it runs."""
 
 ToolResult = tuple[str | list[str | dict[str, Any]], dict[str, Any]]
 T = TypeVar("T")
@@ -82,7 +88,14 @@ class KernelTool(BaseTool):
     async def _arun(self, code: str, config: RunnableConfig,
                     run_manager: AsyncCallbackManagerForToolRun | None = None) -> ToolResult:
         self._loop = asyncio.get_running_loop()
-        return await self.run_code(code, session_id=self.session_id(config))
+        on_output = None
+        if run_manager is not None:  # each output to the run's callbacks as it arrives
+            child = RunnableConfig(callbacks=run_manager.get_child())
+
+            async def on_output(output: dict[str, Any]) -> None:
+                await adispatch_custom_event(OUTPUT_EVENT, output, config=child)
+
+        return await self.run_code(code, session_id=self.session_id(config), on_output=on_output)
 
     def _run(self, code: str, config: RunnableConfig,
              run_manager: CallbackManagerForToolRun | None = None) -> ToolResult:
@@ -96,10 +109,12 @@ class KernelTool(BaseTool):
         thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
         return str(thread_id) if thread_id not in (None, "") else self.default_session
 
-    async def run_code(self, code: str, *, session_id: str) -> ToolResult:
-        """Run ``code`` in the session ``session_id``; return (content, artifact)."""
+    async def run_code(self, code: str, *, session_id: str,
+                       on_output: Callable[[dict[str, Any]], Any] | None = None) -> ToolResult:
+        """Run ``code`` in the session ``session_id``; return (content, artifact). ``on_output``
+        receives each nbformat output as the kernel produces it (sync or async)."""
         session = await self.manager.session(session_id)
-        ex = await session.execute(code, timeout=self.timeout)
+        ex = await session.execute(code, timeout=self.timeout, on_output=on_output)
         name = f"outputs/cell-{ex.execution_count or 0}-{uuid.uuid4().hex[:6]}.txt"
         settings = ObservationSettings(budget=self.observation_budget, send_images=self.send_images)
         obs = await observe_step(session, ex, settings=settings, save_as=name)
@@ -136,4 +151,4 @@ class KernelTool(BaseTool):
             return loop.run_until_complete(make())
 
 
-__all__ = ["TOOL_NAME", "KernelTool", "KernelToolInput", "store_saved_output"]
+__all__ = ["OUTPUT_EVENT", "TOOL_NAME", "KernelTool", "KernelToolInput", "store_saved_output"]

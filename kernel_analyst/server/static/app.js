@@ -5,8 +5,8 @@
 
 import { ApiError, api, auth, download, getJson, jsonBody, readEvents, saveToken } from "./api.js";
 import {
-  addOutputHtml, appendCell, createCodeCell, createMarkdownCell, finishCell, outcomeOf, renderCells,
-  summaryOf,
+  addOutputHtml, appendCell, appendDraft, createCodeCell, createDraftCell, createMarkdownCell, finishCell,
+  outcomeOf, renderCells, summaryOf,
 } from "./cells.js";
 
 const $ = (id) => document.getElementById(id);
@@ -319,7 +319,25 @@ function finishProgress(done) {
 const STATUS_KIND = { ok: "done", failed: "error", interrupted: "stopped", timeout: "error", died: "error",
   stopped: "stopped" };
 
+function removeDraft() {
+  if (state.draft && state.draft.parentNode) state.draft.remove();
+  state.draft = null;
+}
+
 function handleEvent(name, data) {
+  if (name === "token") {
+    // The model's reply as it is written; its cells replace it when the call ends.
+    if (!state.draft || state.draftCall !== data.call) {
+      removeDraft();
+      state.draft = createDraftCell();
+      state.draftCall = data.call;
+      appendCell(state.draft);
+    }
+    appendDraft(state.draft, data.kind, data.text || "");
+    return;
+  }
+  if (name === "model") { removeDraft(); return; }
+  removeDraft();
   if (name === "cell") {
     state.current = createCodeCell(data.source || "");
     appendCell(state.current);

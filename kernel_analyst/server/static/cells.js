@@ -87,6 +87,23 @@ export function createMarkdownCell(html, role) {
   return cell;
 }
 
+// The model's reply while it is written: plain text (never HTML) and a tool call's code.
+export function createDraftCell() {
+  const cell = el("article", "cell draft");
+  cell.appendChild(el("div", "draft-text"));
+  return cell;
+}
+
+export function appendDraft(cell, kind, text) {
+  let part = cell.lastElementChild;
+  const wanted = kind === "code" ? "PRE" : "DIV";
+  if (!part || part.tagName !== wanted) {
+    part = el(kind === "code" ? "pre" : "div", kind === "code" ? "draft-code" : "draft-text");
+    cell.appendChild(part);
+  }
+  part.textContent += text;
+}
+
 // A cell from GET /sessions/{id}/cells (a reopened session).
 export function cellFromView(view) {
   if (view.cell_type !== "code") {

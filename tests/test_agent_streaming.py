@@ -1,0 +1,116 @@
+"""A turn at the speed of the hardware (issue 35): the reply streamed as it is written to every
+front end, and bounded (a token limit on the wire, a runaway cut, a deadline on each call).
+
+Through the real langchain-openai client against a scripted OpenAI-compatible server on
+127.0.0.1 that streams at a set pace, hangs, or repeats itself; the CLI as a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kernel_analyst import Analyst, KernelTool, SessionManager
+from kernel_analyst.agent import load_chat_model
+from kernel_analyst.agent.events import AgentEvent, ModelReplied
+from kernel_analyst.agent.tools.kernel_tool import OUTPUT_EVENT
+from tests.conftest import SEABORN
+from tests.openai_server import OpenAIServer, ScriptedReply
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _model(server: OpenAIServer) -> Any:
+    # as a user builds it: no token limit, no timeout of its own
+    return load_chat_model("openai:scripted", base_url=server.url, max_retries=0)
+
+
+async def test_the_default_token_limit_is_sent_on_the_wire(manager: SessionManager) -> None:
+    with OpenAIServer([ScriptedReply(text="Hello.")]) as server:
+        answer = await Analyst(_model(server), manager).ask("stream-limit", "Say hello.")
+        request = server.requests[0]
+    assert answer.text == "Hello."
+    assert request.get("max_completion_tokens", request.get("max_tokens")) == 1024
+    assert request["stream"] is True and request["stream_options"] == {"include_usage": True}
+
+
+async def test_a_reply_repeating_itself_is_cut_before_the_token_limit(manager: SessionManager) -> None:
+    repeating = "The total is 42.\n" * 200  # 600 words, streamed one a chunk
+    replies = [ScriptedReply(text=repeating, chunk_delay_s=0.002), ScriptedReply(text="The total is 42.")]
+    seen: list[AgentEvent] = []
+    with OpenAIServer(replies) as server:
+        answer = await Analyst(_model(server), manager).ask("stream-runaway", "What is the total?",
+                                                            on_event=seen.append)
+        told = str(server.requests[1]["messages"][-1]["content"])
+        sent = len(server.sent.get(0, []))
+    first = next(e for e in seen if isinstance(e, ModelReplied))
+    assert first.cut.startswith("the same ") and first.cut.endswith(" again and again")
+    assert sent < 200, "the stream was closed long before the reply's end (and the 1024-token limit)"
+    assert told.startswith(f"Your reply was cut: it repeated {first.cut}.")
+    assert answer.ok and answer.text == "The total is 42."
+
+
+async def test_a_hanging_server_ends_the_question_within_the_deadline(manager: SessionManager) -> None:
+    replies = [ScriptedReply(code="print(6 * 7)"), ScriptedReply(hang_s=30),
+               ScriptedReply(text="It is still 42.")]
+    with OpenAIServer(replies) as server:
+        analyst = Analyst(_model(server), manager, model_timeout=1.5)
+        started = time.monotonic()
+        answer = await analyst.ask("stream-hang", "What is six times seven?")
+        took = time.monotonic() - started
+        assert took < 30, "it did not wait for the hanging server"
+        assert answer.stop_reason == "error" and answer.partial
+        assert answer.text == "The model call failed before an answer. The last result (step 1) was: 42"
+        assert answer.error is not None and "sent nothing for 1.5 s" in answer.error
+        assert answer.claims is not None and answer.claims.all_grounded
+        later = await analyst.ask("stream-hang", "And now?")  # the conversation goes on
+        again = server.requests[2]["messages"]
+    assert later.ok and later.text == "It is still 42."
+    assert [m["role"] for m in again][-1] == "user" and "What is six times seven?" in str(again)
+
+
+async def test_cell_outputs_reach_the_langchain_callbacks_as_they_come(manager: SessionManager) -> None:
+    tool = KernelTool(manager)
+    found = []
+    async for event in tool.astream_events({"code": "print('a', flush=True)\nprint('b')"}, version="v2",
+                                           config={"configurable": {"thread_id": "stream-tool"}}):
+        if event["event"] == "on_custom_event" and event["name"] == OUTPUT_EVENT:
+            found.append(event["data"])
+    assert "".join(str(o.get("text", "")) for o in found) == "a\nb\n"
+
+
+def test_the_cli_prints_the_reply_as_it_is_written(tmp_path: Path) -> None:
+    words = " ".join(f"word{i}" for i in range(25))
+    replies = [ScriptedReply(text=f"Counting. {words}", code="print(len(df))", chunk_delay_s=0.1),
+               ScriptedReply(text="There are 244 rows.")]
+    seen: dict[str, float] = {}
+    with OpenAIServer(replies) as server:
+        command = [sys.executable, "-m", "kernel_analyst.cli", "ask", str(SEABORN / "tips.csv"),
+                   "How many rows?", "--model", "openai:scripted", "--base-url", server.url,
+                   "--isolation", "none", "--session-dir", str(tmp_path / "runs")]
+        env = {**os.environ, "OPENAI_API_KEY": "test", "PYTHONUNBUFFERED": "1"}
+        with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) as process:
+            def read() -> None:
+                assert process.stdout is not None
+                shown = ""
+                while piece := process.stdout.read(1):
+                    shown += piece
+                    for mark in ("word3", "word24", ">>> print(len(df))", "There are 244 rows."):
+                        if mark in shown and mark not in seen:
+                            seen[mark] = time.monotonic()
+
+            reader = threading.Thread(target=read)
+            reader.start()
+            process.wait(timeout=120)
+            reader.join(timeout=10)
+            errors = process.stderr.read() if process.stderr else ""
+        first_reply = server.sent[0]
+    assert process.returncode == 0, errors
+    assert seen["word3"] < first_reply[-1], "a word was printed before the reply's last chunk was sent"
+    assert seen["word3"] < seen["word24"] < seen[">>> print(len(df))"] < seen["There are 244 rows."]
