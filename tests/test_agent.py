@@ -70,7 +70,7 @@ async def test_titanic_multi_step_analysis(manager: SessionManager) -> None:
     assert question.startswith("Which class survived most?\n")
     assert "- Files in the working directory: titanic.csv (57.0 kB, new)" in question
     assert "- Variables: none yet" in question
-    assert [t["function"]["name"] for t in first.tools] == ["python", "undo"]
+    assert [t["function"]["name"] for t in first.tools] == ["python"]  # undo is offered only when asked
     assert model.calls[1].last_tool_output == answer.steps[0].observation
     # Usage is summed over the three model calls.
     assert answer.usage is not None and answer.usage.model_calls == 3 and answer.usage.input_tokens > 0
@@ -319,7 +319,7 @@ async def test_bad_tool_calls_are_explained_to_the_model(manager: SessionManager
 
     assert answer.steps == [] and answer.stop_reason == "answered"
     told = model.calls[1].tool_outputs
-    assert told[0] == "There is no tool named `sql`. The tools are `python` and `undo`."
+    assert told[0] == "There is no tool named `sql`. The only tool is `python`."
     assert told[1].startswith("The python tool needs one argument, `code`")
     # streamed, an unreadable call's arguments are read as partial JSON (LangChain's way), so
     # the third call has none: the model is told what the tool needs

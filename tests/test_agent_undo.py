@@ -72,7 +72,8 @@ async def test_an_undo_after_a_step_that_only_printed_is_no_step(manager: Sessio
         "```python\nprint(len(df), df['a'].sum())\n```",
         "2 rows, summing to 3.\n```python\n# kernel-analyst: undo\n```",
     ])
-    answer = await Analyst(model, manager, protocol="code").ask("undo-only-read", "Rows and their sum?")
+    answer = await Analyst(model, manager, protocol="code", offer_undo=True).ask("undo-only-read",
+                                                                                 "Rows and their sum?")
     assert answer.stop_reason == "answered" and answer.text == "2 rows, summing to 3.", answer
     assert len(answer.steps) == 2 and not any(undone(c) for c in code_cells(answer.notebook_path))
 
@@ -82,7 +83,7 @@ async def test_undo_tool_brings_the_frame_back(manager: SessionManager) -> None:
         tool_call(MAKE), tool_call(WRONG), undo_call(), tool_call("len(df)"),
         lambda call: f"df has {call.last_tool_output.splitlines()[0]} rows.",
     ])
-    analyst = Analyst(model, manager)
+    analyst = Analyst(model, manager, offer_undo=True)
     answer = await analyst.ask("undo-tools", "How many rows does df have?")
 
     assert answer.stop_reason == "answered", answer.error
@@ -105,7 +106,7 @@ async def test_undo_directive_under_code(manager: SessionManager) -> None:
         block(MAKE), block(WRONG), block(WRONG), block("# kernel-analyst: undo"), block(WRONG),
         block("# kernel-analyst: undo 3"), block("len(df)"), "df has 4 rows.",
     ])
-    analyst = Analyst(model, manager, protocol="code")
+    analyst = Analyst(model, manager, protocol="code", offer_undo=True)
     answer = await analyst.ask("undo-code", "How many rows does df have?")
 
     assert answer.stop_reason == "answered", answer.error
@@ -121,7 +122,7 @@ async def test_undo_without_checkpoints_is_an_observation(tmp_path: Path) -> Non
     async with SessionManager(tmp_path / "s", limits=test_limits(),
                               backend=LocalBackend(template=False)) as cold:
         model = ScriptedChatModel(script=[tool_call("x = 1"), undo_call(), "Nothing to undo."])
-        analyst = Analyst(model, cold)
+        analyst = Analyst(model, cold, offer_undo=True)
         answer = await analyst.ask("undo-cold", "Set x.")
         assert answer.stop_reason == "answered", answer.error
         told = model.calls[2].last_tool_output

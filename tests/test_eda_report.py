@@ -19,7 +19,7 @@ from scipy import stats
 from scipy.stats.contingency import association
 
 from kernel_analyst.agent import Analyst
-from kernel_analyst.agent.testing import ScriptedChatModel
+from kernel_analyst.agent.testing import ScriptedChatModel, tool_call
 from kernel_analyst.eda import PlaybookOptions, detect, run_playbook, write_notebook
 from kernel_analyst.eda.profile import profile, profile_file
 from kernel_analyst.kernels import KernelSession, SessionManager
@@ -259,13 +259,16 @@ async def test_profile_in_the_kernel_matches_the_host(session: KernelSession) ->
 
 
 async def test_the_agent_gets_profiles_before_its_first_step(manager: SessionManager) -> None:
-    # An answer whose numbers are all in the profiles it was shown came from the data;
-    # a number that is not (a guess) is sent back for code to compute it.
-    model = ScriptedChatModel(script=["There are 891 passengers."])
+    # The profile describes, cells compute (issue 34): an answer read off the profile goes
+    # back once to be computed in a cell; a number no cell shows (a guess) goes back too.
+    model = ScriptedChatModel(script=["There are 891 passengers.", tool_call("len(df)"), "891 passengers."])
     analyst = Analyst(model, manager, profile_files=True)
     cid = f"eda-agent-{uuid.uuid4().hex[:8]}"
     answer = await analyst.ask(cid, "How many passengers?", files=[SEABORN / "titanic.csv"])
-    assert answer.stop_reason == "answered" and not answer.steps  # no step spent on df.info()
+    assert "These numbers are in the table's profile" in model.calls[1].messages[-1].text
+    assert answer.stop_reason == "answered" and [s.code for s in answer.steps] == ["len(df)"]
+    assert answer.claims is not None and answer.claims.claims[0].source is not None
+    assert answer.claims.claims[0].source.cell == 2, "cited: the cell that computed it, not the profile"
     question = model.calls[0].messages[-1].text
     assert "`titanic.csv` is already loaded as the DataFrame `df`" in question
     assert "df: 891 rows x 15 columns" in question and "- sex: str, no missing, 2 distinct" in question
@@ -273,7 +276,7 @@ async def test_the_agent_gets_profiles_before_its_first_step(manager: SessionMan
     assert {v.name for v in await session.variables()} == {"df"}  # the profile's helpers are gone
     guessing = ScriptedChatModel(script=["About 900 passengers.", "Still 900."])
     await manager.close(cid)
-    answer = await Analyst(guessing, manager, profile_files=True).ask(
+    answer = await Analyst(guessing, manager, profile_files=True, attempts_on_doubt=1).ask(
         f"{cid}-guess", "How many passengers?", files=[SEABORN / "titanic.csv"])
     assert "not accepted yet" in guessing.calls[1].messages[-1].text
     assert answer.stop_reason == "answered" and answer.text == "Still 900."  # sent back once

@@ -59,7 +59,9 @@ class Analyst:
     when a question asks), ``attempts`` (tries of every question, in forked branches that must
     agree), ``attempts_on_doubt`` (tries of a question whose first answer is in doubt),
     ``parallel_attempts``, ``max_reply_tokens`` (one reply's tokens), ``model_timeout``
-    (seconds a model call may wait for the reply's next piece). Nothing starts before the
+    (seconds a model call may wait for the reply's next piece), ``offer_undo`` (offer the
+    model the undo step), ``context_tokens`` (the model's context: how much of a table's
+    profile its note holds). Nothing starts before the
     first question.
     """
 
@@ -85,6 +87,8 @@ class Analyst:
         parallel_attempts: int = 2,
         max_reply_tokens: int = 1024,
         model_timeout: float = 180.0,
+        offer_undo: bool = False,
+        context_tokens: int | None = None,
     ) -> None:
         self.model = model
         self.manager = manager
@@ -96,7 +100,8 @@ class Analyst:
                                         checkpoints=checkpoints, keep_data=keep_data, attempts=attempts,
                                         attempts_on_doubt=attempts_on_doubt,
                                         parallel_attempts=parallel_attempts,
-                                        max_reply_tokens=max_reply_tokens, model_timeout_s=model_timeout)
+                                        max_reply_tokens=max_reply_tokens, model_timeout_s=model_timeout,
+                                        offer_undo=offer_undo, context_tokens=context_tokens)
         self.sends_images = images_enabled(send_images, model)
         """True when figures go to the model as images (see ``send_images``)."""
         self._loop = AnswerLoop(model, manager, self.settings, sends_images=self.sends_images)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import string
-import textwrap
 from importlib import resources
 from typing import Any
 
@@ -59,7 +58,7 @@ def system_prompt(*, tool_name: str, max_steps: int, budget: int, send_images: b
     """The analyst's system prompt, for the action protocol ``protocol`` (``tools``: the
     model calls the tool; ``code``: it writes ```python blocks, see agent/protocols.py;
     ``auto``: an undecided conversation, told to call the tool or, failing that, write a block).
-    ``undo``: the model can undo a cell (agent/undo.py), and is told when to."""
+    ``undo``: the model is offered the undo step (agent/tools/undo.py), and told when to use it."""
     figures = message("figures_shown" if send_images else "figures_hidden")
     if protocol == "code":
         how_to_run, how_to_answer = template("protocol_code.md").strip(), message("answer_code")
@@ -70,22 +69,14 @@ def system_prompt(*, tool_name: str, max_steps: int, budget: int, send_images: b
         how_to_answer = message("answer_auto")
     else:
         raise ValueError(f"no system prompt for the protocol {protocol!r}; expected tools, code or auto")
-    # A small model under ``code`` copies a comment line shown in its prompt as a step of its
-    # own; models that call the tool are told the background and no-replay markers.
-    rules = [] if protocol == "code" else [message("background_rule"), message("no_replay_rule")]
-    no_replay = "".join("\n- " + _wrapped(rule) for rule in rules)
+    # What every question needs, and nothing else: the rare instructions (background runs,
+    # no-replay, a kernel's death, memory) are told when they apply, in the step's output.
     undo_rule = ""
     if undo:
         # One line, not wrapped: the directive's text must reach the model whole.
         undo_rule = "- " + message(f"undo_rule_{protocol}") + "\n"
     return render("system.md", max_steps=max_steps, budget=f"{budget:,}", figures_note=figures,
-                  how_to_run=how_to_run, how_to_answer=how_to_answer, no_replay_rule=no_replay,
-                  undo_rule=undo_rule).strip()
-
-
-def _wrapped(text: str) -> str:
-    """A bullet's text wrapped as the prompt files wrap theirs (continuation lines indented)."""
-    return textwrap.fill(text, width=96, subsequent_indent="  ")
+                  how_to_run=how_to_run, how_to_answer=how_to_answer, undo_rule=undo_rule).strip()
 
 
 def tool_description() -> str:

@@ -12,8 +12,10 @@ import numpy as np
 import pandas as pd
 
 
-def profile_frame(df: Any, name: str = "df", budget: int = 2000) -> str:
-    """Size, missing values, duplicates, and one line per column, within ``budget`` characters."""
+def profile_frame(df: Any, name: str = "df", budget: int = 2000, stats: bool = True) -> str:
+    """Size, missing values, duplicates, and one line per column, within ``budget`` characters
+    (``stats``: numeric columns' min, median and max too; without them, the names, dtypes,
+    missing values and common values of every column fit a smaller budget)."""
     rows, cols = df.shape
     missing = int(df.isna().sum().sum())
     try:
@@ -24,7 +26,7 @@ def profile_frame(df: Any, name: str = "df", budget: int = 2000) -> str:
             f"{missing:,} missing cells ({missing / max(rows * cols, 1):.1%})"
             + (f"; {duplicates:,} duplicate rows" if duplicates > 0 else ""))
     for detail in (2, 1, 0):
-        lines = [_column_line(df, col, detail) for col in df.columns]
+        lines = [_column_line(df, col, detail, stats) for col in df.columns]
         text = "\n".join([head, "columns (name: dtype, missing, distinct; values):", *lines])
         if len(text) <= budget:
             return text
@@ -44,7 +46,7 @@ def _cut(head: str, lines: list[str], budget: int, name: str) -> str:
                       f"... and {rest} more column(s); list them with {name}.columns"])[:budget]
 
 
-def _column_line(df: Any, col: Any, detail: int) -> str:
+def _column_line(df: Any, col: Any, detail: int, stats: bool = True) -> str:
     values = df[col]
     present = int(values.notna().sum())
     lost = len(values) - present
@@ -56,15 +58,18 @@ def _column_line(df: Any, col: Any, detail: int) -> str:
     line = f"- {_short(col, 40)}: {values.dtype}, {missing}, {distinct:,} distinct"
     if detail == 0 or present == 0:
         return line
-    return line + "; " + _values(values, distinct, present, detail)
+    shown = _values(values, distinct, present, detail, stats)
+    return line + "; " + shown if shown else line
 
 
-def _values(values: Any, distinct: int, present: int, detail: int) -> str:
+def _values(values: Any, distinct: int, present: int, detail: int, stats: bool = True) -> str:
     if pd.api.types.is_bool_dtype(values) or (0 < distinct <= 12 and detail >= 1
                                               and not pd.api.types.is_float_dtype(values)):
         counts = values.value_counts().head(6 if detail == 2 else 3)
         return ", ".join(f"{_short(v, 20)} ({n / present:.0%})" for v, n in counts.items())
     if pd.api.types.is_numeric_dtype(values):
+        if not stats:
+            return ""
         finite = values.astype("float64")
         finite = finite[np.isfinite(finite)]
         if finite.empty:

@@ -70,14 +70,16 @@ class ProfiledFile:
 
 async def profile_file(session: KernelSession, source: str | Path, *, name: str | None = None,
                        variable: str | None = None, budget: int = DEFAULT_PROFILE_BUDGET,
-                       plan: Plan | None = None, annotations: dict[str, Any] | None = None) -> ProfiledFile:
+                       plan: Plan | None = None, annotations: dict[str, Any] | None = None,
+                       stats: bool = True) -> ProfiledFile:
     """Load an uploaded file as a DataFrame in ``session`` and profile it.
 
     ``source`` is the file on the host (read to decide how to load it, unless ``plan``
     says already); ``name`` its name in the session (default: the same name). The cell that
     does it lands in the audit trail (with ``annotations`` beside its ``role: profile``):
     the loading code the playbook would write, then the profile function and its call. An
-    unreadable file is reported in ``text``; nothing runs for it.
+    unreadable file is reported in ``text``; nothing runs for it. ``stats``: numeric
+    columns' min, median and max in the profile.
     """
     from .exceptions import UnreadableFileError
 
@@ -96,7 +98,8 @@ async def profile_file(session: KernelSession, source: str | Path, *, name: str 
                                        f"(duckdb.sql(\"SELECT ... FROM '{file}'\"))", None)
     code = "\n".join(["from typing import Any as _Any", "", "import numpy as np", "import pandas as pd", "",
                       plan.code(var=var), "",
-                      _function_source(), "", f"print(profile_frame({var}, {var!r}, {int(budget)}))",
+                      _function_source(), "",
+                      f"print(profile_frame({var}, {var!r}, {int(budget)}, stats={bool(stats)}))",
                       f"del {', '.join(_helper_names())}  # the profile's helpers leave the namespace"])
     ex = await session.execute(code, annotations={**(annotations or {}), "role": "profile"})
     text = ex.text.strip() if ex.ok else f"{file}: loading failed ({ex.error or ex.status})"

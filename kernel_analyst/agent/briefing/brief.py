@@ -18,7 +18,7 @@ from ..prompting import kernel_context, message
 from ..tools.background import context_note
 from .handoff import handoff_note
 from .note import describe_files, describe_variables, question_markdown, refresh_variables
-from .uploads import UploadedTable, preload, read_uploads, tables_note
+from .uploads import NoteBudget, UploadedTable, preload, read_uploads, tables_note
 
 
 @dataclass(frozen=True)
@@ -41,18 +41,19 @@ class Briefing:
 
 async def brief(session: KernelSession, variables: dict[str, VariableInfo], question: str,
                 files: Sequence[str | os.PathLike[str]], *, turn: int, preload_tables: bool,
-                changes: Sequence[str] = ()) -> Briefing:
+                changes: Sequence[str] = (), budget: NoteBudget | None = None) -> Briefing:
     """Upload ``files``, read their tables, record the question (the ``turn``-th) and, with
     ``preload_tables``, load each table; ``variables`` (the model's view of the namespace)
     is brought up to date in place. ``changes``: what earlier questions asked to change in
-    the person's tables, one line each, for the note."""
+    the person's tables, one line each, for the note; ``budget``: how much of each table's
+    profile the note holds."""
     uploaded = [(await session.upload(Path(path))).name for path in files]
     tables = await read_uploads([Path(path) for path in files], uploaded, memory_mb=session.limits.memory_mb)
     gone = await refresh_variables(session, variables)
     first_cell = len(session.audit.cells)
     await session.add_markdown(question_markdown(question, uploaded), role="question", turn=turn)
     if preload_tables and tables:
-        tables = await preload(session, tables, set(variables), turn=turn)
+        tables = await preload(session, tables, set(variables), turn=turn, budget=budget)
         if any(t.variable for t in tables):
             await refresh_variables(session, variables)
     note = await _note(session, variables, uploaded, tables, gone)

@@ -33,7 +33,27 @@ _MAYBE_PROSE = frozenset({".txt", ".dat"})
 """Endings of files that are tables only when the loader finds more than one column."""
 _COMPRESSED = frozenset({".gz", ".bz2", ".xz", ".zip"})
 _NOTE_COLUMNS = 40
-_PROFILE_BUDGET = 1800
+DEFAULT_CONTEXT_TOKENS = 8192
+"""The context a model is taken to have when neither the settings nor its profile say."""
+
+
+@dataclass(frozen=True)
+class NoteBudget:
+    """How much of a table's profile the question's note holds, for a model's context."""
+
+    chars: int
+    """Characters of profile per table."""
+    stats: bool
+    """Numeric columns' min, median and max too (names, dtypes, missing and common values
+    are always there)."""
+
+    @classmethod
+    def for_context(cls, context_tokens: int | None) -> NoteBudget:
+        """About 5% of the context per table (900 to 4,000 characters); the statistics only
+        from about 14k tokens on: an 8k context holds the first request and six full steps."""
+        tokens = context_tokens or DEFAULT_CONTEXT_TOKENS
+        chars = int(min(4000, max(900, tokens * 0.18)))
+        return cls(chars, chars >= 2500)
 
 
 @dataclass(frozen=True)
@@ -133,7 +153,7 @@ def frame_names(tables: Sequence[UploadedTable], taken: set[str]) -> list[str]:
 
 
 async def preload(session: KernelSession, tables: Sequence[UploadedTable], taken: set[str], *,
-                  turn: int) -> list[UploadedTable]:
+                  turn: int, budget: NoteBudget | None = None) -> list[UploadedTable]:
     """Load each readable table into a DataFrame (one recorded cell each, the loader's
     code and a compact profile) and return the tables with their variable and profile."""
     readable = [t for t in tables if t.plan is not None and t.source is not None and not t.too_large]
@@ -142,7 +162,8 @@ async def preload(session: KernelSession, tables: Sequence[UploadedTable], taken
         assert table.source is not None
         meta = {"agent": {"turn": turn, "preload": True}}
         done = await profile_file(session, table.source, name=table.file, variable=var, plan=table.plan,
-                                  budget=_PROFILE_BUDGET, annotations=meta)
+                                  budget=(budget or NoteBudget.for_context(None)).chars,
+                                  stats=(budget or NoteBudget.for_context(None)).stats, annotations=meta)
         if done.ok:
             loaded[table.file] = replace(table, variable=var, profile=done.text)
     return [loaded.get(t.file, t) for t in tables]
@@ -182,5 +203,14 @@ def _indented(code: str) -> str:
     return "\n".join("    " + line for line in code.splitlines())
 
 
-__all__ = ["TABLE_SUFFIXES", "UploadedTable", "frame_names", "is_table", "preload", "read_uploads",
-           "tables_note"]
+__all__ = [
+    "DEFAULT_CONTEXT_TOKENS",
+    "TABLE_SUFFIXES",
+    "NoteBudget",
+    "UploadedTable",
+    "frame_names",
+    "is_table",
+    "preload",
+    "read_uploads",
+    "tables_note",
+]

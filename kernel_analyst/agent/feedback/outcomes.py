@@ -1,8 +1,10 @@
 """After a step ran: what the model is told beside its output, each line from one policy.
 
 In order: comparisons against values a column never holds, empty selections and NaN
-results (:mod:`.checks`), the hint for an error (:mod:`.hints`); then, apart, the note that
-this was the last code run allowed. Each policy is an async function of a
+results (:mod:`.checks`), the hint for an error (:mod:`.hints`), and the rare instructions
+when they apply (a step stopped at the time limit: how to run it in the background; code
+that changes something outside the kernel: how to keep it from running twice); then,
+apart, the note that this was the last code run allowed. Each policy is an async function of a
 :class:`StepCase` (only the comparison check asks the kernel anything: a column's values,
 through :attr:`StepCase.lookup`, so a test gives it a dict). What a step did to the
 person's tables is :mod:`.keeping`'s.
@@ -10,6 +12,7 @@ person's tables is :mod:`.keeping`'s.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -72,7 +75,26 @@ async def error_hint(case: StepCase) -> list[Reason]:
     return [Reason("hint", hint)] if hint else []
 
 
-STEP_CHECKS: tuple[StepCheck, ...] = (wrong_values, empty_results, error_hint)
+async def timed_out(case: StepCase) -> list[Reason]:
+    """A step stopped at the time limit: how to run long code (told when it applies)."""
+    if case.step.execution.status != "timeout":
+        return []
+    return [Reason("background_hint", message("background_rule"))]
+
+
+_SIDE_EFFECTS = re.compile(r"\b(?:requests\.(?:post|put|patch|delete)|smtplib|\.to_sql\(|\.sendmail\(|"
+                           r"urlopen\(|(?:INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b)", re.I)
+
+
+async def side_effects(case: StepCase) -> list[Reason]:
+    """Code that changes something outside the kernel: how to keep it from being run again
+    when the conversation's variables are rebuilt (told when it applies, once it ran)."""
+    if not case.ran or not _SIDE_EFFECTS.search(case.step.code) or "no-replay" in case.step.code:
+        return []
+    return [Reason("no_replay_hint", message("no_replay_rule"))]
+
+
+STEP_CHECKS: tuple[StepCheck, ...] = (wrong_values, empty_results, error_hint, timed_out, side_effects)
 """The policies after a step, in the order the model reads their lines."""
 
 
@@ -83,5 +105,6 @@ def last_step(case: StepCase) -> Reason | None:
     return Reason("last_step", message("last_step", max_steps=case.max_steps))
 
 
-__all__ = ["STEP_CHECKS", "StepCase", "StepCheck", "empty_results", "error_hint", "last_step",
+__all__ = ["STEP_CHECKS", "StepCase", "StepCheck", "empty_results", "error_hint", "last_step", "side_effects",
+           "timed_out",
            "wrong_values"]

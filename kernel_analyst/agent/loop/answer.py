@@ -28,9 +28,11 @@ from langchain_core.tools import BaseTool
 
 from ...kernels import KernelSession, SessionManager
 from ..briefing.brief import brief
+from ..briefing.uploads import NoteBudget
 from ..feedback.decisions import Accept, QuestionFacts, SendBack, Tell
 from ..feedback.intent import asks_to_change
 from ..feedback.judge import Judge, JudgeSettings
+from ..models.chat import context_tokens
 from ..prompting import message, system_prompt
 from ..protocols import ProtocolState
 from ..results import Answer
@@ -53,18 +55,21 @@ class AnswerLoop:
                  sends_images: bool) -> None:
         self.settings = settings
         undo = settings.checkpoints > 0
-        tools: list[BaseTool] = [KernelTool(manager)] + ([UndoTool(manager)] if undo else [])
+        offered = undo and settings.offer_undo
+        python = KernelTool(manager, description=message("tool_short"))  # the system prompt says the rest
+        tools: list[BaseTool] = [python] + ([UndoTool(manager)] if offered else [])
         self.caller = ModelCaller(model, tools, settings.protocol,
                                   CallLimits(settings.max_reply_tokens, settings.model_timeout_s))
         self.systems = {p: SystemMessage(system_prompt(
             tool_name=TOOL_NAME, max_steps=settings.max_steps, budget=settings.observation_budget,
-            send_images=sends_images, protocol=p, undo=undo)) for p in ("tools", "code", "auto")}
+            send_images=sends_images, protocol=p, undo=offered)) for p in ("tools", "code", "auto")}
         observation = ObservationSettings(budget=settings.observation_budget, send_images=sends_images,
                                           max_images=settings.max_images)
         self.actor = Actor(step_timeout_s=settings.step_timeout_s, observation=observation)
+        self.judging = self._judging(settings, offered)
+        self.note_budget = NoteBudget.for_context(settings.context_tokens or context_tokens(model))
         self.attempts = Attempts(every=settings.attempts, on_doubt=settings.attempts_on_doubt,
-                                 parallel=settings.parallel_attempts, judging=self._judging(settings, undo))
-        self.judging = self._judging(settings, undo)
+                                 parallel=settings.parallel_attempts, judging=self.judging)
 
     @staticmethod
     def _judging(settings: AnalystSettings, undo: bool) -> JudgeSettings:
@@ -102,7 +107,8 @@ class AnswerLoop:
                      emit: EventCallback) -> tuple[Turn, Judge]:
         changed = [c.describe(conversation.origins.get(c.name)) for c in conversation.changes.values()]
         briefing = await brief(session, conversation.variables, question, files, turn=conversation.turns + 1,
-                               preload_tables=self.settings.profile_files, changes=changed)
+                               preload_tables=self.settings.profile_files, changes=changed,
+                               budget=self.note_budget)
         conversation.teacher.tables.update({t.file: t for t in briefing.tables})
         system = self.systems[conversation.protocol.system_prompt]
         messages = [system, *conversation.history, HumanMessage(f"{question}\n{briefing.note}")]

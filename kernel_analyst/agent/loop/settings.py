@@ -66,6 +66,15 @@ class AnalystSettings:
     in all; 1 never tries again."""
     parallel_attempts: int = 2
     """Branches whose model calls run at once (a model server's slots, an API's concurrency)."""
+    context_tokens: int | None = None
+    """The model's context window, in tokens: how much of each uploaded table's profile the
+    question's note holds (about 5%; names and dtypes always, statistics from about 14k on).
+    None: the model's LangChain profile says, else 8,192."""
+    offer_undo: bool = False
+    """Offer the model the undo step (the ``undo`` tool, or the ``# kernel-analyst: undo``
+    block) and tell it when to use it. Off by default: the agent already undoes for the model
+    what must not stay (a step that shrank the person's table, a failing streak), and a small
+    model copies an undo it was shown into steps that only read."""
     checkpoints: int = DEFAULT_CHECKPOINTS
     """Cells the model can undo (:mod:`kernel_analyst.agent.tools.undo`): the agent's sessions take
     a checkpoint before every cell and keep this many, where the kernel can be checkpointed

@@ -11,9 +11,10 @@ from .chat import (
     LOCAL_SERVER_KEY,
     ModelEnvironment,
     ModelSpec,
+    context_tokens,
     install_hint,
     load_chat_model,
 )
 
 __all__ = ["API_KEY_VARIABLES", "EXTRAS", "LLAMACPP", "LOCAL_SERVER_KEY", "ModelEnvironment", "ModelSpec",
-           "install_hint", "load_chat_model"]
+           "context_tokens", "install_hint", "load_chat_model"]

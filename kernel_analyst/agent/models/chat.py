@@ -88,6 +88,13 @@ class ModelSpec:
         return f"{self.provider}:{self.model}" if self.provider else self.model
 
 
+def context_tokens(model: BaseChatModel) -> int | None:
+    """The model's context window in tokens, as its LangChain profile says (None: it does not)."""
+    profile = getattr(model, "profile", None)
+    value = profile.get("max_input_tokens") if isinstance(profile, dict) else None
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
 def install_hint(provider: str | None) -> str:
     """What to install for ``provider``."""
     if provider in EXTRAS:
@@ -174,4 +181,4 @@ def _construction_error(parsed: ModelSpec, exc: Exception) -> ModelConfigError:
 
 
 __all__ = ["API_KEY_VARIABLES", "EXTRAS", "LLAMACPP", "LOCAL_SERVER_KEY", "ModelEnvironment", "ModelSpec",
-           "install_hint", "load_chat_model"]
+           "context_tokens", "install_hint", "load_chat_model"]
