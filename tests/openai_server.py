@@ -64,6 +64,9 @@ class OpenAIServer:
         in every process of this machine)."""
         self.disconnected: set[int] = set()
         """Requests whose client went away before the reply was written whole."""
+        self.warmups: list[dict[str, Any]] = []
+        """Requests for one token (a client warming the server's prompt cache): answered with
+        one token of their own, outside the script and :attr:`requests`."""
         self.max_requests = max_requests
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -114,6 +117,14 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            return
+        if body.get("max_completion_tokens", body.get("max_tokens")) == 1:
+            owner.warmups.append(body)
+            warm = _Completion(ScriptedReply(text="Hi"), body.get("model", "scripted"), "chatcmpl-warm", "")
+            if body.get("stream"):
+                self._send_events(warm.chunks(with_usage=False), -1, 0.0)
+            else:
+                self._send_json(200, warm.whole())
             return
         index, reply = owner.take(body)
         if reply is None:

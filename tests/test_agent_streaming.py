@@ -114,3 +114,16 @@ def test_the_cli_prints_the_reply_as_it_is_written(tmp_path: Path) -> None:
     assert process.returncode == 0, errors
     assert seen["word3"] < first_reply[-1], "a word was printed before the reply's last chunk was sent"
     assert seen["word3"] < seen["word24"] < seen[">>> print(len(df))"] < seen["There are 244 rows."]
+
+
+async def test_the_shared_prompt_prefix_is_warmed_once_beside_the_first_question(
+        manager: SessionManager) -> None:
+    with OpenAIServer([ScriptedReply(code="print(len(df))"), ScriptedReply(text="There are 244 rows."),
+                       ScriptedReply(text="Still 244.")]) as server:
+        analyst = Analyst(_model(server), manager)
+        await analyst.ask("stream-warm", "How many rows?", files=[SEABORN / "tips.csv"])
+        await analyst.ask("stream-warm", "And now?")
+        warmups, first = list(server.warmups), server.requests[0]
+    assert len(warmups) == 1, "once, not per question"
+    assert warmups[0]["messages"][0] == first["messages"][0], "the same system prompt"
+    assert warmups[0]["tools"] == first["tools"], "and the same tools: the prefix a server caches"

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Sequence
+from typing import Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -61,7 +62,8 @@ class Analyst:
     ``parallel_attempts``, ``max_reply_tokens`` (one reply's tokens), ``model_timeout``
     (seconds a model call may wait for the reply's next piece), ``offer_undo`` (offer the
     model the undo step), ``context_tokens`` (the model's context: how much of a table's
-    profile its note holds). Nothing starts before the
+    profile its note holds), ``warm_prefix`` (have a local model server cache the shared
+    prompt prefix beside the first question). Nothing starts before the
     first question.
     """
 
@@ -89,6 +91,7 @@ class Analyst:
         model_timeout: float = 180.0,
         offer_undo: bool = False,
         context_tokens: int | None = None,
+        warm_prefix: bool | Literal["auto"] = "auto",
     ) -> None:
         self.model = model
         self.manager = manager
@@ -101,7 +104,8 @@ class Analyst:
                                         attempts_on_doubt=attempts_on_doubt,
                                         parallel_attempts=parallel_attempts,
                                         max_reply_tokens=max_reply_tokens, model_timeout_s=model_timeout,
-                                        offer_undo=offer_undo, context_tokens=context_tokens)
+                                        offer_undo=offer_undo, context_tokens=context_tokens,
+                                        warm_prefix=warm_prefix)
         self.sends_images = images_enabled(send_images, model)
         """True when figures go to the model as images (see ``send_images``)."""
         self._loop = AnswerLoop(model, manager, self.settings, sends_images=self.sends_images)
@@ -136,6 +140,14 @@ class Analyst:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+    async def warm_up(self) -> None:
+        """Have the model server cache the prompt prefix every conversation shares (system
+        prompt and tools), so the first question pays only for its own note and question. A
+        front end calls it at start; the first question does it too (``warm_prefix``)."""
+        warming = self._loop.warm_up()
+        if warming is not None:
+            await asyncio.shield(warming)
 
     def history(self, conversation_id: str) -> list[BaseMessage]:
         """The chat history of a conversation (completed answers only; a copy)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import codeop
+import contextlib
 import sys
 import warnings
 from collections.abc import Awaitable, Callable
@@ -82,14 +83,22 @@ class Console:
         mode = "questions go to the agent" if self.analyst else "each input runs as a cell"
         enable_checkpoints(self.session)  # for /undo, where the kernel can be checkpointed
         self._say(f"kernel ready: {mode}. {HELP}")
-        while (text := await self._next_input()) is not None:
-            if text.startswith("/") and "\n" not in text.strip():
-                if not await self._command(text.strip()):
-                    break
-            elif self.analyst is not None:
-                await self._ask(text.strip())
-            else:
-                await self.run_cell(text)
+        # while the person types, a local model server caches the prompt every question starts with
+        warming = asyncio.ensure_future(self.analyst.warm_up()) if self.analyst is not None else None
+        try:
+            while (text := await self._next_input()) is not None:
+                if text.startswith("/") and "\n" not in text.strip():
+                    if not await self._command(text.strip()):
+                        break
+                elif self.analyst is not None:
+                    await self._ask(text.strip())
+                else:
+                    await self.run_cell(text)
+        finally:
+            if warming is not None and not warming.done():
+                warming.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await warming
         return 0
 
     async def _next_input(self) -> str | None:

@@ -161,6 +161,7 @@ class AgentBridge:
         self.config = config
         self._model = model
         self._analyst: Any = None
+        self._warming: asyncio.Future[None] | None = None
 
     async def start(self, service: SessionService) -> None:
         """Resolve the configured model now (a clear error at start, not at the first ask)."""
@@ -169,6 +170,14 @@ class AgentBridge:
             self._model = load_model(settings)
         if self._model is not None:
             self._analyst = build_analyst(self._model, service.manager, settings)
+            self._warming = asyncio.ensure_future(self._analyst.warm_up())  # the first question's prefix
+
+    async def stop(self) -> None:
+        """Stop what :meth:`start` began (a warm-up still running)."""
+        if self._warming is not None and not self._warming.done():
+            self._warming.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._warming
 
     @property
     def ask_configured(self) -> bool:

@@ -94,6 +94,7 @@ def create_app(config: ServerConfig, *, model: Any = None, mcp: bool = True) -> 
             service = await stack.enter_async_context(SessionService(config))
             app.state.service = service
             await bridge.start(service)
+            stack.push_async_callback(bridge.stop)
             if mcp_mount is not None:
                 await stack.enter_async_context(mcp_mount.running(service))
             yield

@@ -84,8 +84,11 @@ def mcp_http_app(config: ServerConfig, *, model: Any = None) -> Any:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with SessionService(config) as service:
             await bridge.start(service)
-            async with mount.running(service):
-                yield
+            try:
+                async with mount.running(service):
+                    yield
+            finally:
+                await bridge.stop()
 
     return Starlette(routes=[Route("/mcp", endpoint=mount.asgi)], lifespan=lifespan)
 
@@ -109,7 +112,10 @@ async def run_mcp_stdio(config: ServerConfig, *, model: Any = None) -> None:
     bridge = AgentBridge(config, model=model)
     async with SessionService(config) as service:
         await bridge.start(service)
-        tools = ServiceTools(lambda: service, bridge)
-        server = build_mcp_server(tools, config, with_ask=bridge.ask_configured)
-        async with tools.serving(service):
-            await server.run_stdio_async()
+        try:
+            tools = ServiceTools(lambda: service, bridge)
+            server = build_mcp_server(tools, config, with_ask=bridge.ask_configured)
+            async with tools.serving(service):
+                await server.run_stdio_async()
+        finally:
+            await bridge.stop()

@@ -41,7 +41,7 @@ from ..tools.observation import ObservationSettings
 from ..tools.undo import UndoTool, enable_checkpoints
 from .acting import Actor, note
 from .attempts import Attempts
-from .calling import CUT_KEY, CallLimits, ModelCaller
+from .calling import CUT_KEY, CallLimits, ModelCaller, serves_locally
 from .ending import Outcome, failed, finish, partial, record_answer
 from .figures import without_images
 from .settings import AnalystSettings
@@ -68,8 +68,23 @@ class AnswerLoop:
         self.actor = Actor(step_timeout_s=settings.step_timeout_s, observation=observation)
         self.judging = self._judging(settings, offered)
         self.note_budget = NoteBudget.for_context(settings.context_tokens or context_tokens(model))
+        self._warming: asyncio.Future[None] | None = None
         self.attempts = Attempts(every=settings.attempts, on_doubt=settings.attempts_on_doubt,
                                  parallel=settings.parallel_attempts, judging=self.judging)
+
+    def warm_up(self) -> asyncio.Future[None] | None:
+        """Warm the model's prompt cache with the prefix every conversation shares, once (see
+        ``AnalystSettings.warm_prefix``): the task doing it, or None when it is not wanted."""
+        wanted = self.settings.warm_prefix
+        if wanted is False or (wanted == "auto" and not serves_locally(self.caller.model)):
+            return None
+        if self._warming is None:
+            protocol = ProtocolState(self.settings.protocol)
+            if self.caller.bound is None:
+                protocol.fall_back_to_code()
+            self._warming = asyncio.ensure_future(self.caller.warm(self.systems[protocol.system_prompt],
+                                                                   binds_tools=protocol.binds_tools))
+        return self._warming
 
     @staticmethod
     def _judging(settings: AnalystSettings, undo: bool) -> JudgeSettings:
@@ -88,7 +103,10 @@ class AnswerLoop:
                      question: str, files: Sequence[str | os.PathLike[str]], emit: EventCallback) -> Answer:
         """Answer ``question`` in ``session``; the conversation keeps the exchange if it completes."""
         enable_checkpoints(session, self.settings.checkpoints)
+        warming = self.warm_up() if conversation.turns == 0 else None
         turn, judge = await self._start(conversation_id, conversation, session, question, files, emit)
+        if warming is not None:
+            await asyncio.shield(warming)  # the shared prefix is cached before the first request
         try:
             outcome = await self._run(turn, judge)
             if (total := self.attempts.wanted(outcome)) > 1:

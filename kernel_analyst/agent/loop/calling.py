@@ -27,12 +27,13 @@ import asyncio
 import json
 import logging
 import time
+import urllib.parse
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.messages.utils import message_chunk_to_message
 from langchain_core.runnables import Runnable
@@ -121,6 +122,19 @@ class ModelCaller:
         turn.messages.append(reply)
         turn.replies += 1
         return reply
+
+    async def warm(self, system: SystemMessage, *, binds_tools: bool) -> None:
+        """Send the prefix every conversation shares (the system prompt and the tools) once,
+        for a model server that caches prompts: a conversation's first request then pays only
+        for its note and question. One token is asked for; a failure is only logged."""
+        runnable: Runnable[LanguageModelInput, Any] = (
+            self.bound if self.bound is not None and binds_tools else self.model)
+        options = {"max_tokens": 1} if "max_tokens" in getattr(type(self.model), "model_fields", {}) else {}
+        try:
+            await asyncio.wait_for(runnable.bind(**options).ainvoke([system, HumanMessage("Hello.")]),
+                                   self.limits.timeout_s)
+        except Exception:  # a warm-up that fails costs the first question its prefix, nothing more
+            log.info("warming the model's prompt prefix failed", exc_info=True)
 
     def _options(self, temperature: float | None) -> dict[str, Any]:
         """What this call sends beside the messages, where the model takes it: its sampling
@@ -272,4 +286,12 @@ def bind_tools(model: BaseChatModel, tools: list[BaseTool],
             "'code' or 'auto' (the model writes ```python blocks), or a model that calls tools") from exc
 
 
-__all__ = ["CUT_KEY", "CallLimits", "ModelCaller", "ModelStalled", "bind_tools"]
+def serves_locally(model: BaseChatModel) -> bool:
+    """The model is served on this machine (a llama.cpp, Ollama or vLLM server on a loopback
+    address): warming its prompt cache costs nothing but a moment of its time."""
+    url = str(getattr(model, "openai_api_base", None) or getattr(model, "base_url", None) or "")
+    host = urllib.parse.urlsplit(url).hostname or ""
+    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+
+
+__all__ = ["CUT_KEY", "CallLimits", "ModelCaller", "ModelStalled", "bind_tools", "serves_locally"]

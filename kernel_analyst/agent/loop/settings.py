@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ..protocols import PROTOCOLS, ProtocolName
 from ..tools.observation import DEFAULT_BUDGET
@@ -66,6 +66,10 @@ class AnalystSettings:
     in all; 1 never tries again."""
     parallel_attempts: int = 2
     """Branches whose model calls run at once (a model server's slots, an API's concurrency)."""
+    warm_prefix: bool | Literal["auto"] = "auto"
+    """Send the prefix every conversation shares (system prompt and tools) to the model once,
+    beside the first question's briefing, so a server that caches prompts has it ready:
+    ``auto`` for a model served on this machine (a loopback base URL), True always."""
     context_tokens: int | None = None
     """The model's context window, in tokens: how much of each uploaded table's profile the
     question's note holds (about 5%; names and dtypes always, statistics from about 14k on).

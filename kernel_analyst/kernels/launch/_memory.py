@@ -26,33 +26,31 @@ if TYPE_CHECKING:
     from ._cgroups import KernelCgroup
 
 
-def _stat_fields(path: Path) -> dict[str, int]:
-    """``name value`` lines (memory.stat, memory.events, oom_control, vmstat) as a dict."""
+def _stat_fields(path: Path, names: Iterable[str]) -> dict[str, int]:
+    """Fields of a ``name value`` file (memory.stat, memory.events, oom_control, vmstat),
+    found in its bytes rather than every line parsed (/proc/vmstat has 200 lines,
+    memory.stat 40, and one is read around every cell); a field not there is left out."""
+    try:
+        data = b"\n" + path.read_bytes()
+    except OSError:
+        return {}
     found: dict[str, int] = {}
-    with contextlib.suppress(OSError, ValueError):
-        for line in path.read_text().splitlines():
-            name, _, value = line.partition(" ")
-            if value.strip().lstrip("-").isdigit():
-                found[name] = int(value)
+    for name in names:
+        key = b"\n" + name.encode() + b" "
+        start = data.find(key)
+        if start < 0:
+            continue
+        end = data.find(b"\n", start + len(key))
+        try:
+            found[name] = int(data[start + len(key):end if end >= 0 else None])
+        except ValueError:
+            continue
     return found
 
 
 def _stat_field(path: Path, name: str) -> int | None:
-    """One field of a ``name value`` file, found in its bytes rather than every line
-    parsed (/proc/vmstat has 200 lines and is read around every cell: 1 ms saved)."""
-    try:
-        data = b"\n" + path.read_bytes()
-    except OSError:
-        return None
-    key = b"\n" + name.encode() + b" "
-    start = data.find(key)
-    if start < 0:
-        return None
-    end = data.find(b"\n", start + len(key))
-    try:
-        return int(data[start + len(key):end if end >= 0 else None])
-    except ValueError:
-        return None
+    """One field of a ``name value`` file (None: not there, or the file cannot be read)."""
+    return _stat_fields(path, (name,)).get(name)
 
 
 def system_oom_kills() -> int | None:
@@ -77,6 +75,11 @@ class MemoryProbe(abc.ABC):
         """Processes of this kernel the OOM killer has killed so far (None: not counted)."""
         return None
 
+    def counts_oom_kills(self) -> bool:
+        """True when :meth:`oom_kills` counts this kernel's OOM kills, the machine's own
+        killer's included (the machine-wide counter then tells nothing more)."""
+        return self.oom_kills() is not None
+
     def limit_reached(self) -> bool | None:
         """True when the kernel's usage reached its memory limit at some point (None:
         not known)."""
@@ -91,22 +94,31 @@ class CgroupMemory(MemoryProbe):
         self.version = version
         self.limit = limit
         self.source = f"cgroup v{version}"
+        self._counted = False
 
     def held(self) -> int | None:
-        stat = _stat_fields(self.directory / "memory.stat")
-        if not stat:
-            return None
         if self.version == 1:
+            stat = _stat_fields(self.directory / "memory.stat", ("total_rss", "rss", "total_shmem", "shmem"))
+            if not stat:
+                return None
             return stat.get("total_rss", stat.get("rss", 0)) + stat.get("total_shmem", stat.get("shmem", 0))
-        return stat.get("anon", 0) + stat.get("shmem", 0)
+        stat = _stat_fields(self.directory / "memory.stat", ("anon", "shmem"))
+        return stat.get("anon", 0) + stat.get("shmem", 0) if stat else None
 
     def oom_kills(self) -> int | None:
         name = "memory.oom_control" if self.version == 1 else "memory.events"
         return _stat_field(self.directory / name, "oom_kill")
 
+    def counts_oom_kills(self) -> bool:
+        # Whether the cgroup has the counter is the machine's kernel's (4.13 and later):
+        # once seen, it stays.
+        if not self._counted:
+            self._counted = self.oom_kills() is not None
+        return self._counted
+
     def limit_reached(self) -> bool | None:
         if self.version == 2:
-            events = _stat_fields(self.directory / "memory.events")
+            events = _stat_fields(self.directory / "memory.events", ("oom", "max"))
             return events.get("oom", 0) > 0 or events.get("max", 0) > 0 if events else None
         # v1 has no event for it: the highest usage (page cache included) is at the limit.
         if self.limit is None:

@@ -69,14 +69,19 @@ class CellWatch:
         """What they held at the latest sample."""
         self.warned = False
         """True once the warning was given."""
-        self.system_oom_base = system_oom_kills()
+        counted = self.probe is not None and self.probe.counts_oom_kills()
+        self.system_oom_base = None if counted else system_oom_kills()
+        """The machine's OOM kills before the cell, where the probe does not count this
+        kernel's (``diagnose`` then compares)."""
         self._warn = warn
-        self._timer: asyncio.TimerHandle | None = None  # a timer, not a task: nothing to await per cell
+        self._timer: asyncio.Handle | None = None  # a timer, not a task: nothing to await per cell
 
     async def __aenter__(self) -> CellWatch:
         if self.probe is not None:
-            self.sample()
-            self._timer = asyncio.get_running_loop().call_later(self._interval(), self._tick)
+            # The first sample is taken as soon as the loop runs again: the caller sends
+            # the cell's request before it next waits, so the kernel starts the cell
+            # while this process reads its memory, not after.
+            self._timer = asyncio.get_running_loop().call_soon(self._tick)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

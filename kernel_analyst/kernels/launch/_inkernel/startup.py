@@ -9,7 +9,9 @@
 
 
 def _kernel_analyst_setup(max_output_chars, max_rich_chars):
+    import itertools
     import json
+    import os
     import sys
     import types
 
@@ -184,6 +186,7 @@ def _kernel_analyst_setup(max_output_chars, max_rich_chars):
         def __init__(self):
             self.cpu_at_start = None
             self.peak_reset = False
+            self._opened = {}  # /proc/self/NAME -> (pid, descriptor, (st_dev, st_ino))
 
         @staticmethod
         def _cpu():
@@ -196,11 +199,34 @@ def _kernel_analyst_setup(max_output_chars, max_rich_chars):
                 return None
             return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
+        def _proc_fd(self, name, flags):
+            """This process's /proc/self/NAME, opened once rather than every cell (an open,
+            a close and a file object each time, on the reply's path). A descriptor is
+            used only in the process that opened it and while it still names that file:
+            a forked kernel inherits its parent's (closed here, as a copy of it), and a
+            cell may close descriptors it does not know of (one reused is left alone)."""
+            pid = os.getpid()
+            held = self._opened.pop(name, None)
+            if held is not None:
+                try:
+                    st = os.fstat(held[1])
+                    same = (st.st_dev, st.st_ino) == held[2]
+                except OSError:
+                    same = False
+                if same and held[0] == pid:
+                    self._opened[name] = held
+                    return held[1]
+                if same:
+                    os.close(held[1])
+            fd = os.open(f"/proc/self/{name}", flags)
+            st = os.fstat(fd)
+            self._opened[name] = (pid, fd, (st.st_dev, st.st_ino))
+            return fd
+
         def start(self, *args):
             self.cpu_at_start = self._cpu()
             try:
-                with open("/proc/self/clear_refs", "w") as f:
-                    f.write("5")
+                os.write(self._proc_fd("clear_refs", os.O_WRONLY), b"5")
                 self.peak_reset = True
             except OSError:
                 self.peak_reset = False
@@ -212,11 +238,11 @@ def _kernel_analyst_setup(max_output_chars, max_rich_chars):
                 found["cpu_s"] = round(cpu - self.cpu_at_start, 4)
             if self.peak_reset:
                 try:
-                    with open("/proc/self/status") as f:
-                        for line in f:
-                            if line.startswith("VmHWM:"):
-                                found["peak_rss"] = int(line.split()[1]) * 1024
-                except (OSError, ValueError, IndexError):
+                    data = os.pread(self._proc_fd("status", os.O_RDONLY), 16384, 0)
+                    at = data.find(b"\nVmHWM:")
+                    if at >= 0:
+                        found["peak_rss"] = int(data[at + 7:data.index(b"kB", at)]) * 1024
+                except (OSError, ValueError):
                     pass
             return found
 
@@ -230,19 +256,34 @@ def _kernel_analyst_setup(max_output_chars, max_rich_chars):
             self.usage = _Usage()
             self.bundles = _BundleCap(self.cap, max_output_chars, max_rich_chars)
             self.previous = {}
+            self.private = set()  # names seen that start with "_" (a memo: they always will)
             self.pandas_configured = False
             self.versions_found = None
             self.interrupts = None
             self.fork = None  # the fork module, in kernels forked from a template
 
         def _user_items(self):
-            hidden = shell.user_ns_hidden
-            for name, value in list(shell.user_ns.items()):
-                if name.startswith("_") or (name in hidden and hidden[name] is value):
-                    continue
-                if isinstance(value, types.ModuleType):
-                    continue
-                yield name, value
+            ns, hidden = shell.user_ns, shell.user_ns_hidden
+            items = [(name, ns[name]) for name in self._public_names(ns)]
+            return [(name, value) for name, value in items
+                    if not (name in hidden and hidden[name] is value) and not isinstance(value, types.ModuleType)]
+
+        def _public_names(self, ns):
+            """The names not starting with "_", in the namespace's order. IPython adds
+            names of its own for every cell (_i1, _1 ...), so in a long conversation they
+            are most of the namespace: filterfalse() passes over the ones seen before at
+            C speed (a Python loop over them cost 0.13 ms a cell at 1,000 cells, and
+            grew with every cell)."""
+            private = self.private
+            names = []
+            for name in list(itertools.filterfalse(private.__contains__, ns)):
+                if isinstance(name, str) and not name.startswith("_"):
+                    names.append(name)
+                else:  # a "_" name, or no name at all: never a user's variable
+                    private.add(name)
+            if len(private) > 2 * len(ns) + 1000:  # names IPython has dropped since
+                self.private = {name for name in private if name in ns}
+            return names
 
         @staticmethod
         def _type_name(value):
@@ -534,6 +575,31 @@ def _kernel_analyst_safe_interrupts():
     return state
 
 
+def _kernel_analyst_own_expressions(helper):
+    """Answer the session's own bookkeeping expressions (every cell carries the step)
+    with a direct call of the helper. IPython evaluates a user expression by compiling
+    it and trying every display formatter on the value (0.15 ms a cell, measured, on
+    the reply's path); the value is a ``Json`` whose only form is its ``text/plain``
+    repr, so the answer is the same as theirs. Any other expression (a client's own)
+    goes through IPython as before."""
+    shell = get_ipython()  # noqa: F821 - defined by IPython
+    evaluate = shell.user_expressions
+    own = {"_kernel_analyst.step()": helper.step, "_kernel_analyst.versions()": helper.versions}
+
+    def answer(call):
+        try:
+            return {"status": "ok", "data": {"text/plain": repr(call())}, "metadata": {}}
+        except Exception:
+            return shell._user_obj_error()
+
+    def user_expressions(expressions):
+        theirs = {key: expr for key, expr in expressions.items() if expr not in own}
+        found = evaluate(theirs) if theirs else {}
+        return {key: found[key] if key in theirs else answer(own[expr]) for key, expr in expressions.items()}
+
+    shell.user_expressions = user_expressions
+
+
 def _kernel_analyst_preload(names):
     import importlib
 
@@ -568,6 +634,7 @@ import os as _ka_os
 _kernel_analyst = _kernel_analyst_setup(int(_ka_os.environ.get("KERNEL_ANALYST_MAX_OUTPUT", "1000000")),
                                         int(_ka_os.environ.get("KERNEL_ANALYST_MAX_RICH", "20000000")))
 _kernel_analyst.interrupts = _kernel_analyst_safe_interrupts()
+_kernel_analyst_own_expressions(_kernel_analyst)
 _kernel_analyst.bind = _kernel_analyst_binder(_kernel_analyst, _kernel_analyst_lossless_iopub)
 if getattr(getattr(get_ipython(), "kernel", None), "iopub_thread", None) is not None:  # noqa: F821
     _kernel_analyst.bind()  # a template has no streams yet: its children bind their own
@@ -576,4 +643,4 @@ if _ka_os.environ.get("KERNEL_ANALYST_PRELOAD"):
     _kernel_analyst.versions()  # a pool kernel has time now; its first cell should not wait
 _kernel_analyst.reset_diff()
 del _ka_os, _kernel_analyst_setup, _kernel_analyst_preload, _kernel_analyst_binder
-del _kernel_analyst_lossless_iopub, _kernel_analyst_safe_interrupts
+del _kernel_analyst_lossless_iopub, _kernel_analyst_safe_interrupts, _kernel_analyst_own_expressions
