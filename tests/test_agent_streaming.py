@@ -127,3 +127,16 @@ async def test_the_shared_prompt_prefix_is_warmed_once_beside_the_first_question
     assert len(warmups) == 1, "once, not per question"
     assert warmups[0]["messages"][0] == first["messages"][0], "the same system prompt"
     assert warmups[0]["tools"] == first["tools"], "and the same tools: the prefix a server caches"
+
+
+async def test_where_the_seconds_and_tokens_went(manager: SessionManager) -> None:
+    with OpenAIServer([ScriptedReply(code="print(1 + 1)", prompt_tokens=120, completion_tokens=9),
+                       ScriptedReply(text="It is 2.", prompt_tokens=160, completion_tokens=4)]) as server:
+        answer = await Analyst(_model(server), manager).ask("stream-timing", "What is 1 + 1?")
+    timing = answer.timing
+    assert timing is not None and timing.calls == 2
+    assert (timing.prompt_tokens, timing.output_tokens) == (280, 13)  # the server reports no cache
+    assert timing.first_token_s is not None and 0 < timing.first_token_s <= timing.seconds
+    assert timing.kernel_s == round(answer.steps[0].execution.duration_s, 3)
+    assert timing.briefing_s + timing.model_s + timing.kernel_s <= timing.seconds
+    assert type(answer).from_dict(answer.to_dict()).timing == timing

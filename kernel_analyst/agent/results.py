@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -108,6 +108,39 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Timing:
+    """Where one answer's seconds and tokens went."""
+
+    seconds: float = 0.0
+    """The whole answer, from the question to the answer."""
+    briefing_s: float = 0.0
+    """Before the first model call: uploads, reading and loading the tables, the note."""
+    model_s: float = 0.0
+    """In model calls (streamed, from request to the reply's end)."""
+    kernel_s: float = 0.0
+    """In the kernel, running the steps."""
+    first_token_s: float | None = None
+    """From the question to the first visible piece of the first reply."""
+    calls: int = 0
+    """Model calls."""
+    prompt_tokens: int = 0
+    """Prompt tokens the server processed (new), over the calls."""
+    cached_tokens: int = 0
+    """Prompt tokens it had cached (not processed again), over the calls."""
+    output_tokens: int = 0
+    """Tokens generated, over the calls."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Timing:
+        """Rebuild from :meth:`to_dict` output."""
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+@dataclass(frozen=True)
 class Agreement:
     """How the attempts at one question agreed (:mod:`kernel_analyst.agent.loop.attempts`)."""
 
@@ -189,6 +222,8 @@ class Answer:
     agreement: Agreement | None = None
     """When the question was tried again in forked branches (its first answer was in doubt,
     or ``Analyst(attempts=N)``): how the attempts agreed; None when it was tried once."""
+    timing: Timing | None = None
+    """Where the answer's seconds and tokens went (model calls, kernel, briefing)."""
 
     @property
     def ok(self) -> bool:
@@ -213,6 +248,7 @@ class Answer:
             "claims": self.claims.to_dict() if self.claims else None,
             "partial": self.partial,
             "agreement": self.agreement.to_dict() if self.agreement else None,
+            "timing": self.timing.to_dict() if self.timing else None,
         }
 
     @classmethod
@@ -235,4 +271,5 @@ class Answer:
             claims=Grounding.from_dict(data["claims"]) if data.get("claims") else None,
             partial=bool(data.get("partial", False)),
             agreement=Agreement.from_dict(data["agreement"]) if data.get("agreement") else None,
+            timing=Timing.from_dict(data["timing"]) if data.get("timing") else None,
         )

@@ -45,7 +45,7 @@ from ..feedback.judge import Judge, JudgeSettings
 from ..prompting import message
 from ..results import Agreement, Usage
 from ..tools.background import BackgroundSteps
-from .ending import Outcome
+from .ending import Outcome, timing_of
 from .state import Conversation, Turn
 
 log = logging.getLogger(__name__)
@@ -197,7 +197,7 @@ class Attempts:
                       sum(u.total_tokens for u in used), sum(u.model_calls for u in used))
         given = dataclasses.replace(answer, conversation_id=turn.conversation_id,
                                     notebook_path=turn.session.notebook_path, claims=claims,
-                                    agreement=agreement, notes=list(turn.notes),
+                                    agreement=agreement, notes=list(turn.notes), timing=timing_of(turn),
                                     duration_s=time.monotonic() - turn.started, usage=usage if used else None)
         if result.chosen != 1:
             _adopt(turn.conversation, chosen.turn.conversation)

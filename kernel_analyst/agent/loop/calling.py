@@ -152,6 +152,8 @@ class ModelCaller:
     async def _stream(self, runnable: Runnable[LanguageModelInput, Any], turn: Turn) -> AIMessage:
         """One streamed call: the reply assembled from its chunks, cut when it runs away."""
         started = time.monotonic()
+        if turn.first_call_at is None:
+            turn.first_call_at = started
         call = turn.replies + 1
         shown = _Shown()
         merged: AIMessageChunk | None = None
@@ -189,7 +191,9 @@ class ModelCaller:
         finally:
             await _close(stream)
         reply = _as_message(merged, cut)
-        turn.emit(_replied(call, reply, time.monotonic() - started, first, cut))
+        replied = _replied(call, reply, time.monotonic() - started, first, cut)
+        turn.calls.append(replied)
+        turn.emit(replied)
         return reply
 
 

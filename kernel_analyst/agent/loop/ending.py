@@ -23,7 +23,7 @@ from ...kernels import KernelAnalystError
 from ..feedback.decisions import Reason, Stop
 from ..feedback.judge import Judge
 from ..prompting import message
-from ..results import Answer, StopReason
+from ..results import Answer, StopReason, Timing
 from .acting import Actor, note
 from .calling import ModelCaller
 from .state import Turn
@@ -62,7 +62,22 @@ def finish(turn: Turn, reason: StopReason, text: str = "", *, claims: Grounding 
         notes=list(turn.notes),
         claims=claims,
         partial=partial,
+        timing=timing_of(turn),
     )
+
+
+def timing_of(turn: Turn) -> Timing:
+    """Where the turn's seconds and tokens went so far."""
+    calls = turn.calls
+    first = calls[0].first_token_s if calls else None
+    before = (turn.first_call_at - turn.started) if turn.first_call_at is not None else 0.0
+    return Timing(seconds=round(time.monotonic() - turn.started, 3), briefing_s=round(before, 3),
+                  model_s=round(sum(c.seconds for c in calls), 3),
+                  kernel_s=round(sum(s.execution.duration_s for s in turn.steps), 3),
+                  first_token_s=round(before + first, 3) if first is not None else None,
+                  calls=len(calls), prompt_tokens=sum(c.input_tokens - c.cached_tokens for c in calls),
+                  cached_tokens=sum(c.cached_tokens for c in calls),
+                  output_tokens=sum(c.output_tokens for c in calls))
 
 
 async def partial(turn: Turn, judge: Judge, caller: ModelCaller, actor: Actor, stop: Stop) -> Answer:
@@ -131,4 +146,4 @@ async def record_answer(turn: Turn, answer: Answer, max_steps: int) -> None:
                                         protocol=answer.protocol, **meta)
 
 
-__all__ = ["Outcome", "failed", "finish", "partial", "partial_text", "record_answer"]
+__all__ = ["Outcome", "failed", "finish", "partial", "partial_text", "record_answer", "timing_of"]

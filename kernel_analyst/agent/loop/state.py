@@ -18,7 +18,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from ...kernels import KernelSession, VariableInfo
-from ..events import AgentEvent
+from ..events import AgentEvent, ModelReplied
 from ..feedback.decisions import TurnFacts
 from ..feedback.hints import ErrorTeacher
 from ..protocols import ProtocolState
@@ -99,6 +99,10 @@ class Turn:
     """The temperature of every call of this answer (an attempt in a branch samples)."""
     started: float = field(default_factory=time.monotonic)
     """When the answer began (``time.monotonic``)."""
+    calls: list[ModelReplied] = field(default_factory=list)
+    """Each model call's seconds and tokens, in order."""
+    first_call_at: float | None = None
+    """When the first model call began (``time.monotonic``)."""
 
     @property
     def protocol(self) -> ProtocolState:
