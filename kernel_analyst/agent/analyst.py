@@ -88,7 +88,7 @@ class Analyst:
         attempts_on_doubt: int = 3,
         parallel_attempts: int = 2,
         max_reply_tokens: int = 1024,
-        model_timeout: float = 180.0,
+        model_timeout: float = 300.0,
         offer_undo: bool = False,
         context_tokens: int | None = None,
         warm_prefix: bool | Literal["auto"] = "auto",

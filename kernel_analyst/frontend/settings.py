@@ -40,7 +40,7 @@ DEFAULT_MAX_STEPS = 15
 DEFAULT_MAX_TOKENS = 1024
 """Tokens one model reply may have, for every front end (the library's ``Analyst`` default)."""
 
-DEFAULT_MODEL_TIMEOUT_S = 180.0
+DEFAULT_MODEL_TIMEOUT_S = 300.0
 """Seconds a model call may wait for the reply's next piece, for every front end (the
 library's ``Analyst`` default)."""
 

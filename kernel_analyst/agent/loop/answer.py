@@ -47,6 +47,10 @@ from .figures import without_images
 from .settings import AnalystSettings
 from .state import Conversation, EventCallback, Turn
 
+WARM_WAIT_S = 60.0
+"""The first question waits this long at most for the warm-up of the shared prefix (a busy
+server may take longer; the question then goes on without it)."""
+
 
 class AnswerLoop:
     """Answers questions with one chat model, for an :class:`~kernel_analyst.agent.Analyst`."""
@@ -105,8 +109,9 @@ class AnswerLoop:
         enable_checkpoints(session, self.settings.checkpoints)
         warming = self.warm_up() if conversation.turns == 0 else None
         turn, judge = await self._start(conversation_id, conversation, session, question, files, emit)
-        if warming is not None:
-            await asyncio.shield(warming)  # the shared prefix is cached before the first request
+        if warming is not None:  # the shared prefix cached before the first request, within reason
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(warming), WARM_WAIT_S)
         try:
             outcome = await self._run(turn, judge)
             if (total := self.attempts.wanted(outcome)) > 1:

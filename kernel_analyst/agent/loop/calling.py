@@ -63,7 +63,7 @@ class CallLimits:
     max_tokens: int = 1024
     """Tokens one reply may have (a greedy small model that repeats itself goes on until the
     context is full)."""
-    timeout_s: float = 180.0
+    timeout_s: float = 300.0
     """Seconds the call may wait for the reply's next piece, the first one included."""
 
     def __post_init__(self) -> None:

@@ -54,9 +54,10 @@ class AnalystSettings:
     max_reply_tokens: int = 1024
     """Tokens one model reply may have: sent on the wire where the model takes it, and
     counted as the reply streams (a reply seen repeating itself is cut before)."""
-    model_timeout_s: float = 180.0
+    model_timeout_s: float = 300.0
     """Seconds a model call may wait for the reply's next piece (its first included): a
-    server that never answers ends the question with what the cells show."""
+    server that never answers ends the question with what the cells show. Long enough for a
+    small model on two busy CPU cores to read a first request of a few thousand tokens."""
     attempts: int = 1
     """Attempts at every question: more than 1 tries each question that many times in forked
     branches and gives the answer most attempts agree on (:mod:`.attempts`)."""
