@@ -156,6 +156,8 @@ class Agreement:
     """Each attempt's answer."""
     method: str = "forked"
     """How the branches were made: ``forked`` (copy-on-write kernels) or ``copied``."""
+    seconds: dict[int, float] = field(default_factory=dict)
+    """Each attempt's seconds (the first one's is what the question took without attempts)."""
 
     def summary(self) -> str:
         """``3 of 3 attempts agree`` (or which gave what else)."""
@@ -168,15 +170,17 @@ class Agreement:
         """Return a JSON-able dict."""
         return {"chosen": self.chosen, "agree": list(self.agree), "total": self.total,
                 "values": {str(k): list(v) for k, v in self.values.items()},
-                "texts": {str(k): v for k, v in self.texts.items()}, "method": self.method}
+                "texts": {str(k): v for k, v in self.texts.items()}, "method": self.method,
+                "seconds": {str(k): v for k, v in self.seconds.items()}}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Agreement:
         """Rebuild from :meth:`to_dict` output."""
         values = {int(k): list(v) for k, v in (data.get("values") or {}).items()}
         texts = {int(k): str(v) for k, v in (data.get("texts") or {}).items()}
+        seconds = {int(k): float(v) for k, v in (data.get("seconds") or {}).items()}
         return cls(int(data["chosen"]), [int(k) for k in data.get("agree", [])], int(data.get("total", 0)),
-                   values, texts, str(data.get("method", "forked")))
+                   values, texts, str(data.get("method", "forked")), seconds)
 
 
 @dataclass

@@ -186,7 +186,8 @@ class Attempts:
         turn = first.turn
         agreement = Agreement(result.chosen, list(result.agree), result.total,
                               {k: list(v) for k, v in result.values.items()},
-                              {k: o.answer.text for k, o in every.items()}, method)
+                              {k: o.answer.text for k, o in every.items()}, method,
+                              {k: round(o.answer.duration_s, 2) for k, o in every.items()})
         _note(turn, agreement.summary())
         answer = chosen.answer
         index = SourceIndex.from_cells(turn.session.audit.cells)
