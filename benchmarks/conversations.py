@@ -45,6 +45,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _llama import ModelCall, Timings, erase_slots, timed_model
+from _options import analyst_keywords
 from _trees import TREE_VARIABLE, use_tree
 from conversation_cases import CONVERSATIONS, DEFAULT_DATA, Conversation, check_cases, grade
 
@@ -182,26 +183,8 @@ async def run_conversation(conversation: Conversation, args: argparse.Namespace,
 
 
 def analyst_options(pairs: list[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs as keywords: ints, floats, true/false and none parsed."""
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key.isidentifier():
-            raise ValueError(f"--analyst takes KEY=VALUE, e.g. attempts=3; got {pair!r}")
-        options[key] = _value(raw)
-    return options
-
-
-def _value(raw: str) -> Any:
-    special = {"true": True, "false": False, "none": None}
-    if raw.lower() in special:
-        return special[raw.lower()]
-    for kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            continue
-    return raw
+    """``KEY=VALUE`` pairs as keywords for ``Analyst(...)`` (:mod:`_options`)."""
+    return analyst_keywords(pairs)
 
 
 # -- the run --------------------------------------------------------------------------------------

@@ -36,13 +36,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _options import analyst_keywords
 from _trees import use_tree
 
 use_tree()  # $KA_BENCH_TREE: an older checkout's kernel_analyst, for before/after figures
@@ -128,10 +129,26 @@ class Record:
     """The answer is a partial one (the steps ran out)."""
     notes: list[str] = field(default_factory=list)
     """What the loop did (answers sent back, replies that ran nothing, a partial answer)."""
+    first_response: str | None = None
+    """When the question was tried again in branches: the first attempt's answer, what the
+    agent gives without attempts (None: it was tried once, ``response`` is that)."""
+    first_seconds: float | None = None
+    """The first attempt's seconds, when there were more."""
+    agreement: str = ""
+    """How the attempts agreed (``2 of 3 attempts agree``), when there were more."""
+    timing: dict[str, Any] | None = None
+    """Where the seconds went (``Answer.timing``), when the agent reports it."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSONL line (upstream reads ``id`` and ``response``)."""
         return asdict(self)
+
+    @property
+    def without_attempts(self) -> tuple[str, float]:
+        """The answer and the seconds without further attempts."""
+        if self.first_response is None:
+            return self.response, self.duration_s
+        return self.first_response, self.first_seconds or self.duration_s
 
 
 @dataclass(frozen=True)
@@ -262,11 +279,15 @@ async def _ask(analyst: Analyst, q: Question, data_dir: Path, run: str) -> Recor
         await analyst.manager.close(conversation)
         analyst.forget(conversation)
     claims = answer.claims
+    agreed = getattr(answer, "agreement", None)
+    timing = getattr(answer, "timing", None)
     return Record(q.id, answer.text, answer.stop_reason, len(answer.steps), answer.duration_s,
                   answer.usage.to_dict() if answer.usage else None, answer.error, answer.protocol,
                   [s.via for s in answer.steps], claims.all_grounded if claims else None,
                   claims.summary() if claims else "", q.level, bool(getattr(answer, "partial", False)),
-                  list(answer.notes))
+                  list(answer.notes), agreed.texts.get(1) if agreed else None,
+                  agreed.seconds.get(1) if agreed else None, agreed.summary() if agreed else "",
+                  timing.to_dict() if timing else None)
 
 
 @dataclass(frozen=True)
@@ -375,7 +396,8 @@ async def run_records(args: argparse.Namespace, model: BaseChatModel, manager: S
     questions = select(load_questions(data_dir), ids=args.ids, level=args.level, limit=args.limit,
                        per_level=getattr(args, "per_level", None))
     analyst = Analyst(model, manager, max_steps=args.max_steps, protocol=protocol,  # type: ignore[arg-type]
-                      profile_files=getattr(args, "preload", "on") == "on")
+                      profile_files=getattr(args, "preload", "on") == "on",
+                      **analyst_keywords(getattr(args, "analyst", [])))
 
     def report(r: Record) -> None:
         print(f"  {r.id:>4} {r.stop_reason:<9} {r.steps:>2} steps {r.duration_s:6.1f} s {','.join(r.vias)}",
@@ -414,15 +436,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--protocol", default=["auto"], type=lambda s: s.split(","),
                    help="action protocols to compare, comma-separated: tools, code, auto (default auto)")
     p.add_argument("--base-url", help="OpenAI-compatible server (default: $OPENAI_BASE_URL)")
-    p.add_argument("--max-tokens", type=int, default=1024,
-                   help="tokens per model reply at most (default 1024: a greedy small model can repeat "
-                        "itself until its context is full)")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="tokens per model reply at most, set on the model (default: none; the agent's "
+                        "own bound applies, as for every user; an older tree without one needs it)")
     p.add_argument("--temperature", type=float, default=0.0,
                    help="sampling temperature (default 0: greedy, so runs repeat; a server's own default "
                         "is often 0.8)")
-    p.add_argument("--model-timeout", type=float, default=1800.0,
-                   help="seconds one model call may take (default 1800: a local model on a busy machine "
-                        "is slow, and a retry would only queue behind the first request)")
+    p.add_argument("--model-timeout", type=float, default=None,
+                   help="seconds one model request may take, set on the model (default: none; the agent's "
+                        "own deadline applies, as for every user)")
+    p.add_argument("--analyst", action="append", default=[], metavar="KEY=VALUE",
+                   help="a keyword for Analyst(...), e.g. attempts=3 or attempts_on_doubt=1 (repeatable)")
     p.add_argument("--data", default=str(DEFAULT_DATA), help="benchmark directory (default: %(default)s)")
     p.add_argument("--ids", type=lambda s: [int(x) for x in s.split(",")], help="comma-separated ids")
     p.add_argument("--level", choices=["easy", "medium", "hard"])
@@ -456,9 +480,12 @@ async def _main(args: argparse.Namespace) -> list[Summary]:
     async with SessionManager(root, limits=Limits(timeout_s=args.timeout), pool_size=args.concurrency) as m:
         for spec in args.model:
             base_url = None if spec.startswith("llamacpp:") else args.base_url
-            extra = {} if spec.startswith("llamacpp:") else {"timeout": args.model_timeout, "max_retries": 0}
-            model = load_chat_model(spec, base_url=base_url, temperature=args.temperature,
-                                    max_tokens=args.max_tokens, **extra)
+            extra: dict[str, Any] = {}
+            if args.max_tokens is not None:
+                extra["max_tokens"] = args.max_tokens
+            if args.model_timeout is not None and not spec.startswith("llamacpp:"):
+                extra["timeout"] = args.model_timeout
+            model = load_chat_model(spec, base_url=base_url, temperature=args.temperature, **extra)
             for protocol in args.protocol:
                 if protocol == "tools" and _cannot_bind_tools(model):
                     print(f"== {spec} / tools: skipped (the model does not call tools)", file=sys.stderr)
@@ -468,6 +495,11 @@ async def _main(args: argparse.Namespace) -> list[Summary]:
                 records = await run_records(args, model, m, protocol=protocol, run=tag)
                 summaries.append(summarize(spec, protocol, score(labels, {r.id: r.response for r in records}),
                                            records))
+                if any(r.first_response is not None for r in records):  # the same run without attempts
+                    firsts = [replace(r, response=r.without_attempts[0], duration_s=r.without_attempts[1],
+                                      first_response=None) for r in records]
+                    summaries.append(summarize(spec, f"{protocol}, 1st attempt",
+                                               score(labels, {r.id: r.response for r in firsts}), firsts))
                 if args.out:
                     out = Path(args.out)
                     write_records(out.with_name(f"{out.stem}-{tag}{out.suffix}") if several else out, records)
