@@ -33,6 +33,32 @@ async def test_state_persists_and_variables_diff(backend_manager: SessionManager
     assert ex.execution_count == first.execution_count + 1  # type: ignore[operator]
 
 
+async def test_variables_diff_past_ipython_names_and_keys_that_are_no_names(
+        backend_manager: SessionManager) -> None:
+    """The diff passes over IPython's own names (``_i3``, ``_3`` ...: one or two a cell)
+    and keeps the namespace's order; a key that is no name (``globals()[5]``) is none of
+    the user's variables and breaks no later diff (it broke every one before)."""
+    s = await backend_manager.session("names")
+    for _ in range(5):
+        await s.execute("1 + 1")
+    ex = await s.execute("b = 1\na = 2\n_private = 3\nglobals()[5] = 'five'")
+    assert [v.name for v in ex.variables.created] == ["b", "a"]
+    ex = await s.execute("del b\nc = 3")
+    assert ex.variables.deleted == ["b"] and [v.name for v in ex.variables.created] == ["c"]
+    assert [v.name for v in await s.variables()] == ["a", "c"]
+
+
+async def test_own_expressions_are_answered_as_ipython_would(backend_manager: SessionManager) -> None:
+    """The session's bookkeeping expressions skip IPython's eval and display formatters
+    (a direct call of the helper), and the answer is the same."""
+    s = await backend_manager.session("expressions")
+    ex = await s.execute("_sh = get_ipython()\n"
+                         "_mine = _sh.user_expressions({'v': '_kernel_analyst.versions()', 'n': '1 + 1'})\n"
+                         "_theirs = _sh._format_user_obj(eval('_kernel_analyst.versions()'))\n"
+                         "print(_mine['v'] == _theirs, list(_mine), _mine['n']['data'])")
+    assert ex.text == "True ['v', 'n'] {'text/plain': '2'}\n", ex.text
+
+
 async def test_dataframe_and_plot_outputs(backend_manager: SessionManager) -> None:
     s = await backend_manager.session("rich")
     await s.upload(SEABORN / "titanic.csv")

@@ -23,9 +23,9 @@ def _kernel_analyst_snapshots(helper):
 
         os.makedirs(path, exist_ok=True)
         saved, unsaved, modules, total = {}, {}, {}, 0
-        hidden = shell.user_ns_hidden
-        for name, value in list(shell.user_ns.items()):
-            if name.startswith("_") or (name in hidden and hidden[name] is value):
+        ns, hidden = shell.user_ns, shell.user_ns_hidden
+        for name, value in [(name, ns[name]) for name in helper.public_names(ns)]:
+            if name in hidden and hidden[name] is value:
                 continue
             if isinstance(value, types.ModuleType):
                 modules[name] = value.__name__

@@ -264,11 +264,11 @@ def _kernel_analyst_setup(max_output_chars, max_rich_chars):
 
         def _user_items(self):
             ns, hidden = shell.user_ns, shell.user_ns_hidden
-            items = [(name, ns[name]) for name in self._public_names(ns)]
+            items = [(name, ns[name]) for name in self.public_names(ns)]
             return [(name, value) for name, value in items
                     if not (name in hidden and hidden[name] is value) and not isinstance(value, types.ModuleType)]
 
-        def _public_names(self, ns):
+        def public_names(self, ns):
             """The names not starting with "_", in the namespace's order. IPython adds
             names of its own for every cell (_i1, _1 ...), so in a long conversation they
             are most of the namespace: filterfalse() passes over the ones seen before at
