@@ -184,6 +184,11 @@ def _without_row_numbers(text: str, numbers: list[Found]) -> list[Found]:
     return [n for i, n in enumerate(numbers) if i not in drop] if drop else numbers
 
 
+def _undone(cell: dict[str, Any]) -> bool:
+    meta = (cell.get("metadata") or {}).get("kernel_analyst") or {}
+    return isinstance(meta, dict) and bool(meta.get("undone"))
+
+
 def _ref(cell: dict[str, Any], index: int) -> CellRef:
     count = cell.get("execution_count")
     meta = (cell.get("metadata") or {}).get("kernel_analyst") or {}
@@ -215,10 +220,12 @@ class SourceIndex:
 
     @classmethod
     def from_cells(cls, cells: Sequence[dict[str, Any]]) -> SourceIndex:
-        """The index of a notebook's code cells (nbformat dicts, as in the audit trail)."""
+        """The index of a notebook's code cells (nbformat dicts, as in the audit trail); cells
+        marked ``undone`` (an undo, a rolled-back streak, an abandoned branch) are left out: the
+        conversation's state does not come from them, and ``verify`` does not re-run them."""
         index = cls()
         for position, cell in enumerate(cells):
-            if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            if isinstance(cell, dict) and cell.get("cell_type") == "code" and not _undone(cell):
                 for part in cell_parts(cell, _ref(cell, position)):
                     index.add(part)
         return index
