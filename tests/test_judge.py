@@ -88,6 +88,18 @@ def test_an_empty_reply_is_told_so() -> None:
     assert isinstance(decision, Tell) and decision.reason.key == "empty_reply"
 
 
+def test_a_reply_cut_while_it_repeated_itself_is_told_what_it_kept_doing_and_never_runs() -> None:
+    text = "```python\nprint(1)\nprint(1)\n"
+    decision = judge().on_reply(read(text), text, Facts(), cut="the same line again and again")
+    assert isinstance(decision, Tell) and decision.reason.key == "runaway"
+    assert "the same line again and again" in decision.reason.text
+
+
+def test_a_reply_cut_at_the_token_limit_is_no_runaway() -> None:
+    decision = judge().on_reply(read("It has 3 rows."), "It has 3 rows.", Facts(), cut="limit")
+    assert not (isinstance(decision, Tell) and decision.reason.key == "runaway")
+
+
 def test_code_alone_under_tools_is_no_answer() -> None:
     reading = read("```python\ndf.shape\n```", protocol="tools")
     decision = judge().on_reply(reading, "```python\ndf.shape\n```", Facts())
@@ -382,6 +394,24 @@ async def test_an_error_gets_its_hint() -> None:
     ex = Execution(code="", status="error", error=ExecutionError("KeyError", "'Smoker'", []))
     said = await judge().after_step(StepFacts("df['Smoker']", ex), Facts(variables={"df": FRAME}))
     assert [r.key for r in said.reasons] == ["hint"] and "'smoker'" in said.notes[0]
+
+
+async def test_a_step_at_the_time_limit_is_told_how_to_run_long_code() -> None:
+    ex = Execution(code="slow()", status="timeout")
+    said = await judge().after_step(StepFacts("slow()", ex), Facts())
+    assert [r.key for r in said.reasons] == ["background_hint"]
+    ok = await judge().after_step(StepFacts("fast()", Execution(code="fast()")), Facts())
+    assert "background_hint" not in [r.key for r in ok.reasons], "told only when it applies"
+
+
+async def test_code_that_changes_the_world_is_told_how_to_keep_it_from_running_again() -> None:
+    sent = "import smtplib\nsmtplib.SMTP('mail').sendmail('a', 'b', 'hi')"
+    said = await judge().after_step(StepFacts(sent, Execution(code=sent)), Facts())
+    assert [r.key for r in said.reasons] == ["no_replay_hint"]
+    marked = "# no-replay\n" + sent
+    assert not (await judge().after_step(StepFacts(marked, Execution(code=marked)), Facts())).reasons
+    read_only = "print(len(df))"
+    assert not (await judge().after_step(StepFacts(read_only, Execution(code=read_only)), Facts())).reasons
 
 
 async def test_the_last_code_run_is_said_apart() -> None:

@@ -1,0 +1,94 @@
+"""Answers that are right, not only grounded (issue 34), end to end through the real
+langchain-openai client against a scripted OpenAI-compatible server on 127.0.0.1, with real
+kernels: the person's data kept as asked, profile numbers sent back, a failing streak rolled
+back, a citation on the computing cell. (Attempts that agree: tests/test_agent_attempts.py.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kernel_analyst import Analyst, SessionManager
+from kernel_analyst.agent import load_chat_model
+from tests.conftest import SEABORN
+from tests.openai_server import OpenAIServer, ScriptedReply
+
+PLANETS = SEABORN / "planets.csv"  # 1,035 rows; 808 with a distance
+
+
+def _model(server: OpenAIServer) -> Any:
+    return load_chat_model("openai:scripted", base_url=server.url, max_retries=0)
+
+
+def _last(request: dict[str, Any]) -> str:
+    return str(request["messages"][-1]["content"])
+
+
+def _cells(path: Path) -> list[dict[str, Any]]:
+    cells: list[dict[str, Any]] = json.loads(path.read_text())["cells"]
+    return cells
+
+
+async def test_the_persons_table_is_kept_as_asked_across_questions(manager: SessionManager) -> None:
+    replies = [
+        # 1. "from now on": asked, kept
+        ScriptedReply(code="df = df.dropna(subset=['distance'])\nprint(len(df))"),
+        ScriptedReply(text="808 planets are left."),
+        # 2. a subset written over df for a question that does not ask: undone
+        ScriptedReply(code="df = df[df['method'] == 'Transit']\nprint(len(df))"),
+        ScriptedReply(code="transit = df[df['method'] == 'Transit']\nprint(len(transit))"),
+        ScriptedReply(text="Of them, 224 were found by transit."),
+        # 3. the next question sees the table as the person left it
+        ScriptedReply(code="print(len(df))"), ScriptedReply(text="808 planets."),
+    ]
+    with OpenAIServer(replies) as server:
+        analyst = Analyst(_model(server), manager)
+        first = await analyst.ask("right-kept", "Leave out the planets with no distance from now on. "
+                                  "How many are left?", files=[PLANETS])
+        second = await analyst.ask("right-kept", "Of the remaining planets, how many were found by transit?")
+        third = await analyst.ask("right-kept", "How many planets are there?")
+        requests = server.requests
+    assert first.text == "808 planets are left."
+    assert "asks to change the data, so this is kept" in _last(requests[1])
+    note = _last(requests[2])
+    assert "The data as the person changed it: `df`: 808 of 1,035 rows since cell [2]" in note, note
+    told = _last(requests[3])
+    assert "replaced `df` (the person's data: 808 rows) by 224 rows" in told and "was undone" in told, told
+    assert [s.execution.text.strip() for s in second.steps] == ["224", "224"] and second.ok
+    assert third.text == "808 planets." and third.steps[0].execution.text.strip() == "808"
+
+
+async def test_a_number_read_off_the_profile_goes_back_to_be_computed(manager: SessionManager) -> None:
+    question = "What percentage of the planets were found by transit?"
+    share = "print(round((df['method'] == 'Transit').mean() * 100, 2))"
+    replies = [ScriptedReply(text="38%."),  # the profile's rounded share of the column's values
+               ScriptedReply(code=share), ScriptedReply(text="38.36% of them.")]
+    with OpenAIServer(replies) as server:
+        answer = await Analyst(_model(server), manager).ask("right-profile", question, files=[PLANETS])
+        told = _last(server.requests[1])
+    assert "These numbers are in the table's profile" in told and "38%" in told, told
+    assert answer.ok and answer.steps[0].code == share
+    claim = answer.claims.claims[0] if answer.claims is not None else None
+    assert claim is not None and claim.source is not None
+    assert claim.source.cell == answer.steps[0].execution.execution_count, "cited: the computing cell"
+
+
+async def test_a_repeated_failing_cell_is_rolled_back(manager: SessionManager) -> None:
+    failing = "made = df['distance'] * 2\nprint(df['Distance'].mean())"
+    computed = "print(round(df['distance'].mean(), 2))"
+    replies = [ScriptedReply(code=failing), ScriptedReply(code=failing),
+               ScriptedReply(code=computed), ScriptedReply(text="It is 264.07.")]
+    with OpenAIServer(replies) as server:
+        answer = await Analyst(_model(server), manager).ask("right-rollback", "What is the mean distance?",
+                                                            files=[PLANETS])
+        after = server.requests[2]["messages"]
+    assert answer.ok and answer.text == "It is 264.07."
+    sent = [json.dumps(m) for m in after[:-1]]
+    assert not any("Distance" in m for m in sent), "the failing turns are out of the request"
+    told = str(after[-1]["content"])
+    assert told.startswith("Step 1 failed (KeyError: 'Distance') and you sent the same code again"), told
+    assert "Variables now:" in told and "made" not in told.split("Variables now:")[1], "made is gone"
+    cells = [c for c in _cells(answer.notebook_path) if c["cell_type"] == "code"]
+    kept = [c for c in cells if "Distance" in "".join(c["source"])]
+    assert len(kept) == 1 and kept[0]["metadata"]["kernel_analyst"].get("undone"), "the notebook keeps it"
