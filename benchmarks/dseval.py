@@ -113,6 +113,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _options import analyst_keywords
 from _tree_runs import run_in_tree
 from _trees import use_tree
 
@@ -608,32 +609,13 @@ def _row(r: Record) -> str:
 # -- running ---------------------------------------------------------------------------------------
 
 
-def _value(text: str) -> Any:
-    """An ``--analyst`` value: an int, a float, true/false, none, else the text."""
-    lowered = text.strip().lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("none", "null"):
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            continue
-    return text
-
-
 def analyst_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keywords for ``Analyst(...)``: ``--max-steps`` and every ``--analyst KEY=VALUE``."""
-    options: dict[str, Any] = {}
-    if args.max_steps is not None:
-        options["max_steps"] = args.max_steps
-    for pair in args.analyst:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip().isidentifier():
-            raise SystemExit(f"--analyst takes KEY=VALUE; got {pair!r}")
-        options[key.strip()] = _value(value)
-    return options
+    options: dict[str, Any] = {} if args.max_steps is None else {"max_steps": args.max_steps}
+    try:
+        return options | analyst_keywords(args.analyst)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
 
 
 def _model(args: argparse.Namespace) -> tuple[Any, Any]:

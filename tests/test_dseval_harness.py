@@ -88,8 +88,10 @@ async def test_the_reference_code_as_the_agents_steps_solves_every_question(
     assert (figures["solved"], figures["graded"], figures["percent"]) == (12, 12, 100.0)
     assert figures["with_cell"] == 1.0
     # The notebook holds the setup cell (run by a person) and the agent's steps; the grading
-    # ran no cell there and left no reference behind.
-    assert [(c["metadata"]["kernel_analyst"].get("by")) for c in code] == ["person"] + [None] * 12
+    # ran no cell there and left no reference behind. (A doubtful answer, "Done" for the top
+    # 10, is tried again in attempts that agree: theirs are in the notebook, marked undone.)
+    live = [c for c in code if not c["metadata"]["kernel_analyst"].get("undone")]
+    assert [(c["metadata"]["kernel_analyst"].get("by")) for c in live] == ["person"] + [None] * 12
     assert left == ["_dseval_kernel.py"]
 
 
