@@ -206,11 +206,6 @@ class AuditTrail:
         """Append a markdown cell; return its index."""
         return self.append(markdown_cell(text, **meta))
 
-    def replace_cell(self, index: int, cell: dict[str, Any]) -> None:
-        """Replace an earlier cell; rewrites the file atomically."""
-        self.cells[index] = cell
-        self.refresh([index])
-
     def refresh(self, indices: list[int]) -> None:
         """Re-encode cells changed in place (display updates); rewrites the file atomically."""
         for index in indices:
@@ -238,11 +233,6 @@ class AuditTrail:
     def update_metadata(self, **changes: Any) -> None:
         """Merge ``changes`` into the notebook metadata under ``kernel_analyst``."""
         self.metadata.setdefault("kernel_analyst", {}).update(changes)
-        self._rewrite()
-
-    def set_metadata(self, key: str, value: Any) -> None:
-        """Set a top-level notebook metadata key (kernelspec, language_info)."""
-        self.metadata[key] = value
         self._rewrite()
 
     def notebook(self) -> dict[str, Any]:
