@@ -79,6 +79,9 @@ async def test_ask_streams_the_agent(agent_server: RunningServer) -> None:
         assert answer["text"] == "The table has **244** rows." and answer["stop_reason"] == "answered"
         assert answer["claims"]["summary"] == "1 number: 1 from cell 1"  # where its numbers came from
         assert answer["claims"]["claims"][0]["source"]["value"] == "244"
+        timing = answer["timing"]  # where the question's seconds went, with the answer
+        assert timing["calls"] == 2 and timing["first_token_s"] is not None and answer["agreement"] is None
+        assert timing["seconds"] >= timing["model_s"] + timing["kernel_s"] > 0
         nb = json.loads((await client.get(f"/sessions/{sid}/notebook")).text)
         text = "\n".join("".join(c["source"]) for c in nb["cells"])
         assert "How many rows?" in text and COUNT_ROWS in text and "**[244](#cell-id=" in text

@@ -151,7 +151,9 @@ class _AgentEvents(AgentEventHandler):
                              "error": answer.error, "steps": len(answer.steps),
                              "protocol": answer.protocol, "notes": list(answer.notes),
                              "usage": answer.usage.to_dict() if answer.usage else None,
-                             "claims": answer.claims.to_dict() if answer.claims else None})
+                             "claims": answer.claims.to_dict() if answer.claims else None,
+                             "agreement": answer.agreement.to_dict() if answer.agreement else None,
+                             "timing": answer.timing.to_dict() if answer.timing else None})
 
 
 class AgentBridge:
