@@ -260,6 +260,38 @@ def _count_rows(call: Any) -> Any:
     return tool_call("import pandas as pd\nprint(len(pd.read_csv('one.csv')))", text="Counting rows.")
 
 
+async def test_the_reply_shows_as_it_is_written(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    from kernel_analyst.agent.testing import ScriptedChatModel
+
+    from .server_fixtures import start_server
+
+    model = ScriptedChatModel(function=_count_rows, chunk_delay_s=0.4)  # a word every 0.4 s
+    running = start_server(tmp_path / "sessions", model=model, pool_size=0)
+    try:
+        context, page, watch = await open_page(browser, running)
+        await page.set_input_files("#file-input", files=[
+            {"name": "one.csv", "mimeType": "text/csv", "buffer": TWELVE_ROWS}])
+        await page.wait_for_selector("#files a.download:text-is('one.csv')")
+        await page.check("input[name=mode][value=ask]")
+        await page.fill("#input", "How many rows?")
+        await page.press("#input", "Shift+Enter")
+        # the answer's first words are on the page while the model is still writing it
+        draft = page.locator("#cells .cell.draft .draft-text")
+        await draft.filter(has_text="The table has").wait_for(timeout=60_000)
+        written = await draft.last.inner_text()
+        assert written.startswith("The table has") and "columns." not in written, written
+        assert await page.locator("#status.done").count() == 0, "the answer is not in yet"
+        await shoot(page, tmp_path, "ask-draft")
+        await page.wait_for_selector("#status.done:has-text('Answered after 1 step')", timeout=60_000)
+        assert await page.locator("#cells .cell.draft").count() == 0, "the answer took the draft's place"
+        answer = page.locator("#cells .cell.answer")
+        assert (await answer.inner_text()).startswith("The table has 12 rows and 40 columns.")
+        assert watch.errors == [] and watch.dialogs == []
+        await context.close()
+    finally:
+        running.stop()
+
+
 async def test_asking_in_the_page(browser: Any, tmp_path: Path) -> None:  # noqa: F811
     from kernel_analyst.agent.testing import ScriptedChatModel
 
