@@ -260,6 +260,17 @@ def _count_rows(call: Any) -> Any:
     return tool_call("import pandas as pd\nprint(len(pd.read_csv('one.csv')))", text="Counting rows.")
 
 
+async def _upload_and_ask(page: Any, question: str) -> None:
+    """Upload the twelve-row table, switch to Ask, and ask ``question``."""
+    await page.set_input_files("#file-input", files=[
+        {"name": "one.csv", "mimeType": "text/csv", "buffer": TWELVE_ROWS}])
+    await page.wait_for_selector("#files a.download:text-is('one.csv')")
+    await page.check("input[name=mode][value=ask]")
+    assert await page.inner_text("#run") == "Ask"
+    await page.fill("#input", question)
+    await page.press("#input", "Shift+Enter")
+
+
 async def test_the_reply_shows_as_it_is_written(browser: Any, tmp_path: Path) -> None:  # noqa: F811
     from kernel_analyst.agent.testing import ScriptedChatModel
 
@@ -269,12 +280,7 @@ async def test_the_reply_shows_as_it_is_written(browser: Any, tmp_path: Path) ->
     running = start_server(tmp_path / "sessions", model=model, pool_size=0)
     try:
         context, page, watch = await open_page(browser, running)
-        await page.set_input_files("#file-input", files=[
-            {"name": "one.csv", "mimeType": "text/csv", "buffer": TWELVE_ROWS}])
-        await page.wait_for_selector("#files a.download:text-is('one.csv')")
-        await page.check("input[name=mode][value=ask]")
-        await page.fill("#input", "How many rows?")
-        await page.press("#input", "Shift+Enter")
+        await _upload_and_ask(page, "How many rows?")
         # the answer's first words are on the page while the model is still writing it
         draft = page.locator("#cells .cell.draft .draft-text")
         await draft.filter(has_text="The table has").wait_for(timeout=60_000)
@@ -300,13 +306,7 @@ async def test_asking_in_the_page(browser: Any, tmp_path: Path) -> None:  # noqa
     running = start_server(tmp_path / "sessions", model=ScriptedChatModel(function=_count_rows), pool_size=0)
     try:
         context, page, watch = await open_page(browser, running)
-        await page.set_input_files("#file-input", files=[
-            {"name": "one.csv", "mimeType": "text/csv", "buffer": TWELVE_ROWS}])
-        await page.wait_for_selector("#files a.download:text-is('one.csv')")
-        await page.check("input[name=mode][value=ask]")
-        assert await page.inner_text("#run") == "Ask"
-        await page.fill("#input", "How many rows?")
-        await page.press("#input", "Shift+Enter")
+        await _upload_and_ask(page, "How many rows?")
         await page.wait_for_selector("#status.done:has-text('Answered after 1 step')", timeout=60_000)
         cells = page.locator("#cells .cell")
         assert "How many rows?" in await cells.first.inner_text()
