@@ -19,6 +19,7 @@ import pytest
 from kernel_analyst import Analyst, SessionManager
 from kernel_analyst.agent import load_chat_model
 from kernel_analyst.eda import detect
+from kernel_analyst.kernels import UnsafeFileNameError
 from tests.conftest import MESSY, SEABORN
 from tests.openai_server import OpenAIServer, ScriptedReply
 
@@ -267,3 +268,45 @@ async def test_messy_uploads_are_loaded_with_their_rows_counted_right(
     assert f"df: {rows:,} rows x" in str(model.calls[0].messages[-1].content)
     loading = next(c for c in _cells(answer.notebook_path) if c.cell_type == "code")
     assert loading.metadata["kernel_analyst"]["variables"]["created"][0]["shape"][0] == rows
+
+
+async def test_files_a_person_uploaded_before_asking_are_read_like_the_questions_own(
+    manager: SessionManager,
+) -> None:
+    """The service's way: files first (``session.upload``), then questions (``uploaded="new"``)."""
+    session = await manager.session("uploads-earlier")
+    await session.upload(ACCENTS, name="hotels.csv")
+    replies = [_fence("print(len(df))"), ScriptedReply(text="It has 638 rows."),
+               _fence("print(len(df))"), ScriptedReply(text="Still 638 rows."),
+               _fence("print(len(tips))"), ScriptedReply(text="244 rows.")]
+    with OpenAIServer(replies) as server:
+        analyst = Analyst(_model(server), manager)
+        first = await analyst.ask("uploads-earlier", "How many rows?", uploaded="new")
+        again = await analyst.ask("uploads-earlier", "And now?", uploaded="new")
+        await session.upload(TIPS)
+        third = await analyst.ask("uploads-earlier", "How many rows has tips?", uploaded="new")
+        notes = [_last(server.requests[i]) for i in (0, 2, 4)]
+    assert first.ok and first.text == "It has 638 rows."
+    assert "`hotels.csv` is already loaded as the DataFrame `df` (delimited text, encoding cp1252" in notes[0]
+    assert "already loaded" not in notes[1], "read once: the next question keeps the person's df"
+    assert again.ok and again.text == "Still 638 rows."
+    assert "`tips.csv` is already loaded as the DataFrame `tips`" in notes[2], notes[2]
+    assert third.ok and third.steps[0].execution.text.strip() == "244"
+    loaders = [c for c in _cells(first.notebook_path) if c.cell_type == "code"
+               and c.metadata.get("kernel_analyst", {}).get("role") == "profile"]
+    assert len(loaders) == 2, "one loader cell per upload, in the audit trail"
+
+
+async def test_a_named_file_of_the_working_directory_is_read_and_a_path_trick_refused(
+    manager: SessionManager,
+) -> None:
+    session = await manager.session("uploads-named")
+    await session.upload(TIPS, name="data/tips.csv")
+    replies = [_fence("print(df.shape)"), ScriptedReply(text="244 rows and 7 columns.")]
+    with OpenAIServer(replies) as server:
+        analyst = Analyst(_model(server), manager)
+        answer = await analyst.ask("uploads-named", "What shape is it?", uploaded=["data/tips.csv"])
+        note = _last(server.requests[0])
+        with pytest.raises(UnsafeFileNameError):
+            await analyst.ask("uploads-named", "And this?", uploaded=["../../etc/passwd"])
+    assert answer.ok and "`data/tips.csv` is already loaded as the DataFrame `df`" in note

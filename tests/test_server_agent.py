@@ -67,17 +67,21 @@ async def test_ask_streams_the_agent(agent_server: RunningServer) -> None:
         assert names[0] == "markdown" and names[-2:] == ["answer", "done"], names
         assert ("cell", {"source": COUNT_ROWS, "step": 1}) in events
         # the reply streamed before its cell ran: its words, then its tool call's code
-        first_cell = names.index("cell")
+        # first the loader's cell (the upload read and loaded for the model), then the model
+        loader = names.index("cell")
+        assert "tips.csv" in events[loader][1]["source"] and "step" not in events[loader][1]
+        first_cell = next(i for i, (name, data) in enumerate(events) if name == "cell" and "step" in data)
+        assert loader < first_cell
         tokens = [data for name, data in events[:first_cell] if name == "token"]
         assert "".join(t["text"] for t in tokens if t["kind"] == "text") == "Let me count the rows."
         assert "".join(t["text"] for t in tokens if t["kind"] == "code") == COUNT_ROWS
         replied = next(data for name, data in events if name == "model")
         assert replied["call"] == 1 and replied["first_token_s"] is not None
-        outputs = [data for name, data in events if name == "output"]
+        outputs = [data for name, data in events if name == "output" and "step" in data]
         assert outputs[0]["output"]["text"] == "244\n" and outputs[0]["html"].startswith("<pre")
         answer = events[-2][1]
         assert answer["text"] == "The table has **244** rows." and answer["stop_reason"] == "answered"
-        assert answer["claims"]["summary"] == "1 number: 1 from cell 1"  # where its numbers came from
+        assert answer["claims"]["summary"] == "1 number: 1 from cell 2"  # where its numbers came from
         assert answer["claims"]["claims"][0]["source"]["value"] == "244"
         timing = answer["timing"]  # where the question's seconds went, with the answer
         assert timing["calls"] == 2 and timing["first_token_s"] is not None and answer["agreement"] is None
@@ -85,10 +89,15 @@ async def test_ask_streams_the_agent(agent_server: RunningServer) -> None:
         nb = json.loads((await client.get(f"/sessions/{sid}/notebook")).text)
         text = "\n".join("".join(c["source"]) for c in nb["cells"])
         assert "How many rows?" in text and COUNT_ROWS in text and "**[244](#cell-id=" in text
-        cell_id = next(c["id"] for c in nb["cells"] if c["cell_type"] == "code")
-        result = next(data for name, data in events if name == "result")
+        code_cells = [c for c in nb["cells"] if c["cell_type"] == "code"]
+        # the uploaded table was read and loaded for the model first (the loader's cell)
+        loaded = code_cells[0]
+        assert loaded["metadata"]["kernel_analyst"]["role"] == "profile"
+        assert "tips.csv" in "".join(loaded["source"])
+        cell_id = code_cells[1]["id"]
+        result = next(data for name, data in events if name == "result" and "step" in data)
         assert result["execution"]["cell_id"] == cell_id  # the page anchors the cell by it
-        link = (f'<a href="#cell-id={cell_id}" title="cell [1] stdout: 244 (exact)" '
+        link = (f'<a href="#cell-id={cell_id}" title="cell [2] stdout: 244 (exact)" '
                 'rel="noopener noreferrer nofollow">244</a>')
         assert answer["html"].startswith(f"<p>The table has <strong>{link}</strong> rows.</p>")
         # a reopened page and the notebook's HTML view show the same links and anchors
@@ -109,7 +118,7 @@ async def test_ask_over_mcp(agent_server: RunningServer) -> None:
         text = "".join(b.text for b in result.content if isinstance(b, TextContent))
         assert text == "The table has **244** rows."
         assert result.structured_content["stop_reason"] == "answered"
-        assert result.structured_content["claims"]["summary"] == "1 number: 1 from cell 1"
+        assert result.structured_content["claims"]["summary"] == "1 number: 1 from cell 2"
 
 
 async def test_ask_without_a_model_is_409(server: RunningServer, tmp_path: Path) -> None:  # noqa: F811

@@ -310,17 +310,22 @@ async def test_asking_in_the_page(browser: Any, tmp_path: Path) -> None:  # noqa
         await page.wait_for_selector("#status.done:has-text('Answered after 1 step')", timeout=60_000)
         cells = page.locator("#cells .cell")
         assert "How many rows?" in await cells.first.inner_text()
-        code = page.locator("#cells .cell.code")
-        assert await code.count() == 1 and "status-ok" in (await code.get_attribute("class") or "")
-        assert await code.locator(".prompt").inner_text() == "[1]"
+        # the uploaded table was loaded for the model before it was asked (the loader's cell [1])
+        cells_of_code = page.locator("#cells .cell.code")
+        assert await cells_of_code.count() == 2
+        loader = await cells_of_code.first.inner_text()
+        assert "pd.read_csv(" in loader and "'one.csv'" in loader and "12 rows" in loader
+        code = cells_of_code.last
+        assert "status-ok" in (await code.get_attribute("class") or "")
+        assert await code.locator(".prompt").inner_text() == "[2]"
         assert "12" in await code.locator(".outputs").inner_text()
         answer = page.locator("#cells .cell.answer")
         assert (await answer.inner_text()).startswith("The table has 12 rows and 40 columns.")
-        assert "2 numbers: 1 from cell 1; 1 unsupported: 40" in await answer.inner_text()
-        # the number links to the cell it came from; the unsupported one is marked
+        assert "2 numbers: 1 from cell 2; 1 unsupported: 40" in await answer.inner_text()
+        # the number links to the cell that computed it; the unsupported one is marked
         link = answer.locator('a[href^="#cell-id="]')
         assert await link.inner_text() == "12"
-        assert "cell [1] stdout: 12" in (await link.get_attribute("title") or "")
+        assert "cell [2] stdout: 12" in (await link.get_attribute("title") or "")
         assert await code.get_attribute("id") == (await link.get_attribute("href") or "")[1:]
         mark = answer.locator("mark")
         assert await mark.inner_text() == "40" and "unsupported" in (await mark.get_attribute("title") or "")

@@ -10,7 +10,7 @@ answer in the order it happens), and :class:`Analyst`, the face.
 
 from ..eda import EdaReport, PlaybookOptions, run_playbook
 from . import _earlier
-from .analyst import Analyst, AnalystSettings, EventCallback
+from .analyst import Analyst, AnalystSettings, EventCallback, Uploaded
 from .events import AgentEvent, FinalAnswer, ModelText, StepCode, StepFinished, StepOutput, StepStarted
 from .exceptions import (
     AgentError,
@@ -69,6 +69,7 @@ __all__ = [
     "StepStarted",
     "StopReason",
     "ToolCallingUnsupportedError",
+    "Uploaded",
     "Usage",
     "load_chat_model",
     "observe",

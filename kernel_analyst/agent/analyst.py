@@ -32,6 +32,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
 from ..kernels import SessionManager
+from .briefing.uploads import new_uploads
 from .events import AgentEvent, FinalAnswer
 from .feedback.judge import MAX_IDLE_REPLIES
 from .loop.answer import AnswerLoop
@@ -42,6 +43,10 @@ from .protocols import ProtocolName
 from .results import Answer
 from .tools.observation import DEFAULT_BUDGET
 from .tools.undo import DEFAULT_CHECKPOINTS
+
+Uploaded = Sequence[str] | Literal["new"]
+"""Files already in a conversation's working directory that a question reads: their names,
+or ``"new"`` for those a person uploaded since the conversation's last question."""
 
 
 class Analyst:
@@ -113,23 +118,27 @@ class Analyst:
 
     async def ask(self, conversation_id: str, question: str, *,
                   files: Sequence[str | os.PathLike[str]] = (),
-                  on_event: EventCallback | None = None) -> Answer:
+                  on_event: EventCallback | None = None, uploaded: Uploaded = ()) -> Answer:
         """Answer ``question`` in the conversation's kernel, after uploading ``files``.
 
-        ``on_event`` receives every event as it happens (see :meth:`stream`). Raises for
-        setup failures (a missing file, a kernel that cannot start); a failing model call
-        ends the answer with ``stop_reason="error"``.
+        ``uploaded``: names of files already in the working directory (uploaded earlier,
+        e.g. through the service) that are read and loaded like ``files``; ``"new"``: those
+        a person uploaded since the conversation's last question. ``on_event`` receives
+        every event as it happens (see :meth:`stream`). Raises for setup failures (a missing
+        file, a kernel that cannot start); a failing model call ends the answer with
+        ``stop_reason="error"``.
         """
-        return await self._answer(conversation_id, question, files, on_event or _ignore)
+        return await self._answer(conversation_id, question, files, on_event or _ignore, uploaded)
 
     async def stream(self, conversation_id: str, question: str, *,
-                     files: Sequence[str | os.PathLike[str]] = ()) -> AsyncIterator[AgentEvent]:
+                     files: Sequence[str | os.PathLike[str]] = (),
+                     uploaded: Uploaded = ()) -> AsyncIterator[AgentEvent]:
         """Like :meth:`ask`, as an async iterator of events ending with :class:`FinalAnswer`.
 
         Closing the iterator early (``contextlib.aclosing``) cancels the answer.
         """
         queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
-        task = asyncio.create_task(self._answer(conversation_id, question, files, queue.put_nowait))
+        task = asyncio.create_task(self._answer(conversation_id, question, files, queue.put_nowait, uploaded))
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
             while (event := await queue.get()) is not None:
@@ -165,7 +174,8 @@ class Analyst:
         self._conversations.pop(conversation_id, None)
 
     async def _answer(self, conversation_id: str, question: str,
-                      files: Sequence[str | os.PathLike[str]], emit: EventCallback) -> Answer:
+                      files: Sequence[str | os.PathLike[str]], emit: EventCallback,
+                      uploaded: Uploaded = ()) -> Answer:
         if isinstance(files, (str, os.PathLike)):
             files = [files]  # one path given where a list was meant
         conversation = self._conversations.get(conversation_id)
@@ -173,7 +183,9 @@ class Analyst:
             conversation = self._conversations[conversation_id] = self._loop.new_conversation()
         async with conversation.lock:
             session = await self.manager.session(conversation_id)
-            answer = await self._loop.answer(conversation_id, conversation, session, question, files, emit)
+            present = new_uploads(session) if uploaded == "new" else list(uploaded)
+            answer = await self._loop.answer(conversation_id, conversation, session, question, files, emit,
+                                             present=present)
         emit(FinalAnswer(answer))
         return answer
 

@@ -9,7 +9,8 @@ A code cell gives these parts, each with its numbers in order (their place is ho
 - each variable it created or changed, as recorded in the cell's metadata (the summary of
   a scalar, the shape of a table);
 - ``code``: its source, for numbers the analysis chose (a threshold, a year to filter on),
-  which only match when the answer writes them exactly.
+  which only match when the answer writes them exactly; not for a loader's cell (role
+  ``profile``), whose code is the profile function's, numbers nobody chose for the data.
 
 A table's row numbers are not results: a run of line-leading integers counting up from 0
 or 1 (or any run of three or more that are not years) is a RangeIndex and is left out, so
@@ -143,7 +144,8 @@ def cell_parts(cell: dict[str, Any], ref: CellRef) -> list[Part]:
             parts.append(_part(ref, "output", f"output {number}", text))
     for info in variable_infos(cell):
         parts.append(_part(ref, "variable", str(info.get("name", "")), _variable_text(info)))
-    parts.append(_part(ref, "code", "code", code))
+    if ref.role != "profile":  # a loader's cell: its code is the profile's own, not the person's numbers
+        parts.append(_part(ref, "code", "code", code))
     for part in parts:
         part.code = code
     return [p for p in parts if p.numbers]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
@@ -67,11 +67,14 @@ class AuditFollower:
         self._workdir = workdir
         self._seen = len(session.audit.cells)
 
-    def flush(self) -> None:
-        """Emit every new cell: markdown as ``markdown``, code as ``cell``/``output``/``result``."""
+    def flush(self, *, roles: tuple[str, ...] | None = None) -> None:
+        """Emit every new cell (or only those of ``roles``: ``profile``, the loader's cells):
+        markdown as ``markdown``, code as ``cell``/``output``/``result``."""
         cells = self._session.audit.cells
         for cell in cells[self._seen:]:
-            self._emit_cell(cell)
+            meta = (cell.get("metadata") or {}).get("kernel_analyst") or {}
+            if roles is None or (isinstance(meta, dict) and meta.get("role") in roles):
+                self._emit_cell(cell)
         self._seen = len(cells)
 
     def _emit_cell(self, cell: dict[str, Any]) -> None:
@@ -93,7 +96,8 @@ class AuditFollower:
         meta = cell.get("metadata", {}).get("kernel_analyst", {})
         error = next((o for o in outputs if o.get("output_type") == "error"), None)
         summary = {"status": meta.get("status", "ok"), "state": meta.get("state", "kept"),
-                   "execution_count": cell.get("execution_count"), "duration_s": meta.get("duration_s"),
+                   "cell_id": cell.get("id"), "execution_count": cell.get("execution_count"),
+                   "duration_s": meta.get("duration_s"),
                    "error": {"ename": error.get("ename", ""), "evalue": error.get("evalue", "")}
                    if error else None}
         self._emit("result", {"execution": summary})
@@ -207,13 +211,19 @@ class AgentBridge:
             _files.resolve_inside(record.workdir, name)
         events = _AgentEvents(emit, html=html, workdir=str(record.workdir))
 
-        async def answer() -> None:
-            async with contextlib.aclosing(analyst.stream(record.id, question)) as stream:
-                async for event in stream:
-                    events.dispatch(event)
-
-        async with service.use(record):
+        async with service.use(record) as session:
             emit("markdown", markdown_event(f"**Question:** {question}", html))
+            follower = AuditFollower(session, emit, html=html, workdir=str(record.workdir))
+
+            async def answer() -> None:
+                # the files named, or else those the person uploaded since the last question,
+                # are read and loaded for the model like files given with the question
+                read: list[str] | Literal["new"] = list(files) or "new"
+                async with contextlib.aclosing(analyst.stream(record.id, question, uploaded=read)) as stream:
+                    async for event in stream:
+                        follower.flush(roles=("profile",))  # the loader's cells, before what follows them
+                        events.dispatch(event)
+
             finished = await service.run_stoppable(record, answer())
         if not finished or events.answer is None:
             outcome = Outcome("stopped", "Stopped: the question was not answered.")

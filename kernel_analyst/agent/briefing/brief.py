@@ -8,12 +8,14 @@ builds the first message and the judge's facts from.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...kernels import KernelSession, VariableInfo
+from ...kernels.files import resolve_inside
 from ..prompting import kernel_context, message
 from ..tools.background import context_note
 from .handoff import handoff_note
@@ -41,14 +43,39 @@ class Briefing:
 
 async def brief(session: KernelSession, variables: dict[str, VariableInfo], question: str,
                 files: Sequence[str | os.PathLike[str]], *, turn: int, preload_tables: bool,
-                changes: Sequence[str] = (), budget: NoteBudget | None = None) -> Briefing:
+                changes: Sequence[str] = (), budget: NoteBudget | None = None,
+                present: Sequence[str] = ()) -> Briefing:
     """Upload ``files``, read their tables, record the question (the ``turn``-th) and, with
     ``preload_tables``, load each table; ``variables`` (the model's view of the namespace)
-    is brought up to date in place. ``changes``: what earlier questions asked to change in
-    the person's tables, one line each, for the note; ``budget``: how much of each table's
-    profile the note holds."""
+    is brought up to date in place. ``present``: names of files already in the working
+    directory (a person uploaded them) that are read like the question's own. ``changes``:
+    what earlier questions asked to change in the person's tables, one line each, for the
+    note; ``budget``: how much of each table's profile the note holds."""
     uploaded = [(await session.upload(Path(path))).name for path in files]
-    tables = await read_uploads([Path(path) for path in files], uploaded, memory_mb=session.limits.memory_mb)
+    present = [name for name in dict.fromkeys(present) if name not in uploaded]
+    with tempfile.TemporaryDirectory(prefix="ka-read-") as scratch:
+        here = [await _readable(session, name, Path(scratch)) for name in present]
+        paths = [Path(path) for path in files] + here
+        uploaded += present
+        tables = await read_uploads(paths, uploaded, memory_mb=session.limits.memory_mb)
+        return await _brief(session, variables, question, uploaded, tables, turn=turn,
+                            preload_tables=preload_tables, changes=changes, budget=budget)
+
+
+async def _readable(session: KernelSession, name: str, scratch: Path) -> Path:
+    """A file of the working directory where this process can read it: in place, or (a
+    remote kernel's) a copy in ``scratch``."""
+    local = resolve_inside(session.workdir, name)
+    if local.is_file():
+        return local
+    copy = scratch / f"{len(list(scratch.iterdir()))}-{Path(name).name}"
+    copy.write_bytes(await session.download(name))
+    return copy
+
+
+async def _brief(session: KernelSession, variables: dict[str, VariableInfo], question: str,
+                 uploaded: list[str], tables: list[UploadedTable], *, turn: int, preload_tables: bool,
+                 changes: Sequence[str], budget: NoteBudget | None) -> Briefing:
     gone = await refresh_variables(session, variables)
     first_cell = len(session.audit.cells)
     await session.add_markdown(question_markdown(question, uploaded), role="question", turn=turn)

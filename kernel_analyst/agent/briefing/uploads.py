@@ -111,6 +111,21 @@ def _table_suffix(name: str) -> str:
     return suffixes[-1] if suffixes else ""
 
 
+def new_uploads(session: KernelSession) -> list[str]:
+    """The files a person uploaded to the working directory since the conversation's last
+    question (every upload, before its first): the ones the next question reads like its
+    own (a front end whose person uploads first, then asks, as the service's page does).
+    Read from the audit trail: uploads carry ``uploaded_at``, question cells ``at``."""
+    audit = session.audit
+    asked = [str(meta.get("at", "")) for c in audit.cells
+             if isinstance(meta := (c.get("metadata") or {}).get("kernel_analyst"), dict)
+             and meta.get("role") == "question"]
+    since = max(asked, default="")
+    uploads = audit.metadata.get("kernel_analyst", {}).get("files", [])
+    return [str(f["name"]) for f in uploads if str(f.get("uploaded_at", "")) > since
+            and not str(f["name"]).startswith("outputs/")]
+
+
 async def read_uploads(paths: Sequence[Path], names: Sequence[str], *,
                        memory_mb: int | None = None) -> list[UploadedTable]:
     """The loader's plan for each uploaded table (other files are left out); ``memory_mb``

@@ -104,16 +104,20 @@ class AnswerLoop:
         return Conversation(state)
 
     async def answer(self, conversation_id: str, conversation: Conversation, session: KernelSession,
-                     question: str, files: Sequence[str | os.PathLike[str]], emit: EventCallback) -> Answer:
-        """Answer ``question`` in ``session``; the conversation keeps the exchange if it completes."""
+                     question: str, files: Sequence[str | os.PathLike[str]], emit: EventCallback, *,
+                     present: Sequence[str] = ()) -> Answer:
+        """Answer ``question`` in ``session`` (``present``: files of its working directory to read
+        like ``files``); the conversation keeps the exchange if it completes."""
         enable_checkpoints(session, self.settings.checkpoints)
         warming = self.warm_up() if conversation.turns == 0 else None
-        turn, judge = await self._start(conversation_id, conversation, session, question, files, emit)
+        turn, judge = await self._start(conversation_id, conversation, session, question, files, emit,
+                                        present)
         if warming is not None:  # the shared prefix cached before the first request, within reason
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(warming), WARM_WAIT_S)
         try:
             outcome = await self._run(turn, judge)
+            self.attempts.observe(outcome)
             if (total := self.attempts.wanted(outcome)) > 1:
                 outcome = await self.attempts.run(outcome, judge, total, self._run)
         except asyncio.CancelledError:
@@ -127,11 +131,11 @@ class AnswerLoop:
 
     async def _start(self, conversation_id: str, conversation: Conversation, session: KernelSession,
                      question: str, files: Sequence[str | os.PathLike[str]],
-                     emit: EventCallback) -> tuple[Turn, Judge]:
+                     emit: EventCallback, present: Sequence[str]) -> tuple[Turn, Judge]:
         changed = [c.describe(conversation.origins.get(c.name)) for c in conversation.changes.values()]
         briefing = await brief(session, conversation.variables, question, files, turn=conversation.turns + 1,
                                preload_tables=self.settings.profile_files, changes=changed,
-                               budget=self.note_budget)
+                               budget=self.note_budget, present=present)
         conversation.teacher.tables.update({t.file: t for t in briefing.tables})
         system = self.systems[conversation.protocol.system_prompt]
         messages = [system, *conversation.history, HumanMessage(f"{question}\n{briefing.note}")]
