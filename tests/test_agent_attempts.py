@@ -61,6 +61,28 @@ def _cells(path: Path) -> list[dict[str, Any]]:
     return cells
 
 
+def test_the_attempts_budget_follows_what_a_question_takes_here() -> None:
+    from typing import cast
+
+    from kernel_analyst.agent.feedback.judge import JudgeSettings
+    from kernel_analyst.agent.loop.attempts import MIN_BUDGET_S, Attempts
+    from kernel_analyst.agent.loop.ending import Outcome
+    from kernel_analyst.agent.results import Answer
+
+    def took(seconds: float) -> Outcome:
+        answer = Answer("It is 3.", [], Path("audit.ipynb"), "answered", duration_s=seconds)
+        return Outcome(answer, cast(Any, None))
+
+    judging = JudgeSettings(max_steps=5, tool_name="python")
+    attempts = Attempts(every=1, on_doubt=3, parallel=2, judging=judging)
+    assert attempts.budget_s(took(10)) == MIN_BUDGET_S  # nothing known yet: at least the minimum
+    assert attempts.budget_s(took(90)) == 180  # twice the first attempt
+    for seconds in (100, 120, 140):
+        attempts.observe(took(seconds))
+    # a first attempt that answered at once, on a server where a question takes 120 s now
+    assert attempts.budget_s(took(20)) == 240
+
+
 async def test_three_attempts_where_two_agree_give_the_agreed_value(manager: SessionManager) -> None:
     share = "print(round(df['survived'].mean(), 4))"
     replies = [

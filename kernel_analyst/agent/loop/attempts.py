@@ -12,7 +12,9 @@ request for every question (``Analyst(attempts=N)``), the question is tried agai
    did not ask to change the data: the data guard left the person's tables as they were);
 3. each further attempt is a branch forked from there, running the same question from the
    same messages (so a model server reuses the cached prompt) at a sampling temperature,
-   several at once (``parallel_attempts``), within a time budget;
+   several at once (``parallel_attempts``), within a time budget (twice the first
+   attempt's seconds, or twice the median first attempt of the latest questions when that
+   is longer: a first answer given without computing is quick, the attempts compute);
 4. the answers' values are compared (:mod:`kernel_analyst.agent.feedback.agreement`); the
    answer given is the one most attempts reach, and it says how many agreed;
 5. the chosen branch is kept (``manager.keep``: its variables, files and cells become the
@@ -28,9 +30,11 @@ conversation whose session cannot be forked at all keeps its first answer, with 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import logging
+import statistics
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -55,6 +59,8 @@ ATTEMPT_TEMPERATURE = 0.7
 the same messages would only repeat the first attempt)."""
 MIN_BUDGET_S = 60.0
 """The further attempts may take the first attempt's time twice, and at least this long."""
+RECENT_QUESTIONS = 20
+"""How many latest questions tell what a question takes (the median of their first attempts)."""
 
 Runner = Callable[[Turn, Judge], Awaitable[Outcome]]
 """Runs one attempt's turn to its end (the loop's own run)."""
@@ -68,6 +74,20 @@ class Attempts:
         self.on_doubt = on_doubt
         self.parallel = parallel
         self.judging = judging
+        self.recent: collections.deque[float] = collections.deque(maxlen=RECENT_QUESTIONS)
+        """Seconds of the latest questions' first attempts (what a question takes here now)."""
+
+    def observe(self, first: Outcome) -> None:
+        """Remember how long a question's first attempt took (for the attempts' budget)."""
+        self.recent.append(first.answer.duration_s)
+
+    def budget_s(self, first: Outcome) -> float:
+        """Seconds the further attempts may take: twice the first attempt, or twice what a
+        question takes here lately when that is longer (a first attempt that answered
+        without computing is quick; the attempts compute, on a server as busy as it is),
+        and at least :data:`MIN_BUDGET_S`."""
+        typical = statistics.median(self.recent) if self.recent else 0.0
+        return max(2 * first.answer.duration_s, 2 * typical, MIN_BUDGET_S)
 
     def wanted(self, outcome: Outcome) -> int:
         """Attempts in all for this question (1: the first one is enough)."""
@@ -120,7 +140,7 @@ class Attempts:
                    run: Runner) -> dict[int, Outcome]:
         """Run the further attempts, ``parallel`` at once, within the time budget."""
         gate = asyncio.Semaphore(self.parallel)
-        budget = max(2 * first.answer.duration_s, MIN_BUDGET_S)
+        budget = self.budget_s(first)
 
         async def one(k: int, branch: KernelSession) -> tuple[int, Outcome | None]:
             async with gate:
