@@ -92,3 +92,32 @@ async def test_a_repeated_failing_cell_is_rolled_back(manager: SessionManager) -
     cells = [c for c in _cells(answer.notebook_path) if c["cell_type"] == "code"]
     kept = [c for c in cells if "Distance" in "".join(c["source"])]
     assert len(kept) == 1 and kept[0]["metadata"]["kernel_analyst"].get("undone"), "the notebook keeps it"
+
+
+async def test_a_reply_that_copies_the_rollbacks_notice_is_no_answer(manager: SessionManager) -> None:
+    # DABench 57 with the 1.5B model: its reply after a rollback was the notice itself, word for
+    # word, and it was given as the answer (the agent's words to the model, shown to the person)
+    failing = "print(df['Distance'].mean())"
+    computed = "print(round(df['distance'].mean(), 2))"
+    replies = [ScriptedReply(code=failing), ScriptedReply(text="It is 300."),  # sent back once: it failed
+               ScriptedReply(code=failing), ScriptedReply(text="(echo)"),  # rolled back, then the copy
+               ScriptedReply(code=computed), ScriptedReply(text="It is 264.07.")]
+    with _Echoing(replies) as server:
+        answer = await Analyst(_model(server), manager).ask("right-echo", "What is the mean distance?",
+                                                            files=[PLANETS])
+        echoed, told = (str(server.requests[i]["messages"][-1]["content"]) for i in (3, 4))
+    assert echoed.startswith("Step 1 failed (KeyError: 'Distance')"), echoed
+    assert answer.ok and answer.text == "It is 264.07.", answer.text
+    assert told.startswith("Your reply repeated my message instead of answering"), told
+    notes = [c for c in _cells(answer.notebook_path) if "repeated my message" in "".join(c["source"])]
+    assert notes, "the notebook says the copy ran nothing and was no answer"
+
+
+class _Echoing(OpenAIServer):
+    """Replies ``(echo)`` with the last message the model was sent, word for word."""
+
+    def take(self, body: dict[str, Any]) -> tuple[int, ScriptedReply | None]:
+        index, reply = super().take(body)
+        if reply is not None and reply.text == "(echo)":
+            reply = ScriptedReply(text=str(body["messages"][-1]["content"]))
+        return index, reply

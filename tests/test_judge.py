@@ -40,13 +40,14 @@ TOOL = "python"
 def Facts(*, steps: Sequence[Step] = (), cells: Sequence[dict[str, Any]] = (),
           variables: dict[str, VariableInfo] | None = None, protocol: ProtocolState | None = None,
           failed: bool = False, pending: bool = False,
-          columns: dict[tuple[str, str], ColumnValues] | None = None) -> TurnFacts:
+          columns: dict[tuple[str, str], ColumnValues] | None = None,
+          told: Sequence[str] = ()) -> TurnFacts:
     """The turn as the judge reads it (the loop takes this snapshot of its turn)."""
     async def lookup(frame: str, column: str, values: tuple[Any, ...]) -> ColumnValues | None:
         return (columns or {}).get((frame, column))
 
     return TurnFacts(tuple(steps), tuple(cells), variables or {}, protocol or ProtocolState("tools"), failed,
-                     lambda: pending, lookup)
+                     lambda: pending, lookup, tuple(told))
 
 
 def judge(question: str = "How many rows?", *, max_steps: int = 15, has_files: bool = False,
@@ -98,6 +99,30 @@ def test_a_reply_cut_while_it_repeated_itself_is_told_what_it_kept_doing_and_nev
 def test_a_reply_cut_at_the_token_limit_is_no_runaway() -> None:
     decision = judge().on_reply(read("It has 3 rows."), "It has 3 rows.", Facts(), cut="limit")
     assert not (isinstance(decision, Tell) and decision.reason.key == "runaway")
+
+
+ROLLBACK = ("Step 4 failed (TypeError: Invalid comparison between dtype=str and int) and you sent the "
+            "same code again, so it was taken back: the kernel's variables are as they were before it.\n"
+            "Variables now: df: pandas.DataFrame (856, 11). Take another way: a different method, or "
+            "smaller steps that print what they find.")
+
+
+def test_a_reply_that_echoes_the_agents_message_is_no_answer() -> None:
+    # seen on DABench 57: the 1.5B model copied the rollback's notice, and it was the answer
+    decision = judge().on_reply(read(ROLLBACK), ROLLBACK, Facts(told=[ROLLBACK]))
+    assert isinstance(decision, Tell) and decision.reason.key == "echoed"
+    assert "repeated my message" in decision.reason.text
+
+
+def test_an_answer_that_quotes_a_little_of_the_message_or_an_output_is_an_answer() -> None:
+    answer = ("The two columns hold text such as '630308[495000-801000]', so I took the first number "
+              "of each value. The correlation is 0.89.")
+    told = [ROLLBACK, "Output of your code (step 5):\nThe correlation is 0.89."]
+    decision = judge().on_reply(read(answer), answer, Facts(told=told))
+    assert isinstance(decision, Accept) or (isinstance(decision, SendBack) and decision.answer == answer)
+    quoted = "Take another way: a different method, or smaller steps that print what they find. It is 0.89."
+    decision = judge().on_reply(read(quoted), quoted, Facts(told=[ROLLBACK]))
+    assert not isinstance(decision, Tell)
 
 
 def test_code_alone_under_tools_is_no_answer() -> None:

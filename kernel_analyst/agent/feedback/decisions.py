@@ -233,6 +233,9 @@ class TurnFacts:
     shown (asked only for a directive; None: never)."""
     lookup: ValueLookup | None = None
     """Asks the kernel for a column's values without adding a cell (None: not asked)."""
+    told: Sequence[str] = ()
+    """What the agent told the model in this answer (its messages after the question: step
+    outputs, send-backs, hints), latest last."""
 
     @property
     def background_pending(self) -> bool:

@@ -204,7 +204,7 @@ class Judge:
         """What a model reply leads to (it was read by the conversation's protocol; ``cut``:
         why it was cut short while it streamed)."""
         case = ReplyCase(reading, text, [self._case(a, facts) for a in reading.actions], facts.steps,
-                         self.settings.tool_name, cut)
+                         self.settings.tool_name, cut, facts.told)
         for policy in self.policies.replies:
             if (reason := policy(case)) is not None:
                 return Tell(reason)

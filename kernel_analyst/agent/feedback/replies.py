@@ -3,8 +3,9 @@
 A small model wastes replies in a handful of ways, each answered with one message that
 says what to do instead (and none of them counted as work done):
 
-- a reply **cut while it repeated itself** (:mod:`.runaway`), one that is **empty**, or
-  **only code** under ``tools`` (code is never an answer);
+- a reply **cut while it repeated itself** (:mod:`.runaway`), one that is **empty**,
+  **only code** under ``tools`` (code is never an answer), or one that **echoes** what the
+  agent told the model (a send-back, a hint, a rollback's notice, copied as the answer);
 - a block **cut** at the reply's length limit, or a call written as text that **cannot be
   read** (both count against the step limit: the model tried to run something);
 - a **wait, check or cancel with no background run**, or an **undo right after a step that
@@ -21,6 +22,7 @@ beside code that already ran (work shown again), or prose beside blocks that are
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -74,6 +76,8 @@ class ReplyCase:
     cut: str = ""
     """Why the reply was cut short while it streamed ("" when it ended by itself): ``limit``,
     or what it kept repeating (:mod:`.runaway`)."""
+    told: Sequence[str] = ()
+    """What the agent told the model in this answer (step outputs, send-backs, hints)."""
 
 
 ActionPolicy = Callable[[ActionCase], Reason | None]
@@ -168,9 +172,31 @@ def code_in_answer(case: ReplyCase) -> Reason | None:
     return Reason("code_in_answer", message("code_in_answer", tool_name=case.tool_name))
 
 
+ECHO_SHARE = 0.8
+"""A reply whose sentences are nearly all (this share of its characters, or more) copied word
+for word from what the agent told the model echoes it: it is no answer."""
+_SENTENCE = re.compile(r"(?<=[.!?:;])\s+|\n+")
+
+
+def echoed(case: ReplyCase) -> Reason | None:
+    """A reply that repeats what the agent told the model (a send-back, a hint, the notice of
+    a rollback) instead of answering: a small model copies the last message it read, and the
+    copy would be given as the answer, with the agent's own words in it."""
+    reading = case.reading
+    if not case.told or not reading.is_answer:
+        return None
+    told = " ".join(" ".join(text.split()) for text in case.told)
+    sentences = [part for part in (" ".join(part.split()) for part in _SENTENCE.split(reading.text)) if part]
+    total = sum(len(part) for part in sentences)
+    copied = sum(len(part) for part in sentences if len(part) >= 20 and part in told)
+    if total < 40 or copied < ECHO_SHARE * total:
+        return None
+    return Reason("echoed", message("echoed"))
+
+
 ReplyPolicy = Callable[[ReplyCase], Reason | None]
 """A reason a reply is no step and no answer, or None."""
-NO_STEP_REPLIES: tuple[ReplyPolicy, ...] = (cut_short, empty_reply, code_in_answer)
+NO_STEP_REPLIES: tuple[ReplyPolicy, ...] = (cut_short, empty_reply, code_in_answer, echoed)
 """Replies that are no step and no answer, asked before whether a reply is an answer."""
 
 
@@ -222,6 +248,7 @@ __all__ = [
     "answer_in",
     "code_in_answer",
     "cut_short",
+    "echoed",
     "empty_reply",
     "no_background_run",
     "nothing_to_run",

@@ -21,6 +21,7 @@ from ...kernels import KernelSession, VariableInfo
 from ..events import AgentEvent, ModelReplied
 from ..feedback.decisions import TurnFacts
 from ..feedback.hints import ErrorTeacher
+from ..prompting import message
 from ..protocols import ProtocolState
 from ..results import Step, TableChange, Usage
 from ..tools.background import BackgroundSteps
@@ -121,7 +122,22 @@ class Turn:
                          variables=dict(conversation.variables), protocol=conversation.protocol,
                          failed=self.error is not None,
                          pending=lambda: conversation.background.pending(self.session),
-                         lookup=self.session.column_values)
+                         lookup=self.session.column_values, told=self.told())
+
+    def told(self) -> tuple[str, ...]:
+        """The agent's own words to the model since the question (send-backs, hints, the
+        notice of a rollback; not the outputs of its code, which an answer may quote), for
+        the judge to tell an echo from an answer."""
+        output = message("code_output", step=0).split("(")[0]
+        return tuple(text for m in self.messages[self.question_at + 1:]
+                     if m.type == "human" and (text := _text_of(m)) and not text.startswith(output))
+
+
+def _text_of(message: BaseMessage) -> str:
+    if isinstance(message.content, str):
+        return message.content
+    return "\n".join(part if isinstance(part, str) else str(part.get("text", ""))
+                     for part in message.content)
 
 
 __all__ = ["Conversation", "EventCallback", "Turn"]
