@@ -66,7 +66,7 @@ async def task_across_reconnect(connect: Connect) -> str:
         handle = await first.session.call_tool("execute", {"code": LONG}, allow_claimed=True)
         assert isinstance(handle, TaskHandle) and handle.status == "working", handle
         assert handle.poll_interval_ms and handle.ttl_ms
-        working = await _poll_until(first, handle.task_id, "step 1")
+        working = await _poll_until(first, handle.task_id, ": step ")  # any line it printed, while it runs
         assert working.status == "working" and "the cell running for" in (working.status_message or "")
     async with connect(extensions=[TasksClient()], read_timeout_seconds=WAIT_S) as second:
         state = await wait_task(second.session, handle.task_id, timeout_s=60)
