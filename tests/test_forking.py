@@ -276,3 +276,33 @@ async def test_a_kernel_brought_back_by_undo_says_how_it_ended(forked: SessionMa
     ended = await s.execute("import os\nos._exit(3)")
     assert ended.status == "died" and ended.ending is not None, ended.events
     assert ended.ending.cause is EndCause.EXIT and ended.ending.exit_code == 3, ended.ending
+
+
+async def test_a_host_with_descriptors_past_1023_still_forks_and_checkpoints(tmp_path: Path) -> None:
+    """A service holding many kernels numbers its descriptors past 1023, and the template
+    and checkpoints get their control socket under the host's number: they must not wait on
+    it with ``select``, which refuses such numbers (the template then ended at the first
+    fork request)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 1200
+    assert hard == resource.RLIM_INFINITY or hard >= wanted, f"this machine allows {hard} descriptors"
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    fillers: list[int] = []
+    try:
+        while not fillers or fillers[-1] < 1030:
+            fillers.append(os.open(os.devnull, os.O_RDONLY))
+        async with SessionManager(tmp_path, limits=test_limits(isolation="process")) as m:
+            s = await m.session("many-fds")
+            assert (await s.execute("x = 41\nx + 1")).text.strip() == "42"
+            assert started_from_template(s), s.describe()["kernel"]["start"]
+            await s.checkpoint()
+            await s.execute("x = 0")
+            await s.undo()
+            assert (await s.execute("x")).text.strip() == "41"
+    finally:
+        for fd in fillers:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -5,7 +5,7 @@ ZMQ's file descriptor is edge-triggered. ``jupyter_client.session.Session.send``
 pending commands (the "a message arrived" edge) without telling pyzmq's asyncio layer;
 the reader task waiting in ``recv_multipart()`` is then never woken. A fake kernel over
 ipc makes the order deterministic: the reply is known to be waiting (the descriptor is
-readable, checked with ``select``, which does not consume it) before the next send runs,
+readable, checked with ``poll``, which does not consume it) before the next send runs,
 and the event loop does not run in between.
 """
 
@@ -58,9 +58,11 @@ class IpcFakeKernel:
 
 def _wait_readable(sock: zmq.asyncio.Socket, seconds: float) -> None:
     """Block (without running the event loop) until the socket's descriptor signals."""
+    poller = select.poll()  # not select.select, which refuses descriptors past 1023
+    poller.register(sock.getsockopt(zmq.FD), select.POLLIN)
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if select.select([sock.getsockopt(zmq.FD)], [], [], 0.05)[0]:
+        if poller.poll(50):
             return
     raise AssertionError("the reply never reached our socket")
 

@@ -44,9 +44,12 @@ def serve(ctl: socket.socket, *, role: str, close_in_child: tuple[int, ...] = ()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    poller = select.poll()  # not select.select: a host's descriptor may be numbered past 1023
+    poller.register(ctl.fileno(), select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
     try:
         while True:
-            readable = select.select([ctl.fileno(), wake_r], [], [])[0]
+            readable = [fd for fd, _ in poller.poll()]
             if wake_r in readable:
                 os.read(wake_r, 512)
                 _report_exits(ctl)
@@ -71,6 +74,8 @@ def serve(ctl: socket.socket, *, role: str, close_in_child: tuple[int, ...] = ()
             else:
                 for fd in fds:
                     os.close(fd)
+    except BaseException:  # the host's warning shows the log's tail: say why this fork point ended
+        os.write(2, traceback.format_exc().encode(errors="replace"))  # fd 2: sys.stderr may be the kernel's
     finally:
         os._exit(0)
 
