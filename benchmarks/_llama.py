@@ -1,6 +1,7 @@
 """What a benchmark needs from llama-server (``../shared/tools/local-model.sh``): each model
-call's own timings, a chat model whose HTTP client collects them, and a way to forget the
-server's cached prompts so one run does not profit from another.
+call's own timings, a chat model whose HTTP client collects them, a way to forget the
+server's cached prompts so one run does not profit from another, and the served model's own
+tokenizer and chat template for counting tokens.
 
 llama-server reports ``timings`` with every completion: prompt tokens processed
 (``prompt_n``) and taken from its cache (``cache_n``), tokens generated (``predicted_n``),
@@ -16,7 +17,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,3 +173,27 @@ def erase_slots(base_url: str | None) -> None:
             urllib.request.urlopen(request, timeout=5).close()
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return
+
+
+class Tokenizer:
+    """Tokens as the served model counts them: its ``/tokenize``, and its chat template with
+    the tools through ``/apply-template`` (tiktoken would need a download, and is not this
+    model's tokenizer)."""
+
+    def __init__(self, base_url: str) -> None:
+        self.root = base_url.rstrip("/").removesuffix("/v1")
+
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        request = urllib.request.Request(self.root + path, json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.loads(response.read())
+
+    def tokens(self, text: str) -> int:
+        """Tokens of ``text`` as it is."""
+        return len(self._post("/tokenize", {"content": text})["tokens"]) if text else 0
+
+    def templated(self, messages: list[dict[str, Any]], tools: Sequence[Any] = ()) -> int:
+        """Tokens of ``messages`` (and ``tools``) as the chat template renders them."""
+        body: dict[str, Any] = {"messages": messages} | ({"tools": list(tools)} if tools else {})
+        return self.tokens(self._post("/apply-template", body)["prompt"])

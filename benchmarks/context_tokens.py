@@ -24,12 +24,12 @@ import dataclasses
 import json
 import sys
 import tempfile
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from _llama import Tokenizer
 
 from kernel_analyst.agent.briefing import describe_files
 from kernel_analyst.agent.briefing.uploads import read_uploads, tables_note
@@ -74,20 +74,12 @@ def table(rows: int = 2000, seed: int = 0) -> pd.DataFrame:
     return frame
 
 
-def _post(base: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    request = urllib.request.Request(base.rstrip("/") + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return json.loads(response.read())  # type: ignore[no-any-return]
-
-
 def tokens(base: str, messages: list[dict[str, str]], *, template: bool = True) -> int:
     """Tokens of ``messages`` as the server's chat template renders them."""
+    tokenizer = Tokenizer(base)
     if template:
-        prompt = _post(base, "/apply-template", {"messages": messages})["prompt"]
-    else:
-        prompt = "".join(m["content"] for m in messages)
-    return len(_post(base, "/tokenize", {"content": prompt})["tokens"])
+        return tokenizer.templated(messages)
+    return tokenizer.tokens("".join(m["content"] for m in messages))
 
 
 def _table_note(frame: pd.DataFrame, *, preload: bool) -> str:

@@ -22,12 +22,12 @@ import json
 import statistics
 import sys
 import tempfile
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _llama import Tokenizer
 from _tree_runs import run_in_tree
 from _trees import use_tree
 from conversation_cases import CONVERSATIONS, DEFAULT_DATA
@@ -84,25 +84,13 @@ class Counter:
     """Tokens of the local model, through llama-server (None without one)."""
 
     def __init__(self, base_url: str | None) -> None:
-        self.base = base_url.rstrip("/").removesuffix("/v1") if base_url else None
-
-    def _post(self, path: str, body: dict[str, Any]) -> Any:
-        assert self.base is not None
-        request = urllib.request.Request(self.base + path, json.dumps(body).encode(),
-                                         {"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return json.loads(response.read())
+        self.tokenizer = Tokenizer(base_url) if base_url else None
 
     def tokens(self, text: str) -> int | None:
-        if self.base is None or not text:
-            return 0 if self.base is not None else None
-        return len(self._post("/tokenize", {"content": text})["tokens"])
+        return None if self.tokenizer is None else self.tokenizer.tokens(text)
 
     def templated(self, messages: list[dict[str, Any]], tools: list[Any]) -> int | None:
-        if self.base is None:
-            return None
-        body: dict[str, Any] = {"messages": messages} | ({"tools": tools} if tools else {})
-        return self.tokens(self._post("/apply-template", body)["prompt"])
+        return None if self.tokenizer is None else self.tokenizer.templated(messages, tools)
 
 
 def measure(request: dict[str, Any], counter: Counter) -> dict[str, dict[str, int | None]]:

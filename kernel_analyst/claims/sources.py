@@ -186,15 +186,9 @@ def _without_row_numbers(text: str, numbers: list[Found]) -> list[Found]:
     return [n for i, n in enumerate(numbers) if i not in drop] if drop else numbers
 
 
-def _undone(cell: dict[str, Any]) -> bool:
-    meta = (cell.get("metadata") or {}).get("kernel_analyst") or {}
-    return isinstance(meta, dict) and bool(meta.get("undone"))
-
-
 def _ref(cell: dict[str, Any], index: int) -> CellRef:
     count = cell.get("execution_count")
-    meta = (cell.get("metadata") or {}).get("kernel_analyst") or {}
-    role = meta.get("role") if isinstance(meta, dict) else None
+    role = _meta(cell).get("role")
     return CellRef(index, str(cell.get("id", "") or ""), count if isinstance(count, int) else None,
                    role if isinstance(role, str) else "")
 
@@ -227,7 +221,7 @@ class SourceIndex:
         conversation's state does not come from them, and ``verify`` does not re-run them."""
         index = cls()
         for position, cell in enumerate(cells):
-            if isinstance(cell, dict) and cell.get("cell_type") == "code" and not _undone(cell):
+            if isinstance(cell, dict) and cell.get("cell_type") == "code" and not _meta(cell).get("undone"):
                 for part in cell_parts(cell, _ref(cell, position)):
                     index.add(part)
         return index

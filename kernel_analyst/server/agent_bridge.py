@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
@@ -33,6 +33,7 @@ from ..frontend.models import build_analyst, load_model
 from ..frontend.outcomes import Outcome, answer_outcome, eda_outcome, stopped_eda
 from ..kernels import KernelSession, RecoveryReport
 from ..kernels import files as _files
+from ..kernels.trail import cell_meta
 from .auth import Tenant
 from .config import ServerConfig
 from .exceptions import NoModelError
@@ -44,6 +45,7 @@ from .service import SessionService
 from .streaming import Emit, EventStream, cancel_and_interrupt
 
 if TYPE_CHECKING:
+    from ..agent import Uploaded
     from ..agent.events import (
         AgentNote,
         FinalAnswer,
@@ -72,8 +74,7 @@ class AuditFollower:
         markdown as ``markdown``, code as ``cell``/``output``/``result``."""
         cells = self._session.audit.cells
         for cell in cells[self._seen:]:
-            meta = (cell.get("metadata") or {}).get("kernel_analyst") or {}
-            if roles is None or (isinstance(meta, dict) and meta.get("role") in roles):
+            if roles is None or cell_meta(cell).get("role") in roles:
                 self._emit_cell(cell)
         self._seen = len(cells)
 
@@ -81,8 +82,8 @@ class AuditFollower:
         source = cell.get("source", "")
         text = "".join(source) if isinstance(source, list) else str(source)
         if cell.get("cell_type") != "code":
-            meta = cell.get("metadata", {}).get("kernel_analyst", {})
-            resumed = isinstance(meta, dict) and meta.get("marker") == "resumed"
+            meta = cell_meta(cell)
+            resumed = meta.get("marker") == "resumed"
             recovery = meta.get("recovery") if resumed else None
             if isinstance(recovery, dict):
                 self._emit("resumed", resumed_event(RecoveryReport.from_dict(recovery), self._html))
@@ -93,7 +94,7 @@ class AuditFollower:
         outputs = cell.get("outputs", [])
         for out in outputs:
             self._emit("output", output_event(out, self._html, workdir=self._workdir))
-        meta = cell.get("metadata", {}).get("kernel_analyst", {})
+        meta = cell_meta(cell)
         error = next((o for o in outputs if o.get("output_type") == "error"), None)
         summary = {"status": meta.get("status", "ok"), "state": meta.get("state", "kept"),
                    "cell_id": cell.get("id"), "execution_count": cell.get("execution_count"),
@@ -218,7 +219,7 @@ class AgentBridge:
             async def answer() -> None:
                 # the files named, or else those the person uploaded since the last question,
                 # are read and loaded for the model like files given with the question
-                read: list[str] | Literal["new"] = list(files) or "new"
+                read: Uploaded = list(files) or "new"
                 async with contextlib.aclosing(analyst.stream(record.id, question, uploaded=read)) as stream:
                     async for event in stream:
                         follower.flush(roles=("profile",))  # the loader's cells, before what follows them

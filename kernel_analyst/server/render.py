@@ -27,6 +27,7 @@ from markdown_it import MarkdownIt
 from ..claims import Grounding, cite_markdown
 from ..frontend.tracebacks import ErrorView
 from ..kernels.execution import strip_ansi
+from ..kernels.trail import cell_meta
 
 NOTEBOOK_CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
                 "form-action 'none'")
@@ -95,7 +96,7 @@ def render_markdown_cell(cell: dict[str, Any]) -> str:
     cited numbers as links and marks (its source holds ``<mark>`` HTML, which
     :func:`render_markdown` shows as text)."""
     source = _join(cell.get("source", ""))
-    claims = _ka_meta(cell).get("claims")
+    claims = cell_meta(cell).get("claims")
     if isinstance(claims, dict):
         try:
             grounding = Grounding.from_dict(claims)
@@ -217,15 +218,9 @@ def render_cell(cell: dict[str, Any], *, workdir: str | None = None) -> str:
 
 def cell_status(cell: dict[str, Any]) -> str | None:
     """The recorded status of a code cell (``ok``, ``error``, ``timeout``, ``died``), or None."""
-    ka = _ka_meta(cell)
+    ka = cell_meta(cell)
     status = ka.get("status")
     return status if status in ("ok", "error", "timeout", "died") else None
-
-
-def _ka_meta(cell: dict[str, Any]) -> dict[str, Any]:
-    meta = cell.get("metadata")
-    ka = meta.get("kernel_analyst") if isinstance(meta, dict) else None
-    return ka if isinstance(ka, dict) else {}
 
 
 def cell_view(cell: dict[str, Any], index: int, *, workdir: str | None = None) -> dict[str, Any]:
@@ -233,7 +228,7 @@ def cell_view(cell: dict[str, Any], index: int, *, workdir: str | None = None) -
     outputs (or markdown) as safe HTML. Nothing else of the notebook is passed on."""
     kind = cell.get("cell_type")
     source = _join(cell.get("source", ""))
-    ka = _ka_meta(cell)
+    ka = cell_meta(cell)
     if kind != "code":
         shown = render_markdown_cell(cell) if kind == "markdown" else _pre(source, "raw")
         role = ka.get("role")

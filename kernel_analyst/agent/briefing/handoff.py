@@ -15,26 +15,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...kernels.trail import cell_meta
 from ..prompting import message
 
 _MAX_NAMES = 8
 _TURN_ROLES = ("question", "answer")
 
 
-def _meta(cell: dict[str, Any]) -> dict[str, Any]:
-    meta = cell.get("metadata", {}).get("kernel_analyst", {})
-    return meta if isinstance(meta, dict) else {}
-
-
 def hand_cells(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The code cells a person ran since the agent's last turn: after the last answer
     (or question) before the current question, up to that question (the cells the agent
     loads tables with come after it)."""
-    end = next((i for i in range(len(cells) - 1, -1, -1) if _meta(cells[i]).get("role") == "question"),
+    end = next((i for i in range(len(cells) - 1, -1, -1) if cell_meta(cells[i]).get("role") == "question"),
                len(cells))
-    start = next((i + 1 for i in range(end - 1, -1, -1) if _meta(cells[i]).get("role") in _TURN_ROLES), 0)
-    return [c for c in cells[start:end] if c.get("cell_type") == "code" and _meta(c).get("by") == "person"
-            and not _meta(c).get("undone")]
+    start = next((i + 1 for i in range(end - 1, -1, -1) if cell_meta(cells[i]).get("role") in _TURN_ROLES), 0)
+    return [c for c in cells[start:end] if c.get("cell_type") == "code" and cell_meta(c).get("by") == "person"
+            and not cell_meta(c).get("undone")]
 
 
 def _names(entries: Any) -> list[str]:
@@ -50,7 +46,7 @@ def variable_changes(cells: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
     changed: dict[str, None] = {}
     deleted: dict[str, None] = {}
     for cell in cells:
-        found = _meta(cell).get("variables") or {}
+        found = cell_meta(cell).get("variables") or {}
         for name in _names(found.get("created")):
             deleted.pop(name, None)
             created[name] = None
@@ -77,7 +73,7 @@ def describe(cells: Sequence[dict[str, Any]]) -> str | None:
         return None
     changes = variable_changes(cells)
     parts = [f"{what} {_listed(names)}" for what, names in changes.items() if names]
-    failed = sum(1 for c in cells if _meta(c).get("status", "ok") != "ok")
+    failed = sum(1 for c in cells if cell_meta(c).get("status", "ok") != "ok")
     if failed:
         parts.append(f"{failed} failed")
     count = f"{len(cells)} cell{'s' if len(cells) != 1 else ''}"

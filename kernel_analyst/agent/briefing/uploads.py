@@ -24,6 +24,7 @@ from ...eda.exceptions import UnreadableFileError
 from ...eda.loader import Plan, detect
 from ...eda.profile import profile_file, variable_name
 from ...kernels import KernelSession
+from ...kernels.trail import cell_meta
 from ..prompting import message
 
 TABLE_SUFFIXES = frozenset({".csv", ".tsv", ".tab", ".txt", ".dat", ".psv", ".xlsx", ".xlsm", ".xls", ".ods",
@@ -117,9 +118,7 @@ def new_uploads(session: KernelSession) -> list[str]:
     own (a front end whose person uploads first, then asks, as the service's page does).
     Read from the audit trail: uploads carry ``uploaded_at``, question cells ``at``."""
     audit = session.audit
-    asked = [str(meta.get("at", "")) for c in audit.cells
-             if isinstance(meta := (c.get("metadata") or {}).get("kernel_analyst"), dict)
-             and meta.get("role") == "question"]
+    asked = [str(cell_meta(c).get("at", "")) for c in audit.cells if cell_meta(c).get("role") == "question"]
     since = max(asked, default="")
     uploads = audit.metadata.get("kernel_analyst", {}).get("files", [])
     return [str(f["name"]) for f in uploads if str(f.get("uploaded_at", "")) > since

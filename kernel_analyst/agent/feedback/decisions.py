@@ -234,8 +234,8 @@ class TurnFacts:
     lookup: ValueLookup | None = None
     """Asks the kernel for a column's values without adding a cell (None: not asked)."""
     told: Sequence[str] = ()
-    """What the agent told the model in this answer (its messages after the question: step
-    outputs, send-backs, hints), latest last."""
+    """What the agent told the model in its own words in this answer (send-backs, hints, a
+    rollback's notice; not its code's outputs), latest last."""
 
     @property
     def background_pending(self) -> bool:

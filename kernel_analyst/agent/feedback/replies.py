@@ -77,7 +77,8 @@ class ReplyCase:
     """Why the reply was cut short while it streamed ("" when it ended by itself): ``limit``,
     or what it kept repeating (:mod:`.runaway`)."""
     told: Sequence[str] = ()
-    """What the agent told the model in this answer (step outputs, send-backs, hints)."""
+    """What the agent told the model in its own words in this answer (send-backs, hints, a
+    rollback's notice)."""
 
 
 ActionPolicy = Callable[[ActionCase], Reason | None]

@@ -130,14 +130,7 @@ class Turn:
         the judge to tell an echo from an answer."""
         output = message("code_output", step=0).split("(")[0]
         return tuple(text for m in self.messages[self.question_at + 1:]
-                     if m.type == "human" and (text := _text_of(m)) and not text.startswith(output))
-
-
-def _text_of(message: BaseMessage) -> str:
-    if isinstance(message.content, str):
-        return message.content
-    return "\n".join(part if isinstance(part, str) else str(part.get("text", ""))
-                     for part in message.content)
+                     if m.type == "human" and (text := str(m.text)) and not text.startswith(output))
 
 
 __all__ = ["Conversation", "EventCallback", "Turn"]

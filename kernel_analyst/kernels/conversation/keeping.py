@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..exceptions import CheckpointError
-from ..trail import SNAPSHOT_DIR, AuditTrail
+from ..trail import SNAPSHOT_DIR, AuditTrail, cell_meta
 from .branches import repoint, snapshot_marker
 
 Method = Literal["forked", "copied"]
@@ -234,11 +234,12 @@ def plan(parent_cells: list[dict[str, Any]], branch_cells: list[dict[str, Any]],
     if line.copies > len(parent_cells):
         raise CheckpointError(f"branch {branch!r} copied {line.copies} cells from a notebook that has "
                               f"{len(parent_cells)}: it is not a branch of this conversation as it is now")
-    abandon = [i for i in range(line.copies, len(parent_cells)) if "abandoned" not in ka_of(parent_cells[i])]
+    abandon = [i for i in range(line.copies, len(parent_cells))
+               if "abandoned" not in cell_meta(parent_cells[i])]
     undo: dict[int, bool] = {}
     for i in range(line.copies):
-        theirs = bool(ka_of(branch_cells[line.marker + 1 + i]).get("undone"))
-        ours = bool(ka_of(parent_cells[i]).get("undone"))
+        theirs = bool(cell_meta(branch_cells[line.marker + 1 + i]).get("undone"))
+        ours = bool(cell_meta(parent_cells[i]).get("undone"))
         if parent_cells[i].get("cell_type") == "code" and ours != theirs:
             undo[i] = theirs
     first = len(parent_cells) + 1  # after the marker
@@ -247,12 +248,6 @@ def plan(parent_cells: list[dict[str, Any]], branch_cells: list[dict[str, Any]],
     counts = [c.get("execution_count") for c in [*parent_cells, *cells] if c.get("cell_type") == "code"]
     return TrailPlan(abandon, undo, cells, first,
                      max((n for n in counts if isinstance(n, int)), default=0) + 1)
-
-
-def ka_of(cell: dict[str, Any]) -> dict[str, Any]:
-    """A cell's ``metadata.kernel_analyst``, read only ({} when missing)."""
-    meta = cell.get("metadata", {}).get("kernel_analyst", {})
-    return meta if isinstance(meta, dict) else {}
 
 
 def _pointers(parent_cells: list[dict[str, Any]], branch_cells: list[dict[str, Any]], line: BranchLine,
@@ -283,7 +278,7 @@ def abandon(cell: dict[str, Any], *, branch: str, at: str,
             reason: Literal["kept", "discarded"] = "kept") -> None:
     """Mark a cell abandoned, in place (see the module): a cell of the parent's old line
     when ``branch`` was kept, or a discarded branch's cell recorded in its parent."""
-    record = ka_of(cell)
+    record = cell_meta(cell)
     shown = {key: record[key] for key in _DISPLAY_KEYS if key in record}
     cell.setdefault("metadata", {})["kernel_analyst"] = {
         **shown, "undone": True, "undone_at": at,
@@ -397,5 +392,5 @@ def _digest(path: Path) -> str:
 
 
 __all__ = ["ABANDONED_DIR", "BranchLine", "DiscardReport", "FileMerge", "KeepReport", "Method", "TrailPlan",
-           "abandon", "branch_line", "ka", "ka_of", "marker_text", "merge_files", "merged_uploads",
+           "abandon", "branch_line", "ka", "marker_text", "merge_files", "merged_uploads",
            "parent_of", "plan", "set_undone", "write"]

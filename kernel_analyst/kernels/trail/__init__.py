@@ -11,7 +11,7 @@ May import: the value modules of ``kernels`` (``execution``, ``recovery``, ``fil
 is given (``Recoverer``), so it imports neither ``launch`` nor ``conversation``.
 """
 
-from .audit import AuditTrail, code_cell, markdown_cell, new_cell_id, repair_notebook
+from .audit import AuditTrail, cell_meta, code_cell, markdown_cell, new_cell_id, repair_notebook
 from .reproduce import check_inputs, compare_cell, join_text
 from .restore import (
     LOSS_MARKERS,
@@ -34,6 +34,7 @@ __all__ = [
     "Evaluate",
     "Recoverer",
     "RunCell",
+    "cell_meta",
     "cells_to_restore",
     "check_inputs",
     "code_cell",

@@ -41,6 +41,13 @@ def new_cell_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
+def cell_meta(cell: dict[str, Any]) -> dict[str, Any]:
+    """A cell's ``metadata.kernel_analyst`` as the trail records it, to read ({} when missing)."""
+    metadata = cell.get("metadata")
+    meta = metadata.get("kernel_analyst") if isinstance(metadata, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
 def markdown_cell(text: str, **meta: Any) -> dict[str, Any]:
     """A markdown cell dict; ``meta`` goes under ``metadata.kernel_analyst``."""
     return {"cell_type": "markdown", "id": new_cell_id(),

@@ -45,7 +45,7 @@ from typing import Any
 from .._clock import utcnow
 from ..execution import Execution
 from ..recovery import RecoveryPolicy, RecoveryReport, ReplayedCell
-from .audit import AuditTrail
+from .audit import AuditTrail, cell_meta
 from .reproduce import check_inputs, compare_cell, join_text
 
 log = logging.getLogger(__name__)
@@ -65,11 +65,6 @@ Evaluate = Callable[[str, float], Awaitable[Any]]
 # -- reading the trail ------------------------------------------------------------------
 
 
-def _meta(cell: dict[str, Any]) -> dict[str, Any]:
-    meta = cell.get("metadata", {}).get("kernel_analyst", {})
-    return meta if isinstance(meta, dict) else {}
-
-
 def cells_to_restore(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The code cells whose effects a recovery at the end of ``cells`` must bring back:
     the namespace just before the latest loss, or the live one when the conversation
@@ -84,7 +79,7 @@ def cells_to_restore(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     live: list[dict[str, Any]] = []
     before_loss: list[dict[str, Any]] = []
     for cell in cells:
-        meta = _meta(cell)
+        meta = cell_meta(cell)
         marker = meta.get("marker") if cell.get("cell_type") == "markdown" else None
         if marker == "restart_requested":
             live, before_loss = [], []
@@ -102,7 +97,7 @@ def cells_to_restore(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def replayable(cell: dict[str, Any]) -> bool:
     """False for cells marked ``# kernel-analyst: no-replay`` (or ``replay: false``)."""
-    if _meta(cell).get("replay") is False:
+    if cell_meta(cell).get("replay") is False:
         return False
     return not _NO_REPLAY_RE.search(join_text(cell.get("source", "")))
 
@@ -111,7 +106,7 @@ def expected_variables(cells: list[dict[str, Any]]) -> list[str]:
     """Names the ``cells`` left in the namespace, from their recorded variable changes."""
     names: dict[str, None] = {}
     for cell in cells:
-        diff = _meta(cell).get("variables", {})
+        diff = cell_meta(cell).get("variables", {})
         for info in [*diff.get("created", []), *diff.get("changed", [])]:
             names[str(info.get("name"))] = None
         for name in diff.get("deleted", []):
@@ -123,7 +118,7 @@ def last_snapshot(cells: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The metadata of the last ``snapshot`` marker, if no cell ran and no state changed
     after it (only then does it hold the namespace)."""
     for cell in reversed(cells):
-        meta = _meta(cell)
+        meta = cell_meta(cell)
         if cell.get("cell_type") == "code":
             return None
         marker = meta.get("marker")
@@ -141,7 +136,7 @@ def cells_to_replay_after(snapshot: dict[str, Any], cells: list[dict[str, Any]])
     unsaved = set(snapshot.get("unsaved", {}))
     needed = []
     for cell in cells:
-        diff = _meta(cell).get("variables", {})
+        diff = cell_meta(cell).get("variables", {})
         touched = {str(v.get("name")) for v in [*diff.get("created", []), *diff.get("changed", [])]}
         if touched & unsaved or (not touched and not diff.get("deleted") and not cell.get("outputs")):
             needed.append(cell)
@@ -160,7 +155,7 @@ async def replay(report: RecoveryReport, cells: list[dict[str, Any]], *, run: Ru
             todo.append(cell)
         else:
             report.skipped[str(cell.get("id"))] = "marked no-replay"
-    recorded = sum(float(_meta(c).get("duration_s", 0) or 0) for c in todo)
+    recorded = sum(float(cell_meta(c).get("duration_s", 0) or 0) for c in todo)
     report.budget_s = policy.budget(recorded)
     deadline = time.monotonic() + report.budget_s
     for position, cell in enumerate(todo):
