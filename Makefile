@@ -54,8 +54,10 @@ pytest: $(STAMP) sysdeps eg-venv
 	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not busy_machine" --durations=15
 	$(BIN)/pytest -q -p no:cacheprovider -m busy_machine
 
+# The gateway's virtualenv downloads (network) while mypy and ruff read the code (CPU).
 test: setup
-	$(MAKE) lint typecheck pytest
+	$(MAKE) -j2 --output-sync=target lint typecheck eg-venv
+	$(MAKE) pytest
 
 demo: $(STAMP)
 	$(BIN)/kernel-analyst eda examples/data/penguins.csv -o out/penguins-eda.ipynb --html out/penguins-eda.html
