@@ -83,6 +83,64 @@ def test_the_attempts_budget_follows_what_a_question_takes_here() -> None:
     assert attempts.budget_s(took(20)) == 240
 
 
+def test_attempts_on_doubt_add_at_most_half_the_latest_questions_time() -> None:
+    """One account for the attempts made because an answer is in doubt: half the latest
+    questions' first attempts and a minute, less what their attempts took. A question the
+    account cannot pay for keeps its first answer and says why; attempts asked for every
+    question are not bounded so."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from kernel_analyst.agent.feedback.decisions import Reason
+    from kernel_analyst.agent.feedback.judge import JudgeSettings
+    from kernel_analyst.agent.loop.attempts import Attempts
+    from kernel_analyst.agent.loop.ending import Outcome
+    from kernel_analyst.agent.results import Answer
+
+    turn = SimpleNamespace(notes=[], emit=lambda event: None)
+
+    def took(seconds: float, *, doubtful: bool = True) -> Outcome:
+        answer = Answer("It is 3.", [], Path("audit.ipynb"), "answered", duration_s=seconds)
+        doubts = (Reason("form", "- The answer lacks the form's items."),) if doubtful else ()
+        return Outcome(answer, cast(Any, turn), doubts)
+
+    judging = JudgeSettings(max_steps=5, tool_name="python")
+    attempts = Attempts(every=1, on_doubt=3, parallel=2, judging=judging)  # the default share, 0.5
+
+    first = took(100)
+    attempts.observe(first)
+    assert attempts.credit_s() == 0.5 * 100 + 60
+    assert attempts.wanted(first) == 3  # 110 s can pay for one attempt of about 100 s
+    assert attempts.time_for(first) == 110  # not the 200 s the question alone would get
+    attempts.extra[-1] += 150  # what its attempts took (run() adds it)
+
+    second = took(100)
+    attempts.observe(second)
+    assert attempts.credit_s() == 0.5 * 200 + 60 - 150
+    assert attempts.wanted(second) == 1
+    assert turn.notes[-1].startswith("The answer is in doubt (The answer lacks the form's items) but was not "
+                                     "tried again: one more attempt takes about 100 s")
+    assert "10 s left" in turn.notes[-1]
+    assert attempts.wanted(took(100, doubtful=False)) == 1
+
+    for _ in range(3):  # answers not in doubt fill the account again
+        attempts.observe(took(100, doubtful=False))
+    third = took(100)
+    attempts.observe(third)
+    assert attempts.credit_s() == 0.5 * 600 + 60 - 150 and attempts.wanted(third) == 3
+    # over the latest questions, first attempts and the attempts they paid for: at most 1.5x and a minute
+    assert sum(attempts.recent) + sum(attempts.extra) <= 1.5 * sum(attempts.recent) + 60
+
+    every = Attempts(every=3, on_doubt=3, parallel=2, judging=judging)
+    every.observe(took(100))
+    every.extra[-1] += 1000
+    assert every.wanted(took(100, doubtful=False)) == 3 and every.time_for(took(100)) == 200
+    unbounded = Attempts(every=1, on_doubt=3, parallel=2, judging=judging, share=None)
+    unbounded.observe(took(100))
+    unbounded.extra[-1] += 1000
+    assert unbounded.wanted(took(100)) == 3 and unbounded.time_for(took(100)) == 200
+
+
 async def test_three_attempts_where_two_agree_give_the_agreed_value(manager: SessionManager) -> None:
     share = "print(round(df['survived'].mean(), 4))"
     replies = [

@@ -64,11 +64,12 @@ class Analyst:
     ``checkpoints`` (cells the model can undo), ``keep_data`` (the person's tables change only
     when a question asks), ``attempts`` (tries of every question, in forked branches that must
     agree), ``attempts_on_doubt`` (tries of a question whose first answer is in doubt),
-    ``parallel_attempts``, ``max_reply_tokens`` (one reply's tokens), ``model_timeout``
-    (seconds a model call may wait for the reply's next piece), ``offer_undo`` (offer the
-    model the undo step), ``context_tokens`` (the model's context: how much of a table's
-    profile its note holds), ``warm_prefix`` (have a local model server cache the shared
-    prompt prefix beside the first question). Nothing starts before the
+    ``parallel_attempts``, ``attempts_time_share`` (the share of the latest questions' time
+    that attempts on doubt may add; None: unbounded), ``max_reply_tokens`` (one reply's
+    tokens), ``model_timeout`` (seconds a model call may wait for the reply's next piece),
+    ``offer_undo`` (offer the model the undo step), ``context_tokens`` (the model's context:
+    how much of a table's profile its note holds), ``warm_prefix`` (have a local model server
+    cache the shared prompt prefix beside the first question). Nothing starts before the
     first question.
     """
 
@@ -92,6 +93,7 @@ class Analyst:
         attempts: int = 1,
         attempts_on_doubt: int = 3,
         parallel_attempts: int = 2,
+        attempts_time_share: float | None = 0.5,
         max_reply_tokens: int = 1024,
         model_timeout: float = 300.0,
         offer_undo: bool = False,
@@ -108,6 +110,7 @@ class Analyst:
                                         checkpoints=checkpoints, keep_data=keep_data, attempts=attempts,
                                         attempts_on_doubt=attempts_on_doubt,
                                         parallel_attempts=parallel_attempts,
+                                        attempts_time_share=attempts_time_share,
                                         max_reply_tokens=max_reply_tokens, model_timeout_s=model_timeout,
                                         offer_undo=offer_undo, context_tokens=context_tokens,
                                         warm_prefix=warm_prefix)

@@ -74,7 +74,8 @@ class AnswerLoop:
         self.note_budget = NoteBudget.for_context(settings.context_tokens or context_tokens(model))
         self._warming: asyncio.Future[None] | None = None
         self.attempts = Attempts(every=settings.attempts, on_doubt=settings.attempts_on_doubt,
-                                 parallel=settings.parallel_attempts, judging=self.judging)
+                                 parallel=settings.parallel_attempts, judging=self.judging,
+                                 share=settings.attempts_time_share)
 
     def warm_up(self) -> asyncio.Future[None] | None:
         """Warm the model's prompt cache with the prefix every conversation shares, once (see

@@ -15,6 +15,11 @@ request for every question (``Analyst(attempts=N)``), the question is tried agai
    several at once (``parallel_attempts``), within a time budget (twice the first
    attempt's seconds, or twice the median first attempt of the latest questions when that
    is longer: a first answer given without computing is quick, the attempts compute);
+   attempts made because an answer is in doubt also share one account: over the latest
+   questions they may add at most half their first attempts' seconds and a minute
+   (``attempts_time_share``), so the average question takes at most about 1.5 times its
+   single attempt, and a question in doubt is not tried again when the account cannot pay
+   for one attempt (the answer says so);
 4. the answers' values are compared (:mod:`kernel_analyst.agent.feedback.agreement`); the
    answer given is the one most attempts reach, and it says how many agreed;
 5. the chosen branch is kept (``manager.keep``: its variables, files and cells become the
@@ -61,6 +66,11 @@ MIN_BUDGET_S = 60.0
 """The further attempts may take the first attempt's time twice, and at least this long."""
 RECENT_QUESTIONS = 20
 """How many latest questions tell what a question takes (the median of their first attempts)."""
+TIME_SHARE = 0.5
+"""Attempts made because an answer is in doubt may add at most this share of the latest
+questions' first-attempt seconds (and :data:`MIN_BUDGET_S`): the average question then
+takes at most about 1.5 times its single attempt. Attempts asked for every question
+(``attempts=N``) are the caller's choice and not bounded so."""
 
 Runner = Callable[[Turn, Judge], Awaitable[Outcome]]
 """Runs one attempt's turn to its end (the loop's own run)."""
@@ -69,17 +79,37 @@ Runner = Callable[[Turn, Judge], Awaitable[Outcome]]
 class Attempts:
     """Tries questions again in forked branches, for an :class:`~.answer.AnswerLoop`."""
 
-    def __init__(self, *, every: int, on_doubt: int, parallel: int, judging: JudgeSettings) -> None:
+    def __init__(self, *, every: int, on_doubt: int, parallel: int, judging: JudgeSettings,
+                 share: float | None = TIME_SHARE) -> None:
         self.every = every
         self.on_doubt = on_doubt
         self.parallel = parallel
         self.judging = judging
+        self.share = share
+        """The share of the latest questions' time that attempts on doubt may add (None: no bound)."""
         self.recent: collections.deque[float] = collections.deque(maxlen=RECENT_QUESTIONS)
         """Seconds of the latest questions' first attempts (what a question takes here now)."""
+        self.extra: collections.deque[float] = collections.deque(maxlen=RECENT_QUESTIONS)
+        """Seconds the same questions' further attempts took (0: not tried again)."""
 
     def observe(self, first: Outcome) -> None:
         """Remember how long a question's first attempt took (for the attempts' budget)."""
         self.recent.append(first.answer.duration_s)
+        self.extra.append(0.0)
+
+    def credit_s(self) -> float:
+        """Seconds attempts on doubt may still add: :attr:`share` of the latest questions'
+        first attempts and :data:`MIN_BUDGET_S`, less what their attempts took (unbounded
+        without a share)."""
+        if self.share is None:
+            return float("inf")
+        return self.share * sum(self.recent) + MIN_BUDGET_S - sum(self.extra)
+
+    def one_attempt_s(self, first: Outcome) -> float:
+        """What one further attempt is likely to take: the first one, or what a question
+        takes here lately when that is longer."""
+        typical = statistics.median(self.recent) if self.recent else 0.0
+        return max(first.answer.duration_s, typical)
 
     def budget_s(self, first: Outcome) -> float:
         """Seconds the further attempts may take: twice the first attempt, or twice what a
@@ -89,17 +119,37 @@ class Attempts:
         typical = statistics.median(self.recent) if self.recent else 0.0
         return max(2 * first.answer.duration_s, 2 * typical, MIN_BUDGET_S)
 
+    def time_for(self, first: Outcome) -> float:
+        """Seconds this question's further attempts get: :meth:`budget_s`, and for attempts
+        on doubt no more than the account holds (:meth:`credit_s`)."""
+        return self.budget_s(first) if self.every > 1 else min(self.budget_s(first), self.credit_s())
+
     def wanted(self, outcome: Outcome) -> int:
-        """Attempts in all for this question (1: the first one is enough)."""
+        """Attempts in all for this question (1: the first one is enough, or the attempts'
+        time account cannot pay for another: the answer's notes say so)."""
         if outcome.answer.stop_reason == "error":
             return 1
         if self.every > 1:
             return self.every
-        return self.on_doubt if outcome.doubts else 1
+        if not outcome.doubts or self.on_doubt <= 1:
+            return 1
+        if (credit := self.credit_s()) < (need := self.one_attempt_s(outcome)):
+            _note(outcome.turn, message("attempts_over_budget", why=_why(outcome), need=f"{need:.0f}",
+                                        left=f"{max(credit, 0):.0f}"))
+            return 1
+        return self.on_doubt
 
     async def run(self, first: Outcome, judge: Judge, total: int, run: Runner) -> Outcome:
         """Try the question ``total`` times in all (the first attempt done) and keep the
         answer most attempts agree on."""
+        started = time.monotonic()
+        try:
+            return await self._run(first, judge, total, run)
+        finally:
+            if self.extra:
+                self.extra[-1] += time.monotonic() - started
+
+    async def _run(self, first: Outcome, judge: Judge, total: int, run: Runner) -> Outcome:
         turn = first.turn
         main = turn.session
         stem = f"{turn.conversation_id}~q{turn.conversation.turns + 1}"
@@ -140,7 +190,7 @@ class Attempts:
                    run: Runner) -> dict[int, Outcome]:
         """Run the further attempts, ``parallel`` at once, within the time budget."""
         gate = asyncio.Semaphore(self.parallel)
-        budget = self.budget_s(first)
+        budget = self.time_for(first)
 
         async def one(k: int, branch: KernelSession) -> tuple[int, Outcome | None]:
             async with gate:

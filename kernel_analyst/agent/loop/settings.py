@@ -67,6 +67,12 @@ class AnalystSettings:
     in all; 1 never tries again."""
     parallel_attempts: int = 2
     """Branches whose model calls run at once (a model server's slots, an API's concurrency)."""
+    attempts_time_share: float | None = 0.5
+    """Attempts made because an answer is in doubt may add at most this share of the latest
+    questions' first attempts' seconds (and a minute), so the average question takes at most
+    about 1.5 times its single attempt; a question the account cannot pay for keeps its first
+    answer, with a note. None: no such bound. Attempts asked for every question are not
+    bounded so."""
     warm_prefix: bool | Literal["auto"] = "auto"
     """Send the prefix every conversation shares (system prompt and tools) to the model once,
     beside the first question's briefing, so a server that caches prompts has it ready:
@@ -89,6 +95,9 @@ class AnalystSettings:
         for name in ("attempts", "attempts_on_doubt", "parallel_attempts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1; got {getattr(self, name)}")
+        if self.attempts_time_share is not None and self.attempts_time_share < 0:
+            raise ValueError(f"attempts_time_share must be 0 or more, or None; "
+                             f"got {self.attempts_time_share}")
         if self.max_reply_tokens < 16:
             raise ValueError(f"max_reply_tokens must be at least 16; got {self.max_reply_tokens}")
         if self.model_timeout_s <= 0:
