@@ -20,9 +20,9 @@ SNAPSHOT = Path(__file__).parent / "snapshots" / "prompts.txt"
 # Sample values for every placeholder a message takes.
 SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 1, "size": "640x480",
            "mime": "text/html", "error": "KeyError: 'x'", "omitted": 3, "changes": "created df: DataFrame",
-           "seconds": "30.0", "need": "120", "left": "45", "names": "df, x", "step": 2, "tool_name": "python", "detail": "",
+           "seconds": "30.0", "names": "df, x", "step": 2, "tool_name": "python", "detail": "",
            "name": "sql", "max_steps": 15, "via": "python_fence",
-           "frames": "df: survived, pclass, sex", "columns": "survived, pclass",
+           "frames": "df: survived, pclass, sex", "columns": "survived, pclass", "need": "120", "left": "45",
            "reasons": "\n- You answered without running any code.",
            "how": "earlier steps re-run; the kernel died during a cell",
            "report": "Replayed 3 cell(s), 3 ran ok. Variables now: df, x.",
