@@ -121,6 +121,7 @@ def test_attempts_on_doubt_add_at_most_half_the_latest_questions_time() -> None:
     assert turn.notes[-1].startswith("The answer is in doubt (The answer lacks the form's items) but was not "
                                      "tried again: one more attempt takes about 100 s")
     assert "10 s left" in turn.notes[-1]
+    assert second.answer.notes == [turn.notes[-1]], "the answer, made before, says so too"
     assert attempts.wanted(took(100, doubtful=False)) == 1
 
     for _ in range(3):  # answers not in doubt fill the account again

@@ -134,8 +134,10 @@ class Attempts:
         if not outcome.doubts or self.on_doubt <= 1:
             return 1
         if (credit := self.credit_s()) < (need := self.one_attempt_s(outcome)):
-            _note(outcome.turn, message("attempts_over_budget", why=_why(outcome), need=f"{need:.0f}",
-                                        left=f"{max(credit, 0):.0f}"))
+            said = message("attempts_over_budget", why=_why(outcome), need=f"{need:.0f}",
+                           left=f"{max(credit, 0):.0f}")
+            _note(outcome.turn, said)
+            outcome.answer.notes.append(said)  # the answer is made already: its notes too
             return 1
         return self.on_doubt
 
