@@ -87,6 +87,7 @@ def code(text: str) -> Action:
 def test_an_empty_reply_is_told_so() -> None:
     decision = judge().on_reply(read(""), "", Facts())
     assert isinstance(decision, Tell) and decision.reason.key == "empty_reply"
+    assert not decision.resample
 
 
 def test_a_reply_cut_while_it_repeated_itself_is_told_what_it_kept_doing_and_never_runs() -> None:
@@ -94,6 +95,7 @@ def test_a_reply_cut_while_it_repeated_itself_is_told_what_it_kept_doing_and_nev
     decision = judge().on_reply(read(text), text, Facts(), cut="the same line again and again")
     assert isinstance(decision, Tell) and decision.reason.key == "runaway"
     assert "the same line again and again" in decision.reason.text
+    assert decision.resample, "a greedy model asked again repeats itself: the next call samples"
 
 
 def test_a_reply_cut_at_the_token_limit_is_no_runaway() -> None:
@@ -112,6 +114,7 @@ def test_a_reply_that_echoes_the_agents_message_is_no_answer() -> None:
     decision = judge().on_reply(read(ROLLBACK), ROLLBACK, Facts(told=[ROLLBACK]))
     assert isinstance(decision, Tell) and decision.reason.key == "echoed"
     assert "repeated my message" in decision.reason.text
+    assert decision.resample
 
 
 def test_an_answer_that_quotes_a_little_of_the_message_or_an_output_is_an_answer() -> None:

@@ -56,6 +56,10 @@ class Tell:
 
     reason: Reason
     """Why it is no step, as the model is told."""
+    resample: bool = False
+    """The next model call samples at a higher temperature, where the model takes one: a
+    greedy model asked again after a reply that repeated itself, or the agent's own words,
+    writes the same reply again (seen: three runaway replies in a row, the question lost)."""
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ from .replies import (
     NO_STEP,
     NO_STEP_REPLIES,
     REPEATS,
+    RESAMPLE_AFTER,
     ActionCase,
     ActionPolicy,
     ReplyCase,
@@ -207,7 +208,7 @@ class Judge:
                          self.settings.tool_name, cut, facts.told)
         for policy in self.policies.replies:
             if (reason := policy(case)) is not None:
-                return Tell(reason)
+                return Tell(reason, resample=reason.key in RESAMPLE_AFTER)
         answer = answer_in(case)
         if answer is not None:
             return self.on_answer(answer, facts)

@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from ...kernels import KernelAnalystError
 from ..briefing.note import describe_variables, refresh_variables, track_variables
 from ..events import AgentNote, ModelText, StepCode, StepFinished, StepOutput, StepStarted
-from ..feedback.decisions import Reason, Rollback, Run, SendBack, Skip, StepFacts, Undo
+from ..feedback.decisions import Rollback, Run, SendBack, Skip, StepFacts, Tell, Undo
 from ..feedback.judge import Judge
 from ..prompting import message
 from ..protocols import Action, Reading
@@ -36,8 +36,9 @@ NoteKind = Literal["protocol_switched", "answer_returned", "context_trimmed", "p
                    "reply_not_run", "answer_completed", "rollback", "attempts"]
 
 RETRY_TEMPERATURE = 0.7
-"""The temperature of the first model call after a rollback, where the model takes one: a
-greedy model shown its earlier context again would likely write the same code."""
+"""The temperature of the first model call after a rollback, or after a reply that repeated
+itself, where the model takes one: a greedy model shown its earlier context again would
+likely write the same code, or the same reply."""
 
 
 class Actor:
@@ -49,9 +50,12 @@ class Actor:
 
     # -- replies that run nothing ----------------------------------------------------------------
 
-    async def tell(self, turn: Turn, reason: Reason) -> None:
-        """A reply that ran nothing: recorded, and the model reads the reason next."""
-        await self.not_run(turn, reason.key, reason.text, as_user=True)
+    async def tell(self, turn: Turn, decision: Tell) -> None:
+        """A reply that ran nothing: recorded, and the model reads the reason next (sampled
+        at a higher temperature when the judge says a greedy model would repeat itself)."""
+        await self.not_run(turn, decision.reason.key, decision.reason.text, as_user=True)
+        if decision.resample:
+            turn.temperature = RETRY_TEMPERATURE
 
     async def send_back(self, turn: Turn, decision: SendBack) -> None:
         """Return an answer to the model with the reasons it was not accepted."""

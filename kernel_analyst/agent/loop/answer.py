@@ -176,7 +176,7 @@ class AnswerLoop:
                 await self.actor.send_back(turn, decision)
                 continue
             if isinstance(decision, Tell):
-                await self.actor.tell(turn, decision.reason)
+                await self.actor.tell(turn, decision)
             else:
                 await self.actor.act(turn, judge, reply, reading)
                 if turn.error is not None:
