@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -395,6 +395,11 @@ async def run_records(args: argparse.Namespace, model: BaseChatModel, manager: S
     data_dir = Path(args.data)
     questions = select(load_questions(data_dir), ids=args.ids, level=args.level, limit=args.limit,
                        per_level=getattr(args, "per_level", None))
+    done = [r for r in resumed(args) if r.id in {q.id for q in questions}]
+    if done:
+        print(f"resuming: {len(done)} of the {len(questions)} questions are in {args.out}.partial already",
+              file=sys.stderr)
+        questions = [q for q in questions if q.id not in {r.id for r in done}]
     analyst = Analyst(model, manager, max_steps=args.max_steps, protocol=protocol,  # type: ignore[arg-type]
                       profile_files=getattr(args, "preload", "on") == "on",
                       **analyst_keywords(getattr(args, "analyst", [])))
@@ -407,8 +412,24 @@ async def run_records(args: argparse.Namespace, model: BaseChatModel, manager: S
                 f.write(json.dumps({"model": getattr(model, "model_name", ""), "protocol": protocol,
                                     **r.to_dict()}) + "\n")
 
-    return await run_questions(analyst, questions, data_dir, concurrency=args.concurrency, run=run,
-                               on_record=report)
+    new = await run_questions(analyst, questions, data_dir, concurrency=args.concurrency, run=run,
+                              on_record=report)
+    return sorted([*done, *new], key=lambda r: r.id)
+
+
+def resumed(args: argparse.Namespace) -> list[Record]:
+    """With ``--resume``, the records a stopped run wrote to ``OUT.partial`` (the latest of
+    each question); none otherwise."""
+    path = Path(f"{args.out}.partial") if args.out else None
+    if not getattr(args, "resume", False) or path is None or not path.exists():
+        return []
+    names = {f.name for f in fields(Record)}
+    latest: dict[int, Record] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            data = json.loads(line)
+            latest[int(data["id"])] = Record(**{k: v for k, v in data.items() if k in names})
+    return list(latest.values())
 
 
 def write_records(path: Path, records: list[Record]) -> None:
@@ -458,6 +479,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", help="write one JSON line per question (upstream's response format); with "
                                  "several runs, one file each, named after the model and protocol")
     p.add_argument("--json", help="write the side-by-side summary here")
+    p.add_argument("--resume", action="store_true",
+                   help="skip the questions already in OUT.partial, and score them with the rest: a run "
+                        "stopped early goes on where it was (one model and protocol)")
     p.add_argument("--preload", choices=("on", "off"), default="on",
                    help="load the table into a DataFrame before the model's first step and show its profile "
                         "(default on, as the Analyst does)")
@@ -466,6 +490,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if any(x not in ("tools", "code", "auto") for x in args.protocol):
         p.error(f"--protocol takes tools, code, auto; got {','.join(args.protocol)}")
+    if args.resume and (not args.out or len(args.model) * len(args.protocol) > 1):
+        p.error("--resume needs --out and one model and protocol (their records share OUT.partial)")
     return args
 
 

@@ -96,7 +96,36 @@ async def test_harness_runs_and_scores_two_questions(manager: SessionManager, tm
     assert "dabench-0" not in manager and "dabench-6" not in manager  # kernels closed after each
 
 
-@pytest.mark.parametrize("argv", [["--model", "m", "--ids", "x"], []])
+async def test_a_stopped_run_resumes_where_it_was(manager: SessionManager, tmp_path: Path) -> None:
+    """``--resume``: the questions already in OUT.partial are not asked again, and they are
+    scored with the rest (a run over many hours goes on across restarts)."""
+    out = tmp_path / "responses.jsonl"
+    first = dabench.parse_args(["--model", "scripted:x", "--data", str(DATA), "--ids", "0",
+                                "--out", str(out), "--max-steps", "4"])
+    await dabench.benchmark(first, _scripted_agent(), manager)
+    asked: list[str] = []
+    agent = _scripted_agent()
+    script = agent.function
+    assert script is not None
+
+    def counting(call: ModelCall) -> AIMessage | str:
+        asked.append(str(call.messages[1].content))
+        return script(call)
+
+    agent.function = counting
+    again = dabench.parse_args(["--model", "scripted:x", "--data", str(DATA), "--ids", "0,6",
+                                "--out", str(out), "--max-steps", "4", "--resume"])
+    result = await dabench.benchmark(again, agent, manager)
+    assert asked and not any("mean fare paid by the passengers" in q for q in asked), "0 was asked again"
+    assert result.correct[0] == {"mean_fare": True} and set(result.correct) == {0, 6}
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in lines] == [0, 6]
+    assert [json.loads(line)["id"] for line in Path(f"{out}.partial").read_text().splitlines()] == [0, 6]
+
+
+@pytest.mark.parametrize("argv", [["--model", "m", "--ids", "x"], [],
+                                  ["--model", "m", "--resume"],
+                                  ["--model", "m", "--model", "n", "--out", "o.jsonl", "--resume"]])
 def test_bad_arguments_exit(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         dabench.parse_args(argv)
