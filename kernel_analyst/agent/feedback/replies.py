@@ -198,9 +198,9 @@ def echoed(case: ReplyCase) -> Reason | None:
 ReplyPolicy = Callable[[ReplyCase], Reason | None]
 """A reason a reply is no step and no answer, or None."""
 NO_STEP_REPLIES: tuple[ReplyPolicy, ...] = (cut_short, empty_reply, code_in_answer, echoed)
+"""Replies that are no step and no answer, asked before whether a reply is an answer."""
 RESAMPLE_AFTER = frozenset({"runaway", "echoed"})
 """No-step replies a greedy model writes again when asked again: the next call samples."""
-"""Replies that are no step and no answer, asked before whether a reply is an answer."""
 
 
 def answer_in(case: ReplyCase) -> str | None:
