@@ -41,6 +41,9 @@ class ScriptedReply:
     """The error's message."""
     error_code: str | None = None
     """The error's ``code`` (OpenAI's ``context_length_exceeded``; llama.cpp's server sends none)."""
+    error_in_stream: bool = False
+    """Send the error inside an accepted stream (HTTP 200, the reply's first words, then
+    ``data: {"error": ...}``), as llama.cpp's server does when decoding fails on the way."""
     chunk_delay_s: float = 0.0
     """Streamed: seconds between two chunks (a model generating at its own pace)."""
     hang_s: float = 0.0
@@ -134,7 +137,14 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.error_status is not None:
             error = {"message": reply.error_message, "code": reply.error_code,
                      "type": "invalid_request_error"}
-            self._send_json(reply.error_status, {"error": error})
+            if reply.error_in_stream and body.get("stream"):
+                error = {"code": reply.error_status, "message": reply.error_message, "type": "server_error"}
+                begun = _Completion(ScriptedReply(text=reply.text), body.get("model", "scripted"),
+                                    f"chatcmpl-{index}", "")
+                self._send_events(itertools.chain(itertools.islice(begun.chunks(with_usage=False), 3),
+                                                  [{"error": error}]), index, 0.0)
+            else:
+                self._send_json(reply.error_status, {"error": error})
             return
         completion = _Completion(reply, body.get("model", "scripted"), f"chatcmpl-{index}",
                                  owner.call_id() if reply.code is not None else "")

@@ -217,6 +217,32 @@ async def test_a_context_overflow_trims_the_oldest_output_and_goes_on(manager: S
     assert [c.outputs[0]["text"][:4] for c in _code_cells(nb)] == ["AAAA", "BBBB"]  # the notebook keeps both
 
 
+async def test_a_full_shared_cache_asks_again_as_it_was_before_trimming_anything(
+        manager: SessionManager) -> None:
+    """llama.cpp's server with slots sharing one cache fails every reply it is decoding when
+    the cache is full, whatever the request's length (DABench 35 ended so with one output
+    in its request, nothing to trim): the same request is made again after a pause."""
+    full = "Context size has been exceeded."
+    replies = [ScriptedReply(text="```python\nprint('A' * 50)\n```"),
+               ScriptedReply(text="Done: A and", error_status=500, error_message=full, error_in_stream=True),
+               ScriptedReply(text="Done: A.")]
+    with OpenAIServer(replies) as server:
+        model = load_chat_model("openai:scripted", base_url=server.url, max_retries=0, timeout=30)
+        events: list[Any] = []
+        answer = await Analyst(model, manager, protocol="code").ask("protocols-full", "Print A",
+                                                                    on_event=events.append)
+        failed, again = server.requests[1]["messages"], server.requests[2]["messages"]
+    assert answer.stop_reason == "answered" and answer.text == "Done: A." and answer.error is None
+    assert again == failed and "AAAA" in again[-1]["content"]  # the same request, nothing trimmed
+    assert not any("removed" in n for n in answer.notes)
+    # the cut reply and the one made again stream as two calls: a front end shows them apart
+    shown: dict[int, str] = {}
+    for event in events:
+        if type(event).__name__ == "ModelDelta":
+            shown[event.call] = shown.get(event.call, "") + event.text
+    assert list(shown.values())[-2:] == ["Done: A ", "Done: A."]
+
+
 async def test_a_model_that_cannot_bind_tools_writes_code_under_auto(manager: SessionManager) -> None:
     from kernel_analyst.agent.testing import ScriptedChatModel
 

@@ -108,7 +108,8 @@ class ModelDelta:
     text: str
     """The new text (append it to what came before in this call)."""
     call: int
-    """The model call it belongs to (1-based within the answer)."""
+    """The model call it belongs to (1-based within the answer; a call made again, after the
+    server failed it on the way, has a number of its own)."""
     kind: Literal["text", "code"] = "text"
     """``text``: the reply's text (code written as text included); ``code``: the code of a
     native tool call, as its arguments arrive."""

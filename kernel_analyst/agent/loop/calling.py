@@ -16,7 +16,9 @@ bounded three ways:
 
 Closing the stream closes the request, and a model server stops generating when its client
 goes. A request the model's context cannot hold has its oldest observation trimmed and is
-made again (:mod:`.context_window`); any other failure ends the answer (``Turn.error``),
+made again (:mod:`.context_window`); one that failed because the server's shared cache was
+full (several conversations decoding at once) is made again as it was after a pause, up to
+``BUSY_RETRIES`` times; any other failure ends the answer (``Turn.error``),
 never the program. The reply is appended to the turn's messages, its token usage added up,
 and a :class:`~kernel_analyst.agent.events.ModelReplied` says where its seconds went.
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import time
 import urllib.parse
 from collections.abc import AsyncIterator
@@ -45,7 +48,7 @@ from ..feedback.runaway import runaway
 from ..prompting import message
 from ..protocols import ProtocolName
 from .acting import note
-from .context_window import is_context_overflow, trim_oldest_observation
+from .context_window import is_context_overflow, is_shared_context_full, trim_oldest_observation
 from .state import Turn
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,11 @@ CUT_KEY = "kernel_analyst_cut"
 """The reply's ``response_metadata`` key that says why it was cut short."""
 _CHECK_EVERY = 8
 """Chunks between two looks for a runaway."""
+BUSY_RETRIES = 3
+"""Times a request is made again after the server's shared cache was full."""
+BUSY_PAUSE_S = 2.0
+"""The first pause before it is (then twice as long each time, each drawn between half and
+one and a half times that: the requests that failed together do not come back together)."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +106,7 @@ class ModelCaller:
         temperature = turn.temperature if turn.temperature is not None else turn.sampling
         turn.temperature = None
         options = self._options(temperature)
-        trimmed = 0
+        trimmed = busy = 0
         while True:
             try:
                 reply = await self._stream(runnable.bind(**options) if options else runnable, turn)
@@ -106,8 +114,17 @@ class ModelCaller:
             except _EventFailed as exc:
                 raise exc.__cause__ or exc from None  # the caller's callback failed: not a model failure
             except Exception as exc:  # any provider failure ends this answer, not the program
+                if is_shared_context_full(exc) and busy < BUSY_RETRIES:
+                    busy += 1
+                    turn.remade += 1
+                    pause = BUSY_PAUSE_S * 2 ** (busy - 1) * random.uniform(0.5, 1.5)
+                    log.info("the model server's shared context was full in %s; asking again in %.1f s",
+                             turn.conversation_id, pause)
+                    await asyncio.sleep(pause)
+                    continue
                 if is_context_overflow(exc) and trim_oldest_observation(turn.messages):
                     trimmed += 1
+                    turn.remade += 1
                     continue
                 log.warning("model call failed in %s", turn.conversation_id, exc_info=True)
                 turn.error = (message("model_stalled", seconds=f"{self.limits.timeout_s:g}")
@@ -154,7 +171,7 @@ class ModelCaller:
         started = time.monotonic()
         if turn.first_call_at is None:
             turn.first_call_at = started
-        call = turn.replies + 1
+        call = turn.replies + turn.remade + 1
         shown = _Shown()
         merged: AIMessageChunk | None = None
         first: float | None = None

@@ -6,6 +6,12 @@ step's output as the model saw it) with a one-line note and asks again, oldest f
 never the newest one, which the model needs to go on. The audit notebook keeps every
 output whole; only the model's copy is trimmed.
 
+One overflow is not the request's: llama.cpp's server, with its slots sharing one cache
+(its default when it picks the number of slots itself, ``kv_unified``), fails every request
+it is decoding when that cache is full ("Context size has been exceeded."), whatever each
+request's own length, and frees their slots. That request is made again after a pause
+(:func:`is_shared_context_full`) before anything is trimmed.
+
 Observations are marked by their message id (:func:`observation_id`): ids are LangChain's
 own bookkeeping and never sent to a provider, so the mark costs the model nothing.
 """
@@ -37,6 +43,11 @@ _OVERFLOW_PHRASES = (
 )
 
 
+# llama.cpp's server when its shared cache runs out while decoding (``llama_decode`` returns
+# 1 with one sequence per batch); the request itself fitted when it was accepted.
+_SHARED_FULL_PHRASES = ("context size has been exceeded",)
+
+
 def observation_id() -> str:
     """A message id that marks the message as an observation (trimmable)."""
     return f"{_OBSERVATION_PREFIX}{uuid.uuid4().hex[:12]}"
@@ -54,6 +65,13 @@ def is_context_overflow(exc: BaseException) -> bool:
         if any(phrase in text for phrase in _OVERFLOW_PHRASES):
             return True
     return False
+
+
+def is_shared_context_full(exc: BaseException) -> bool:
+    """Whether a model call failed because the server's cache, shared by the requests it was
+    decoding at once, was full: the same request usually fits a moment later."""
+    texts = [str(error).lower() for error in _chain(exc)]
+    return any(phrase in text for text in texts for phrase in _SHARED_FULL_PHRASES)
 
 
 def trim_oldest_observation(messages: list[BaseMessage]) -> bool:
@@ -79,4 +97,5 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
-__all__ = ["is_context_overflow", "is_observation", "observation_id", "trim_oldest_observation"]
+__all__ = ["is_context_overflow", "is_observation", "is_shared_context_full", "observation_id",
+           "trim_oldest_observation"]

@@ -82,6 +82,9 @@ class Turn:
     """Tokens, summed over the model calls."""
     replies: int = 0
     """Model replies so far."""
+    remade: int = 0
+    """Model calls made again (the server's cache was full, or the request did not fit): each
+    one numbers its events anew, so a front end shows the new reply apart from the cut one."""
     error: str | None = None
     """What failed (the model call, the kernel): the answer ends with it."""
     notes: list[str] = field(default_factory=list)
