@@ -81,6 +81,25 @@ def test_the_attempts_budget_follows_what_a_question_takes_here() -> None:
         attempts.observe(took(seconds))
     # a first attempt that answered at once, on a server where a question takes 120 s now
     assert attempts.budget_s(took(20)) == 240
+    # nothing known yet, and the first attempt answered at once in two calls of 25 s each
+    # (DABench 5: its two attempts were stopped at 111 s): attempts that compute make more
+    from kernel_analyst.agent.loop.attempts import COMPUTING_CALLS
+    from kernel_analyst.agent.results import Timing
+    at_once = took(55)
+    at_once.answer.timing = Timing(seconds=55, model_s=50, calls=2)
+    fresh = Attempts(every=1, on_doubt=3, parallel=2, judging=judging)
+    assert fresh.budget_s(at_once) == 2 * COMPUTING_CALLS * 25
+
+
+def test_an_agreement_with_nothing_to_compare_says_so() -> None:
+    from kernel_analyst.agent.results import Agreement
+
+    alone = Agreement(1, [1], 1, {1: ["correlation_coefficient=0.00"]}, {1: "@correlation_coefficient[0.00]"})
+    assert alone.summary() == "no other attempt answered: nothing to compare"
+    empty = Agreement(1, [1], 1, {1: ["share=0.50"], 2: []}, {1: "0.50", 2: ""})
+    assert empty.summary() == "no other attempt answered: nothing to compare; attempt 2 gave no answer"
+    assert Agreement(2, [2, 3], 3, {1: ["x=1"], 2: ["x=2"], 3: ["x=2"]}, {}).summary() == (
+        "2 of 3 attempts agree; attempt 1 gave x=1")
 
 
 def test_attempts_on_doubt_add_at_most_half_the_latest_questions_time() -> None:

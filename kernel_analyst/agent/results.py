@@ -160,8 +160,10 @@ class Agreement:
     """Each attempt's seconds (the first one's is what the question took without attempts)."""
 
     def summary(self) -> str:
-        """``3 of 3 attempts agree`` (or which gave what else)."""
-        text = f"{len(self.agree)} of {self.total} attempts agree"
+        """``3 of 3 attempts agree`` (or which gave what else); ``no other attempt answered``
+        when there was nothing to compare (the others stopped, or gave no values)."""
+        text = (f"{len(self.agree)} of {self.total} attempts agree" if self.total > 1 else
+                "no other attempt answered: nothing to compare")
         others = [f"attempt {k} gave {', '.join(v) or 'no answer'}" for k, v in sorted(self.values.items())
                   if k not in self.agree]
         return text + (f"; {'; '.join(others)}" if others else "")

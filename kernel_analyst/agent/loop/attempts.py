@@ -64,6 +64,9 @@ ATTEMPT_TEMPERATURE = 0.7
 the same messages would only repeat the first attempt)."""
 MIN_BUDGET_S = 60.0
 """The further attempts may take the first attempt's time twice, and at least this long."""
+COMPUTING_CALLS = 4
+"""Model calls an attempt that computes makes at least (its code, a fix, the code's output
+read, its answer): a first attempt that answered at once tells only what one call takes."""
 RECENT_QUESTIONS = 20
 """How many latest questions tell what a question takes (the median of their first attempts)."""
 TIME_SHARE = 0.5
@@ -107,17 +110,18 @@ class Attempts:
 
     def one_attempt_s(self, first: Outcome) -> float:
         """What one further attempt is likely to take: the first one, or what a question
-        takes here lately when that is longer."""
+        takes here lately, or :data:`COMPUTING_CALLS` of the first attempt's model calls,
+        whichever is longest (a first attempt that answered without computing is quick; the
+        attempts compute, on a server as busy as it is)."""
         typical = statistics.median(self.recent) if self.recent else 0.0
-        return max(first.answer.duration_s, typical)
+        timing = first.answer.timing
+        computing = COMPUTING_CALLS * timing.model_s / timing.calls if timing and timing.calls else 0.0
+        return max(first.answer.duration_s, typical, computing)
 
     def budget_s(self, first: Outcome) -> float:
-        """Seconds the further attempts may take: twice the first attempt, or twice what a
-        question takes here lately when that is longer (a first attempt that answered
-        without computing is quick; the attempts compute, on a server as busy as it is),
-        and at least :data:`MIN_BUDGET_S`."""
-        typical = statistics.median(self.recent) if self.recent else 0.0
-        return max(2 * first.answer.duration_s, 2 * typical, MIN_BUDGET_S)
+        """Seconds the further attempts may take: twice what one is likely to take
+        (:meth:`one_attempt_s`), and at least :data:`MIN_BUDGET_S`."""
+        return max(2 * self.one_attempt_s(first), MIN_BUDGET_S)
 
     def time_for(self, first: Outcome) -> float:
         """Seconds this question's further attempts get: :meth:`budget_s`, and for attempts
