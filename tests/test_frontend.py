@@ -90,6 +90,29 @@ def test_flags_are_defined_once() -> None:
     args = parser.parse_args(["--timeout", "5", "--memory", "512", "--model", "a:b", "--images", "on"])
     assert kernel_settings(args) == KernelSettings(timeout_s=5, memory_mb=512)
     assert model_settings(args) == ModelSettings(spec="a:b", images="on")
+    assert model_settings(args).attempts_time_share == 0.5  # the library's default
+    for given, share in (("0.25", 0.25), ("0", 0.0), ("none", None)):
+        args = parser.parse_args(["--model", "a:b", "--attempts-time-share", given])
+        assert model_settings(args).attempts_time_share == share
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--attempts-time-share", "-1"])
+
+
+def test_the_attempts_time_share_reaches_the_analyst(tmp_path: Path) -> None:
+    from kernel_analyst.agent.loop.attempts import TIME_SHARE
+    from kernel_analyst.agent.testing import ScriptedChatModel
+    from kernel_analyst.frontend.models import build_analyst
+    from kernel_analyst.frontend.settings import DEFAULT_ATTEMPTS_TIME_SHARE
+    from kernel_analyst.kernels import SessionManager
+    from kernel_analyst.server.config import ServerConfig
+
+    assert DEFAULT_ATTEMPTS_TIME_SHARE == TIME_SHARE
+    for share in (0.25, None):
+        settings = ServerConfig(attempts_time_share=share).model_settings
+        analyst = build_analyst(ScriptedChatModel(script=[]), SessionManager(tmp_path), settings)
+        assert analyst.settings.attempts_time_share == share
+    with pytest.raises(ValueError, match="time share"):
+        ModelSettings(attempts_time_share=-0.5)
 
 
 def _report(**changes: object) -> EdaReport:

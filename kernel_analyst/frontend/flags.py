@@ -13,6 +13,7 @@ from pathlib import Path
 from ..kernels.allowlist import normalise_allowlist
 from ..kernels.limits import CPU_POLICIES, ISOLATION_LEVELS
 from .settings import (
+    DEFAULT_ATTEMPTS_TIME_SHARE,
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_UPLOAD_MB,
@@ -144,7 +145,7 @@ def add_database_flag(parser: argparse.ArgumentParser) -> None:
 
 def add_model_flags(parser: argparse.ArgumentParser, *, required: bool, purpose: str = "") -> None:
     """``--model --base-url --max-steps --images --protocol --max-tokens --model-timeout
-    --attempts --preload``."""
+    --attempts --attempts-time-share --preload``."""
     group = parser.add_argument_group("model options")
     suffix = f"; {purpose}" if purpose else ""
     group.add_argument("--model", required=required, metavar="PROVIDER:MODEL", help=_MODEL_EXAMPLES + suffix)
@@ -171,6 +172,12 @@ def add_model_flags(parser: argparse.ArgumentParser, *, required: bool, purpose:
                        help="try every question N times, in forked branches whose answers must agree, "
                             "and give the answer most reach (default 1: a question whose first answer "
                             "fails a check is tried 3 times either way)")
+    group.add_argument("--attempts-time-share", type=_share, default=DEFAULT_ATTEMPTS_TIME_SHARE,
+                       metavar="SHARE",
+                       help="the attempts made because an answer is in doubt may add at most this share "
+                            "of the latest questions' seconds (default "
+                            f"{DEFAULT_ATTEMPTS_TIME_SHARE:g}: a question takes at most about 1.5 times "
+                            "its single attempt on average); 0: never try again on doubt; none: no bound")
     group.add_argument("--preload", choices=("on", "off"), default="on",
                        help="load each uploaded table into a DataFrame (the EDA loader's code, a cell in "
                             "the notebook) before the model's first step, and show the model its profile "
@@ -200,8 +207,21 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
     """The model settings given on the command line."""
     return ModelSettings(spec=args.model, base_url=args.base_url, max_steps=args.max_steps,
                          images=args.images, protocol=args.protocol, preload=args.preload == "on",
-                         attempts=args.attempts, max_tokens=args.max_tokens,
-                         model_timeout_s=args.model_timeout)
+                         attempts=args.attempts, attempts_time_share=args.attempts_time_share,
+                         max_tokens=args.max_tokens, model_timeout_s=args.model_timeout)
+
+
+def _share(text: str) -> float | None:
+    """``--attempts-time-share``: a number 0 or more, or ``none`` (no bound)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number 0 or more, or none; got {text!r}") from None
+    if value < 0 or value != value:
+        raise argparse.ArgumentTypeError(f"a number 0 or more, or none; got {text!r}")
+    return value
 
 
 __all__ = ["add_database_flag", "add_debug_flag", "add_gateway_user_flag", "add_kernel_flags",

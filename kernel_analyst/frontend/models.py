@@ -36,6 +36,7 @@ def build_analyst(model: BaseChatModel, manager: SessionManager, settings: Model
     return Analyst(model, manager, max_steps=settings.max_steps, send_images=settings.images,
                    protocol=settings.protocol,  # type: ignore[arg-type]
                    profile_files=settings.preload, attempts=settings.attempts,
+                   attempts_time_share=settings.attempts_time_share,
                    max_reply_tokens=settings.max_tokens, model_timeout=settings.model_timeout_s, **options)
 
 

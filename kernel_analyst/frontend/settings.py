@@ -40,6 +40,10 @@ DEFAULT_MAX_STEPS = 15
 DEFAULT_MAX_TOKENS = 1024
 """Tokens one model reply may have, for every front end (the library's ``Analyst`` default)."""
 
+DEFAULT_ATTEMPTS_TIME_SHARE = 0.5
+"""The share of the latest questions' seconds that attempts made because an answer is in
+doubt may add, for every front end (the library's ``Analyst`` default)."""
+
 DEFAULT_MODEL_TIMEOUT_S = 300.0
 """Seconds a model call may wait for the reply's next piece, for every front end (the
 library's ``Analyst`` default)."""
@@ -199,6 +203,9 @@ class ModelSettings:
     attempts: int = 1
     """Attempts at every question, in forked branches whose answers must agree
     (``--attempts``); a question whose first answer is in doubt is tried again either way."""
+    attempts_time_share: float | None = DEFAULT_ATTEMPTS_TIME_SHARE
+    """The share of the latest questions' seconds that attempts made because an answer is
+    in doubt may add (``--attempts-time-share``; None: no bound)."""
     max_tokens: int = DEFAULT_MAX_TOKENS
     """Tokens one model reply may have (``--max-tokens``)."""
     model_timeout_s: float = DEFAULT_MODEL_TIMEOUT_S
@@ -211,6 +218,9 @@ class ModelSettings:
             raise ValueError(f"max steps must be at least 1; got {self.max_steps}")
         if self.attempts < 1:
             raise ValueError(f"attempts must be at least 1; got {self.attempts}")
+        if self.attempts_time_share is not None and not self.attempts_time_share >= 0:
+            raise ValueError("the attempts' time share must be 0 or more, or None; "
+                             f"got {self.attempts_time_share}")
         if self.max_tokens < 16:
             raise ValueError(f"max tokens must be at least 16; got {self.max_tokens}")
         if self.model_timeout_s <= 0:
@@ -234,6 +244,7 @@ class ModelSettings:
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
-__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_MAX_TOKENS", "DEFAULT_MAX_UPLOAD_MB", "DEFAULT_MODEL_TIMEOUT_S",
-           "DEFAULT_TIMEOUT_S", "ENV_NAME", "IMAGES_MODES", "PROTOCOL_NAMES", "RECOVERY_MODES",
-           "KernelSettings", "ModelSettings", "RecoveryMode", "package_version", "upload_limits"]
+__all__ = ["DEFAULT_ATTEMPTS_TIME_SHARE", "DEFAULT_MAX_STEPS", "DEFAULT_MAX_TOKENS", "DEFAULT_MAX_UPLOAD_MB",
+           "DEFAULT_MODEL_TIMEOUT_S", "DEFAULT_TIMEOUT_S", "ENV_NAME", "IMAGES_MODES", "PROTOCOL_NAMES",
+           "RECOVERY_MODES", "KernelSettings", "ModelSettings", "RecoveryMode", "package_version",
+           "upload_limits"]

@@ -109,6 +109,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         pool_size=args.pool_size, mcp_inline_image_bytes=int(max(0.0, args.inline_image_kb) * 1024),
         model=model.spec, base_url=model.base_url, max_steps=model.max_steps,
         images=model.images, protocol=model.protocol, preload=model.preload, attempts=model.attempts,
+        attempts_time_share=model.attempts_time_share,
         max_tokens=model.max_tokens, model_timeout_s=model.model_timeout_s,
         gateway_url=kernel.gateway_url,
         gateway_env=dict(kernel.gateway_env),

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..frontend.settings import (
+    DEFAULT_ATTEMPTS_TIME_SHARE,
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MODEL_TIMEOUT_S,
@@ -167,6 +168,9 @@ class ServerConfig:
     """Load each uploaded table into a DataFrame before the model's first step (``--preload``)."""
     attempts: int = 1
     """Attempts at every question, in forked branches that must agree (``--attempts``)."""
+    attempts_time_share: float | None = DEFAULT_ATTEMPTS_TIME_SHARE
+    """The share of the latest questions' seconds that attempts on doubt may add
+    (``--attempts-time-share``; None: no bound)."""
     max_tokens: int = DEFAULT_MAX_TOKENS
     """Tokens one model reply may have (``--max-tokens``)."""
     model_timeout_s: float = DEFAULT_MODEL_TIMEOUT_S
@@ -206,7 +210,8 @@ class ServerConfig:
         """The model fields as the front ends' :class:`ModelSettings`."""
         return ModelSettings(spec=self.model, base_url=self.base_url, max_steps=self.max_steps,
                              images=self.images, protocol=self.protocol, preload=self.preload,
-                             attempts=self.attempts, max_tokens=self.max_tokens,
+                             attempts=self.attempts, attempts_time_share=self.attempts_time_share,
+                             max_tokens=self.max_tokens,
                              model_timeout_s=self.model_timeout_s)
 
     def with_(self, **changes: Any) -> ServerConfig:
