@@ -39,6 +39,10 @@ def _last(request: dict[str, Any]) -> str:
     return str(request["messages"][-1]["content"])
 
 
+def _stream(execution: Any, name: str) -> str:
+    return "".join(o.get("text", "") for o in execution.outputs if o.get("name") == name)
+
+
 def _cells(path: Path) -> list[Any]:
     return list(nbformat.read(path, as_version=4).cells)
 
@@ -67,6 +71,37 @@ async def test_a_latin1_semicolon_decimal_comma_upload_is_read_right_before_the_
     assert [(v["name"], v["shape"]) for v in created] == [("df", [638, 8])]
     assert answer.ok and answer.steps[0].execution.text == "638 0.6871\n"
     assert answer.claims is not None and answer.claims.all_grounded
+
+
+async def test_the_upload_read_again_plainly_is_read_as_it_was_loaded(manager: SessionManager) -> None:
+    """Small models read the file again whatever the note says (70 of 102 DABench
+    notebooks): a plain ``pd.read_csv('file')`` of a Latin-1, semicolon, decimal-comma file
+    gets the loader's choices and says so; a choice the call makes itself is kept."""
+    name = ACCENTS.name
+    plain = (f"import pandas as pd\nd = pd.read_csv('{name}')\n"
+             "print(len(d), round(d['Occupancy rate'].mean(), 4))")
+    own = f"print(pd.read_csv('./{name}', sep=',', encoding='latin-1').shape)"
+    replies = [_fence(plain), _fence(own), ScriptedReply(text="638 rows; the mean occupancy rate is 0.6871.")]
+    with OpenAIServer(replies) as server:
+        answer = await Analyst(_model(server), manager).ask(
+            "uploads-reread", "How many rows, and the mean Occupancy rate to 4 decimals?", files=[ACCENTS])
+    first, second = answer.steps[0].execution, answer.steps[1].execution
+    assert first.ok and _stream(first, "stdout") == "638 0.6871\n"
+    assert f"kernel-analyst: read {name} as it was loaded (encoding, sep, decimal" in _stream(first, "stderr")
+    assert second.ok and _stream(second, "stdout").startswith("(638, 1)")  # its own sep and encoding
+    assert "as it was loaded (decimal;" in _stream(second, "stderr")  # only what it did not choose
+    guard = [c for c in _cells(answer.notebook_path) if c.cell_type == "code"][1]
+    assert guard.metadata["kernel_analyst"]["role"] == "profile" and "read_csv_as_loaded" in guard.source
+    assert answer.ok and answer.claims is not None and answer.claims.all_grounded
+
+
+async def test_an_upload_a_plain_read_reads_right_gets_no_rereading_cell(manager: SessionManager) -> None:
+    replies = [_fence("print(len(df))"), ScriptedReply(text="244 rows.")]
+    with OpenAIServer(replies) as server:
+        answer = await Analyst(_model(server), manager).ask("uploads-plain", "How many rows?", files=[TIPS])
+    code = [c for c in _cells(answer.notebook_path) if c.cell_type == "code"]
+    roles = [c.metadata["kernel_analyst"].get("role") for c in code]
+    assert roles == ["profile", None] and answer.text == "244 rows."
 
 
 async def test_without_preloading_the_first_step_runs_the_notes_call(manager: SessionManager) -> None:
@@ -119,7 +154,7 @@ async def test_a_wrong_separator_and_the_same_error_again_get_the_loaders_call(
 
 
 async def test_a_decode_error_names_the_encoding(manager: SessionManager) -> None:
-    plain = f"import pandas as pd\ndf = pd.read_csv('{ACCENTS.name}')"
+    plain = f"import pandas as pd\ndf = pd.read_csv('{ACCENTS.name}', encoding='utf-8')"  # its own choice
     replies = [_fence(plain), _fence("print(len(df))"), ScriptedReply(text="638 rows.")]
     with OpenAIServer(replies) as server:
         answer = await Analyst(_model(server), manager).ask(
@@ -294,7 +329,9 @@ async def test_files_a_person_uploaded_before_asking_are_read_like_the_questions
     assert third.ok and third.steps[0].execution.text.strip() == "244"
     loaders = [c for c in _cells(first.notebook_path) if c.cell_type == "code"
                and c.metadata.get("kernel_analyst", {}).get("role") == "profile"]
-    assert len(loaders) == 2, "one loader cell per upload, in the audit trail"
+    rereading = [c for c in loaders if "read_csv_as_loaded" in c.source]
+    assert len(loaders) - len(rereading) == 2, "one loader cell per upload, in the audit trail"
+    assert len(rereading) == 1, "hotels.csv read again reads as loaded (tips.csv needs nothing)"
 
 
 async def test_a_named_file_of_the_working_directory_is_read_and_a_path_trick_refused(

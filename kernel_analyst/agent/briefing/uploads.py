@@ -9,6 +9,15 @@ also loaded into a DataFrame before the model's first step, by a cell recorded i
 audit notebook (the loader's code and a compact profile, :mod:`kernel_analyst.eda.profile`),
 and the note gives that DataFrame's profile instead of the columns alone: a small model
 then starts from data that is already read right instead of from ``pd.read_csv('file')``.
+
+Small models read the file again all the same (70 of 102 DABench notebooks did), and a
+plain ``pd.read_csv('file')`` misreads what the loader read right: ``-`` for missing
+numbers left as text (``could not convert string to float: '-'`` until the steps ran
+out), a Latin-1 file, title rows, notes under the table. So the preload's last cell
+(:func:`rereading_code`, recorded like the loading cells and re-run by ``verify``) makes
+``pd.read_csv`` of an uploaded delimited file add the loader's reading choices the call
+does not make itself (never its index, dates or dtypes of convenience: the table's
+columns stay what the profile shows), and say so on stderr.
 """
 
 from __future__ import annotations
@@ -18,10 +27,11 @@ import keyword
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from ...eda import over_pandas_share, text_bytes
 from ...eda.exceptions import UnreadableFileError
-from ...eda.loader import Plan, detect
+from ...eda.loader import LoadPlan, Plan, detect
 from ...eda.profile import profile_file, variable_name
 from ...kernels import KernelSession
 from ...kernels.trail import cell_meta
@@ -180,7 +190,81 @@ async def preload(session: KernelSession, tables: Sequence[UploadedTable], taken
                                   stats=(budget or NoteBudget.for_context(None)).stats, annotations=meta)
         if done.ok:
             loaded[table.file] = replace(table, variable=var, profile=done.text)
+    if code := rereading_code(list(loaded.values())):
+        await session.execute(code, annotations={"agent": {"turn": turn, "preload": True}, "role": "profile"})
     return [loaded.get(t.file, t) for t in tables]
+
+
+REREAD_OPTIONS = ("encoding", "sep", "skiprows", "header", "names", "decimal", "thousands",
+                  "skipinitialspace", "comment", "na_values", "dtype", "nrows")
+"""The loader's ``pd.read_csv`` options a re-read of the file gets: the ones that decide
+what is read (its text, its rows, its missing values, codes kept as text), not the index,
+the dates parsed or the memory mode."""
+
+
+def rereading_choices(tables: Sequence[UploadedTable]) -> dict[str, dict[str, Any]]:
+    """Per loaded table that is a plain delimited file: the loader's choices a re-read keeps
+    (only those past pandas' defaults)."""
+    choices: dict[str, dict[str, Any]] = {}
+    for table in tables:
+        plan = table.plan
+        if table.variable is None or not isinstance(plan, LoadPlan) or plan.compression or plan.member:
+            continue
+        kwargs = plan.read_csv_kwargs()
+        if kwargs.get("encoding", "").lower().replace("_", "-") in ("utf-8", "utf8"):
+            kwargs.pop("encoding")
+        if kwargs.get("sep") == ",":
+            kwargs.pop("sep")
+        if kept := {k: v for k, v in kwargs.items() if k in REREAD_OPTIONS}:
+            choices[table.file] = kept
+    return choices
+
+
+def rereading_code(tables: Sequence[UploadedTable]) -> str:
+    """The cell that makes ``pd.read_csv`` of these tables' files read them as they were
+    loaded ("" when a plain re-read reads them right already)."""
+    choices = rereading_choices(tables)
+    if not choices:
+        return ""
+    return _REREADING.format(choices=repr(choices))
+
+
+_REREADING = '''\
+# kernel-analyst: pd.read_csv of an uploaded file below reads it as it was loaded above,
+# with the loader's choices the call does not make itself (and says so on stderr).
+import pandas as pd
+
+
+def _read_as_loaded(read_csv, choices):
+    import functools
+
+    @functools.wraps(read_csv)
+    def read_csv_as_loaded(filepath_or_buffer, *args, **kwargs):
+        import os
+        import sys
+
+        try:
+            path = os.path.abspath(os.fspath(filepath_or_buffer))
+        except TypeError:  # a buffer, not a path
+            path = ""
+        added = {{k: v for k, v in read_csv_as_loaded.choices.get(path, {{}}).items() if k not in kwargs}}
+        if added and not args:
+            print(f"kernel-analyst: read {{os.path.basename(path)}} as it was loaded "
+                  f"({{', '.join(added)}}; the values are in its loading cell)", file=sys.stderr)
+            kwargs.update(added)
+        return read_csv(filepath_or_buffer, *args, **kwargs)
+
+    read_csv_as_loaded.choices = choices
+    return read_csv_as_loaded
+
+
+_as_loaded = {{__import__("os").path.abspath(name): options for name, options in {choices}.items()}}
+if hasattr(pd.read_csv, "choices"):
+    pd.read_csv.choices.update(_as_loaded)
+else:
+    pd.read_csv = _read_as_loaded(pd.read_csv, _as_loaded)
+del _read_as_loaded, _as_loaded
+'''
 
 
 def tables_note(tables: Sequence[UploadedTable]) -> str:
