@@ -104,6 +104,28 @@ async def test_an_upload_a_plain_read_reads_right_gets_no_rereading_cell(manager
     assert roles == ["profile", None] and answer.text == "244 rows."
 
 
+async def test_an_answer_with_no_work_twice_goes_back_sampled_and_then_computes(
+        manager: SessionManager) -> None:
+    """DABench 5, 28, 62 (the 1.5B model): answered at once from the profile, sent back,
+    answered again without code, and that answer was given. Now a second send-back, at a
+    higher temperature: the model computes."""
+    replies = [ScriptedReply(text="The mean tip is 2.00."), ScriptedReply(text="The mean tip is 2.00."),
+               _fence("print(round(df['tip'].mean(), 4))"), ScriptedReply(text="The mean tip is 2.9983.")]
+    with OpenAIServer(replies) as server:
+        answer = await Analyst(_model(server), manager).ask("uploads-nowork", "What is the mean tip?",
+                                                            files=[TIPS])
+        temperatures = [r.get("temperature") for r in server.requests]
+        told, first_told = _last(server.requests[2]), _last(server.requests[1])
+    assert "2.00 (cell [1]: the profile of df)" in first_told, "the profile named as such, not its last line"
+    assert temperatures == [None, None, 0.7, None], "the call after the second send-back samples"
+    assert told.startswith("Your answer was not accepted: again no code of yours computed it")
+    said = [m["content"] for m in server.requests[2]["messages"] if m["role"] == "assistant"]
+    assert not any("2.00" in str(m) for m in said), "the made-up answers are not read back"
+    assert answer.ok and answer.text == "The mean tip is 2.9983." and len(answer.steps) == 1
+    returned = [c for c in _cells(answer.notebook_path) if c.metadata["kernel_analyst"].get("returned")]
+    assert len(returned) == 2, "both answers stay in the notebook, marked as returned"
+
+
 async def test_without_preloading_the_first_step_runs_the_notes_call(manager: SessionManager) -> None:
     call = detect(ACCENTS).code(compact=True)
     replies = [

@@ -280,6 +280,20 @@ def test_no_work_with_data_sends_back_and_switches_an_undecided_model_to_code() 
     assert isinstance(judge(has_files=True, require_work=False).on_answer("891", Facts()), Accept)
 
 
+def test_an_answer_with_no_work_goes_back_twice_the_second_time_sampled() -> None:
+    """DABench 5, 28, 62 (this sitting): the model answered from the profile at once, was
+    sent back, answered again without code, and that answer was given (0 steps, wrong)."""
+    j = judge(has_files=True)
+    facts = Facts(protocol=ProtocolState("code"))
+    first = j.on_answer("It has 891 rows.", facts)
+    assert isinstance(first, SendBack) and not first.resample
+    again = j.on_answer("It has 891 rows.", facts)
+    assert isinstance(again, SendBack) and again.resample and [r.key for r in again.reasons] == ["no_work"]
+    assert "Do not answer yet" in again.text and "```python block" in again.text
+    third = j.on_answer("It has 891 rows.", facts)
+    assert isinstance(third, Accept) and [r.key for r in third.doubts] == ["no_work"]  # in doubt: attempts
+
+
 def test_a_number_read_off_the_profile_is_no_result() -> None:
     """Asked for the recommendation score of the student with the lowest English score, the
     model answered 0.34 at once: the minimum of another column, printed by the profile."""

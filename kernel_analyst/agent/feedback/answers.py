@@ -253,9 +253,15 @@ def _with_origin(claim: Claim, cells: Sequence[dict[str, Any]]) -> str:
     source = claim.source
     if source is None or source.cell_index is None or not 0 <= source.cell_index < len(cells):
         return claim.text
-    code = "".join(cells[source.cell_index].get("source", ""))
+    cell = cells[source.cell_index]
+    code = "".join(cell.get("source", ""))
     lines = [ln.strip() for ln in code.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     line = lines[-1] if lines else ""
+    if _role(claim, cells) == "profile":  # its last line deletes the profile's helpers: say what it is
+        meta = (cell.get("metadata") or {}).get("kernel_analyst") or {}
+        created = [str(v.get("name")) for v in ((meta.get("variables") or {}).get("created") or [])
+                   if isinstance(v, dict) and v.get("name")]
+        line = f"the profile of {', '.join(created)}" if created else "a table's profile"
     line = line if len(line) <= 60 else line[:57] + "..."
     where = f"cell [{source.cell}]" if source.cell is not None else "an earlier cell"
     return f"{claim.text} ({where}: {line})" if line else f"{claim.text} ({where})"

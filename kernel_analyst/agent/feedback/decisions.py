@@ -95,6 +95,9 @@ class SendBack:
     """The answer's numbers, as for :class:`Accept`."""
     switch_to_code: bool = False
     """As for :class:`Accept`."""
+    resample: bool = False
+    """The next model call samples (a greedy model sent back with the same reason would
+    likely answer the same way again)."""
 
 
 ReplyDecision = RunActions | Tell | Accept | SendBack

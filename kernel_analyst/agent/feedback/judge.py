@@ -168,7 +168,8 @@ class Budget:
     idle: int = 0
     """Replies in a row that ran nothing."""
     sent: set[str] = field(default_factory=set)
-    """Reasons already sent back (each is sent once per question)."""
+    """Reasons already sent back (each is sent once per question, but ``no_work``: see
+    :attr:`no_work_again`)."""
     undone_at: int = -1
     """The number of steps when the model last undid a cell (code may run again after it)."""
     undos: int = 0
@@ -181,6 +182,9 @@ class Budget:
     """Failing streaks rolled back."""
     floor: int = 0
     """Steps at the last rollback: a new streak starts after them."""
+    no_work_again: bool = False
+    """An answer with no work of its own was sent back a second time (the one reason sent
+    twice: a small model answers from the profile, or makes numbers up, twice in a row)."""
 
     def count(self, max_steps: int, *, capped: bool = True) -> None:
         """Count a reply that tried to run code and could not."""
@@ -234,6 +238,12 @@ class Judge:
         checks = [r.check for r in self.policies.answers if getattr(self.settings, r.setting)]
         reasons = [reason for check in checks if (reason := check(case)) is not None]
         fresh = tuple(reason for reason in reasons if reason.key not in self.budget.sent)
+        if not fresh and any(r.key == "no_work" for r in reasons) and not self.budget.no_work_again:
+            self.budget.no_work_again = True
+            protocol = "code" if switch else facts.protocol.prompt_protocol
+            key = "feedback_no_work_again_code" if protocol == "code" else "feedback_no_work_again_tools"
+            return SendBack(answer, tuple(r for r in reasons if r.key == "no_work"),
+                            message(key, tool_name=self.settings.tool_name), grounding, switch, resample=True)
         if not fresh:
             doubts = tuple(reason for reason in reasons if reason.key not in _NO_DOUBT)
             return Accept(answer, grounding, switch, completed_from, doubts)

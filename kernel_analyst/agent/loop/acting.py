@@ -36,9 +36,10 @@ NoteKind = Literal["protocol_switched", "answer_returned", "context_trimmed", "p
                    "reply_not_run", "answer_completed", "rollback", "attempts"]
 
 RETRY_TEMPERATURE = 0.7
-"""The temperature of the first model call after a rollback, or after a reply that repeated
-itself, where the model takes one: a greedy model shown its earlier context again would
-likely write the same code, or the same reply."""
+"""The temperature of the first model call after a rollback, after a reply that repeated
+itself, or after an answer sent back a second time for having no work of its own, where the
+model takes one: a greedy model shown its earlier context again would likely write the same
+code, or the same reply."""
 
 
 class Actor:
@@ -65,6 +66,8 @@ class Actor:
         if isinstance(turn.messages[-1], AIMessage) and not turn.messages[-1].tool_calls:
             turn.messages.pop()  # not read back: numbers it made up there anchor a small model's next try
         turn.messages.append(HumanMessage(decision.text))
+        if decision.resample:
+            turn.temperature = RETRY_TEMPERATURE
 
     async def not_run(self, turn: Turn, kind: str, text: str, *, as_user: bool = False) -> str:
         """Record a reply that ran nothing (notebook and events); with ``as_user`` the
