@@ -98,6 +98,23 @@ def test_a_reply_cut_while_it_repeated_itself_is_told_what_it_kept_doing_and_nev
     assert decision.resample, "a greedy model asked again repeats itself: the next call samples"
 
 
+def test_a_runaway_before_any_step_about_data_is_told_to_compute_first() -> None:
+    """DABench 8: the 1.5B model recited the answer's nine-item form until it was cut, three
+    replies in a row, after being told "write it once, short"."""
+    form = "@mean_fare_class1[mean_fare], @median_fare_class1[median_fare], " * 20
+    cut = "the same text again and again"
+    code = Facts(protocol=ProtocolState("code"))
+    decision = judge(has_files=True).on_reply(read(form), form, code, cut=cut)
+    assert isinstance(decision, Tell) and decision.reason.key == "runaway" and decision.resample
+    assert "Do not write the answer yet" in decision.reason.text and "```python block" in decision.reason.text
+    tools = judge(has_files=True).on_reply(read(form, protocol="tools"), form,
+                                           Facts(protocol=ProtocolState("tools")), cut=cut)
+    assert isinstance(tools, Tell) and f"call the `{TOOL}` tool" in tools.reason.text
+    after_work = Facts(protocol=ProtocolState("code"), steps=[step(1, "df.Fare.mean()", printed="32.2")])
+    later = judge(has_files=True).on_reply(read(form), form, after_work, cut=cut)
+    assert isinstance(later, Tell) and "Write it once, short" in later.reason.text
+
+
 def test_a_reply_cut_at_the_token_limit_is_no_runaway() -> None:
     decision = judge().on_reply(read("It has 3 rows."), "It has 3 rows.", Facts(), cut="limit")
     assert not (isinstance(decision, Tell) and decision.reason.key == "runaway")

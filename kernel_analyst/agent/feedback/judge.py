@@ -209,7 +209,8 @@ class Judge:
         """What a model reply leads to (it was read by the conversation's protocol; ``cut``:
         why it was cut short while it streamed)."""
         case = ReplyCase(reading, text, [self._case(a, facts) for a in reading.actions], facts.steps,
-                         self.settings.tool_name, cut, facts.told)
+                         self.settings.tool_name, cut, facts.told, self.question.has_files,
+                         facts.protocol.prompt_protocol)
         for policy in self.policies.replies:
             if (reason := policy(case)) is not None:
                 return Tell(reason, resample=reason.key in RESAMPLE_AFTER)

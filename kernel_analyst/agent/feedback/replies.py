@@ -79,6 +79,10 @@ class ReplyCase:
     told: Sequence[str] = ()
     """What the agent told the model in its own words in this answer (send-backs, hints, a
     rollback's notice)."""
+    has_files: bool = False
+    """The question is about data files (an answer must come from a cell)."""
+    protocol: str = "tools"
+    """How the model runs code now (``tools`` or ``code``), for the messages."""
 
 
 ActionPolicy = Callable[[ActionCase], Reason | None]
@@ -153,9 +157,15 @@ def _ran_just_before(case: ActionCase) -> Step | None:
 
 
 def cut_short(case: ReplyCase) -> Reason | None:
-    """A reply cut while it repeated itself: never run, never an answer."""
+    """A reply cut while it repeated itself: never run, never an answer. Before any step
+    about data files, the model is told to compute first: the 1.5B model's runaway is most
+    often the answer's long form recited before anything was computed (DABench 8, three
+    times in a row after "write it once, short")."""
     if not case.cut or case.cut == "limit":
         return None
+    if case.has_files and not case.steps:
+        key = "runaway_before_work_code" if case.protocol == "code" else "runaway_before_work_tools"
+        return Reason("runaway", message(key, what=case.cut, tool_name=case.tool_name))
     return Reason("runaway", message("runaway", what=case.cut))
 
 
