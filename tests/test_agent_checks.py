@@ -210,3 +210,29 @@ def test_a_model_that_refuses_missing_values_is_answered_with_how_to_drop_them()
         "The model refuses missing values: keep the rows where every column you use has a value")
     ex.error = ExecutionError("ValueError", "could not broadcast input array", [])
     assert ErrorTeacher().hint(ex, ex.code, {}) == ""
+
+
+def test_code_written_for_older_libraries_gets_todays_spelling() -> None:
+    """The installed libraries' real messages (DABench hard 30 and 70 answered a made-up
+    RMSE after ``mean_squared_error(..., squared=False)`` failed)."""
+    import pandas as pd
+    from sklearn.metrics import mean_squared_error
+    from sklearn.preprocessing import OneHotEncoder
+
+    def hint_for(call: Any) -> str:
+        try:
+            call()
+        except (TypeError, AttributeError) as exc:
+            ex = Execution(code="...", status="error")
+            ex.error = ExecutionError(type(exc).__name__, str(exc), [])
+            return ErrorTeacher().hint(ex, ex.code, {})
+        raise AssertionError("the call did not fail: the installed library still takes it")
+
+    assert "root_mean_squared_error(y_test, y_pred)" in hint_for(
+        lambda: mean_squared_error([1.0, 2.0], [1.0, 3.0], squared=False))
+    assert "OneHotEncoder(sparse_output=False)" in hint_for(lambda: OneHotEncoder(sparse=False))
+    assert "drop='first'" in hint_for(lambda: OneHotEncoder(drop_first=True))
+    assert "pd.concat" in hint_for(lambda: pd.DataFrame({"a": [1]}).append(pd.DataFrame({"a": [2]})))
+    assert ".items()" in hint_for(lambda: pd.Series([1]).iteritems())
+    other = hint_for(lambda: pd.DataFrame({"a": [1]}).sum(skipnans=True))
+    assert "takes no `skipnans`" in other and "inspect.signature" in other
