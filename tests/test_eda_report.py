@@ -274,10 +274,11 @@ async def test_the_agent_gets_profiles_before_its_first_step(manager: SessionMan
     assert "df: 891 rows x 15 columns" in question and "- sex: str, no missing, 2 distinct" in question
     session = await manager.session(cid)
     assert {v.name for v in await session.variables()} == {"df"}  # the profile's helpers are gone
-    guessing = ScriptedChatModel(script=["About 900 passengers.", "Still 900."])
+    guessing = ScriptedChatModel(script=["About 900 passengers.", "Still 900.", "Really 900."])
     await manager.close(cid)
     answer = await Analyst(guessing, manager, profile_files=True, attempts_on_doubt=1).ask(
         f"{cid}-guess", "How many passengers?", files=[SEABORN / "titanic.csv"])
     assert "not accepted yet" in guessing.calls[1].messages[-1].text
-    assert answer.stop_reason == "answered" and answer.text == "Still 900."  # sent back once
+    assert "again no code of yours computed it" in guessing.calls[2].messages[-1].text
+    assert answer.stop_reason == "answered" and answer.text == "Really 900."  # sent back twice
     await manager.close(f"{cid}-guess")
