@@ -37,7 +37,7 @@ from .events import AgentEvent, FinalAnswer
 from .feedback.judge import MAX_IDLE_REPLIES
 from .loop.answer import AnswerLoop
 from .loop.figures import ImagesMode, images_enabled
-from .loop.settings import AnalystSettings
+from .loop.settings import TIME_SHARE, AnalystSettings
 from .loop.state import Conversation, EventCallback
 from .protocols import ProtocolName
 from .results import Answer
@@ -93,7 +93,7 @@ class Analyst:
         attempts: int = 1,
         attempts_on_doubt: int = 3,
         parallel_attempts: int = 2,
-        attempts_time_share: float | None = 0.5,
+        attempts_time_share: float | None = TIME_SHARE,
         max_reply_tokens: int = 1024,
         model_timeout: float = 300.0,
         offer_undo: bool = False,

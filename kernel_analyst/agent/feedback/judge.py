@@ -23,6 +23,7 @@ function in this room, registering it in :class:`Policies` and its text in
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +85,12 @@ from .replies import (
 )
 
 _NO_DOUBT = frozenset({"stale"})
+
+SEND_BACK_ALLOWANCE = {"no_work": 2}
+"""How many times a reason may send answers of one question back (the rest: once). A small
+model answers from the profile, or makes numbers up, twice in a row: ``no_work`` goes back a
+second time, sampled, with its own text (``feedback_no_work_again_<code|tools>``), once no
+reason is left that was not sent yet."""
 """Reasons that leave an accepted answer beyond doubt: a follow-up that says it reuses an
 earlier result is right to."""
 _REMINDER_MAX = 1200
@@ -167,9 +174,8 @@ class Budget:
     """Code runs used (replies that tried to run code count, capped at the limit)."""
     idle: int = 0
     """Replies in a row that ran nothing."""
-    sent: set[str] = field(default_factory=set)
-    """Reasons already sent back (each is sent once per question, but ``no_work``: see
-    :attr:`no_work_again`)."""
+    sent: Counter[str] = field(default_factory=Counter)
+    """How many times each reason was sent back (see :data:`SEND_BACK_ALLOWANCE`)."""
     undone_at: int = -1
     """The number of steps when the model last undid a cell (code may run again after it)."""
     undos: int = 0
@@ -182,9 +188,6 @@ class Budget:
     """Failing streaks rolled back."""
     floor: int = 0
     """Steps at the last rollback: a new streak starts after them."""
-    no_work_again: bool = False
-    """An answer with no work of its own was sent back a second time (the one reason sent
-    twice: a small model answers from the profile, or makes numbers up, twice in a row)."""
 
     def count(self, max_steps: int, *, capped: bool = True) -> None:
         """Count a reply that tried to run code and could not."""
@@ -222,8 +225,9 @@ class Judge:
         return RunActions()
 
     def on_answer(self, answer: str, facts: TurnFacts) -> Accept | SendBack:
-        """Accept an answer, or send it back with the reasons not sent yet. An answer that
-        lacks the form's templates the question's cells printed is completed from them first."""
+        """Accept an answer, or send it back with the reasons not sent yet (none left: with a
+        reason :data:`SEND_BACK_ALLOWANCE` allows again, sampled). An answer that lacks the form's
+        templates the question's cells printed is completed from them first."""
         q = self.question
         completed_from: tuple[int | None, ...] = ()
         if self.settings.check_results:
@@ -238,19 +242,21 @@ class Judge:
                           failed=_last_failure(facts.steps))
         checks = [r.check for r in self.policies.answers if getattr(self.settings, r.setting)]
         reasons = [reason for check in checks if (reason := check(case)) is not None]
-        fresh = tuple(reason for reason in reasons if reason.key not in self.budget.sent)
-        if not fresh and any(r.key == "no_work" for r in reasons) and not self.budget.no_work_again:
-            self.budget.no_work_again = True
-            protocol = "code" if switch else facts.protocol.prompt_protocol
-            key = "feedback_no_work_again_code" if protocol == "code" else "feedback_no_work_again_tools"
-            return SendBack(answer, tuple(r for r in reasons if r.key == "no_work"),
-                            message(key, tool_name=self.settings.tool_name), grounding, switch, resample=True)
-        if not fresh:
+        sent = self.budget.sent
+        fresh = tuple(reason for reason in reasons if not sent[reason.key])
+        again = tuple(reason for reason in reasons
+                      if 0 < sent[reason.key] < SEND_BACK_ALLOWANCE.get(reason.key, 1))
+        if fresh:
+            text = message("feedback", reasons="".join(f"\n{reason.text}" for reason in fresh))
+        elif again:
+            kind = "code" if case.protocol == "code" else "tools"
+            text = "\n".join(message(f"feedback_{reason.key}_again_{kind}", tool_name=self.settings.tool_name)
+                             for reason in again)
+        else:
             doubts = tuple(reason for reason in reasons if reason.key not in _NO_DOUBT)
             return Accept(answer, grounding, switch, completed_from, doubts)
-        self.budget.sent.update(reason.key for reason in fresh)
-        text = message("feedback", reasons="".join(f"\n{reason.text}" for reason in fresh))
-        return SendBack(answer, fresh, text, grounding, switch)
+        sent.update(reason.key for reason in fresh or again)
+        return SendBack(answer, fresh or again, text, grounding, switch, resample=not fresh)
 
     def after_reply(self, decision: ReplyDecision, facts: TurnFacts) -> Stop | None:
         """After the loop acted on a reply: stop, or go on (None)."""

@@ -55,6 +55,7 @@ from ..prompting import message
 from ..results import Agreement, Usage
 from ..tools.background import BackgroundSteps
 from .ending import Outcome, timing_of
+from .settings import TIME_SHARE
 from .state import Conversation, Turn
 
 log = logging.getLogger(__name__)
@@ -69,12 +70,6 @@ COMPUTING_CALLS = 4
 read, its answer): a first attempt that answered at once tells only what one call takes."""
 RECENT_QUESTIONS = 20
 """How many latest questions tell what a question takes (the median of their first attempts)."""
-TIME_SHARE = 0.5
-"""Attempts made because an answer is in doubt may add at most this share of the latest
-questions' first-attempt seconds (and :data:`MIN_BUDGET_S`): the average question then
-takes at most about 1.5 times its single attempt. Attempts asked for every question
-(``attempts=N``) are the caller's choice and not bounded so."""
-
 Runner = Callable[[Turn, Judge], Awaitable[Outcome]]
 """Runs one attempt's turn to its end (the loop's own run)."""
 

@@ -27,25 +27,24 @@ from ..prompting import message
 _OBSERVATION_PREFIX = "ka-observation-"
 _TRIMMED_SUFFIX = "-trimmed"
 
-# What providers and servers say when a request does not fit (lower case): OpenAI's error
-# code, vLLM's and OpenAI's wording, llama.cpp's server ("the request
-# exceeds the available context size", type exceed_context_size_error), Ollama, Anthropic.
-_OVERFLOW_PHRASES = (
-    "context_length_exceeded",
-    "maximum context length",
-    "exceeds the available context size",
-    "exceed_context_size_error",
-    "context size has been exceeded",
-    "context window",
-    "prompt is too long",
-    "too many tokens",
-    "input is too long",
+# What providers and servers say when a model call fails for its context (lower case), with
+# the kind of failure: "too long", the request does not fit (OpenAI's error code, vLLM's and
+# OpenAI's wording, llama.cpp's server: "the request exceeds the available context size",
+# type exceed_context_size_error; Ollama, Anthropic); "shared full", llama.cpp's server when
+# the cache its slots share runs out while decoding (``llama_decode`` returns 1 with one
+# sequence per batch): the request fitted when it was accepted and is asked again as it was,
+# and only after that is it taken for too long.
+_CONTEXT_PHRASES = (
+    ("context_length_exceeded", "too long"),
+    ("maximum context length", "too long"),
+    ("exceeds the available context size", "too long"),
+    ("exceed_context_size_error", "too long"),
+    ("context size has been exceeded", "shared full"),
+    ("context window", "too long"),
+    ("prompt is too long", "too long"),
+    ("too many tokens", "too long"),
+    ("input is too long", "too long"),
 )
-
-
-# llama.cpp's server when its shared cache runs out while decoding (``llama_decode`` returns
-# 1 with one sequence per batch); the request itself fitted when it was accepted.
-_SHARED_FULL_PHRASES = ("context size has been exceeded",)
 
 
 def observation_id() -> str:
@@ -59,19 +58,22 @@ def is_observation(msg: BaseMessage) -> bool:
 
 
 def is_context_overflow(exc: BaseException) -> bool:
-    """Whether a model call failed because the request does not fit the context."""
-    for error in _chain(exc):
-        text = f"{type(error).__name__} {error} {getattr(error, 'code', '') or ''}".lower()
-        if any(phrase in text for phrase in _OVERFLOW_PHRASES):
-            return True
-    return False
+    """Whether a model call failed because the request does not fit the context (or the
+    server's shared cache was full: see :func:`is_shared_context_full`)."""
+    return bool(_context_failures(exc))
 
 
 def is_shared_context_full(exc: BaseException) -> bool:
     """Whether a model call failed because the server's cache, shared by the requests it was
     decoding at once, was full: the same request usually fits a moment later."""
-    texts = [str(error).lower() for error in _chain(exc)]
-    return any(phrase in text for text in texts for phrase in _SHARED_FULL_PHRASES)
+    return "shared full" in _context_failures(exc)
+
+
+def _context_failures(exc: BaseException) -> set[str]:
+    """The kinds of :data:`_CONTEXT_PHRASES` the exception or its causes say."""
+    texts = [f"{type(error).__name__} {error} {getattr(error, 'code', '') or ''}".lower()
+             for error in _chain(exc)]
+    return {kind for phrase, kind in _CONTEXT_PHRASES if any(phrase in text for text in texts)}
 
 
 def trim_oldest_observation(messages: list[BaseMessage]) -> bool:

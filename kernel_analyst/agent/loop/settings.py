@@ -10,6 +10,14 @@ from ..tools.observation import DEFAULT_BUDGET
 from ..tools.undo import DEFAULT_CHECKPOINTS
 from .figures import ImagesMode
 
+TIME_SHARE = 0.5
+"""Attempts made because an answer is in doubt may add at most this share of the latest
+questions' first-attempt seconds (and :data:`.attempts.MIN_BUDGET_S`): the average question
+then takes at most about 1.5 times its single attempt. Attempts asked for every question
+(``attempts=N``) are the caller's choice and not bounded so. (The front ends' own copy,
+``frontend.settings.DEFAULT_ATTEMPTS_TIME_SHARE``, keeps their flags free of LangChain; a
+test keeps the two equal.)"""
+
 
 @dataclass(frozen=True)
 class AnalystSettings:
@@ -67,7 +75,7 @@ class AnalystSettings:
     in all; 1 never tries again."""
     parallel_attempts: int = 2
     """Branches whose model calls run at once (a model server's slots, an API's concurrency)."""
-    attempts_time_share: float | None = 0.5
+    attempts_time_share: float | None = TIME_SHARE
     """Attempts made because an answer is in doubt may add at most this share of the latest
     questions' first attempts' seconds (and a minute), so the average question takes at most
     about 1.5 times its single attempt; a question the account cannot pay for keeps its first
