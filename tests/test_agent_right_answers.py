@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from kernel_analyst import Analyst, SessionManager
 from kernel_analyst.agent import load_chat_model
 from tests.conftest import SEABORN
@@ -57,6 +59,40 @@ async def test_the_persons_table_is_kept_as_asked_across_questions(manager: Sess
     assert "replaced `df` (the person's data: 808 rows) by 224 rows" in told and "was undone" in told, told
     assert [s.execution.text.strip() for s in second.steps] == ["224", "224"] and second.ok
     assert third.text == "808 planets." and third.steps[0].execution.text.strip() == "808"
+
+
+async def test_the_undone_code_sent_again_runs_with_the_table_renamed(manager: SessionManager) -> None:
+    """DABench 124 and 130 with the 1.5B model: the code that wrote a subset over ``df`` was
+    undone, and the model sent it again as it was, step after step. The second time it runs
+    with ``df`` renamed ``df_work``: the step's output is what the code was written for, the
+    person's table is whole for the next question, and the notebook shows both cells."""
+    subset = "df = df[df['method'] == 'Transit']\nprint(len(df))"
+    transit = int((pd.read_csv(PLANETS)["method"] == "Transit").sum())
+    replies = [ScriptedReply(code=subset), ScriptedReply(code=subset),
+               ScriptedReply(text=f"{transit} planets were found by transit."),
+               ScriptedReply(code="print(len(df), len(df_work))"), ScriptedReply(text="1035 planets.")]
+    with OpenAIServer(replies) as server:
+        analyst = Analyst(_model(server), manager)
+        first = await analyst.ask("right-renamed", "How many planets were found by transit?", files=[PLANETS])
+        second = await analyst.ask("right-renamed", "How many planets are there?")
+        requests = server.requests
+    assert "was undone" in _last(requests[1])
+    told = _last(requests[2])
+    assert str(transit) in told and "This is the code of step 1 again, which was undone" in told, told
+    assert "It ran with `df` renamed `df_work`, so `df` stays as the person has it" in told, told
+    assert first.ok and first.text == f"{transit} planets were found by transit."
+    ran = first.steps[1]
+    assert ran.code.startswith("df_work = df\ndf_work = df_work[df_work['method'] == 'Transit']"), ran.code
+    assert ran.execution.text.strip() == str(transit)
+    claim = first.claims.claims[0] if first.claims is not None else None
+    assert claim is not None and claim.source is not None
+    assert claim.source.cell == ran.execution.execution_count, "cited: the renamed cell"
+    assert second.steps[0].execution.text.split() == ["1035", str(transit)], "df whole, the subset kept apart"
+    cells = [c for c in _cells(first.notebook_path) if c["cell_type"] == "code"]
+    sources = ["".join(c["source"]) for c in cells]
+    undone = [c for c in cells if c["metadata"].get("kernel_analyst", {}).get("undone")]
+    assert len(undone) == 1 and "".join(undone[0]["source"]) == subset
+    assert sum(src.startswith("df_work = df\n") for src in sources) == 1
 
 
 async def test_a_number_read_off_the_profile_goes_back_to_be_computed(manager: SessionManager) -> None:

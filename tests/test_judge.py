@@ -8,6 +8,7 @@ facts) and checks the value it returns: :class:`Tell`, :class:`Accept`, :class:`
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ from kernel_analyst.agent.feedback import (
     Undo,
 )
 from kernel_analyst.agent.feedback.hints import ErrorTeacher
+from kernel_analyst.agent.feedback.keeping import renamed
 from kernel_analyst.agent.protocols import Action, InvalidCall, ProtocolState, Reading, Via
 from kernel_analyst.agent.results import Step
 from kernel_analyst.kernels import ColumnValues, Execution, ExecutionError, VariableChanges, VariableInfo
@@ -447,6 +449,63 @@ async def test_a_step_that_shrinks_the_persons_table_is_undone_unless_the_questi
     gone = Execution(code="", variables=VariableChanges(deleted=["df"]))
     assert (await j.after_step(StepFacts("del df", gone), Facts())).revert is not None
     assert (await Judge(JudgeSettings(keep_data=False), facts).after_step(step, Facts())).revert is None
+
+
+async def test_undone_code_sent_again_runs_with_the_table_renamed() -> None:
+    """DABench 124 with the 1.5B model: the step that re-read the file into ``df`` and kept
+    one vaccine's rows was undone, and the model sent the same code four times, each undone.
+    Sent again, it runs with ``df`` renamed: it computes what it was written for and the
+    person's ``df`` stays whole."""
+    frames = {"df": VariableInfo("df", "pandas.DataFrame", [3, 2], ["tip", "day"])}
+    code = "# the big tips\ndf = df[df.tip > 1]\nprint(len(df))"
+    j = Judge(JudgeSettings(), QuestionFacts("What share tipped more than 1?", frames=frames))
+    smaller = VariableInfo("df", "pandas.DataFrame", [2, 2], ["tip", "day"])
+    shrunk = Execution(code="", variables=VariableChanges(changed=[smaller]), execution_count=4)
+    assert (await j.after_step(StepFacts(code, shrunk), Facts())).revert is not None
+    again = j.on_action(Action(code + "\n", Via.TOOL_CALL, "call-2"), Facts(variables=frames))
+    assert isinstance(again, Run) and again.action.call_id == "call-2"
+    assert again.action.code == "df_work = df\ndf_work = df_work[df_work.tip > 1]\nprint(len(df_work))\n"
+    subset = VariableInfo("df_work", "pandas.DataFrame", [2, 2], ["tip", "day"])
+    ran = Execution(code=again.action.code, variables=VariableChanges(created=[subset]), execution_count=5)
+    said = await j.after_step(StepFacts(again.action.code, ran), Facts())
+    assert said.revert is None and [r.key for r in said.reasons] == ["data_renamed"]
+    assert said.notes[0].startswith("This is the code of step 1 again, which was undone"), said.notes
+    assert "It ran with `df` renamed `df_work`, so `df` stays as the person has it" in said.notes[0]
+    taken = {**frames, "df_work": subset}
+    third = j.on_action(Action(code, Via.TOOL_CALL, "call-3"), Facts(variables=taken))
+    assert isinstance(third, Run) and third.action.code.startswith("df_work2 = df\n"), "a free name"
+    other = j.on_action(Action("print(len(df))", Via.TOOL_CALL, "call-4"), Facts(variables=frames))
+    assert isinstance(other, Run) and other.action.code == "print(len(df))", "other code runs as sent"
+    plain = Judge(JudgeSettings(), QuestionFacts("What share tipped more than 1?", frames=frames))
+    first = plain.on_action(Action(code, Via.TOOL_CALL, "call-1"), Facts(variables=frames))
+    assert isinstance(first, Run) and first.action.code == code, "never undone: runs as sent"
+
+
+def test_renaming_a_table_keeps_what_the_code_computes() -> None:
+    code = textwrap.dedent("""\
+        import pandas as pd
+        df = pd.read_csv('tips.csv')  # read again
+        df = df[df['tip'] > 1]
+        def share(df):
+            return len(df)
+        def total():
+            global df
+            return df['tip'].sum()
+        first = lambda df: df.iloc[0]
+        print(f"{len(df)} rows", share(df=df), total(), first(df), [len(df) for _ in range(1)])
+        del df
+    """)
+    rewrite = renamed(code, ["df"], {"df", "df_work"})
+    assert rewrite is not None and rewrite.names == {"df": "df_work2"}
+    assert rewrite.code.startswith("df_work2 = df\nimport pandas as pd\ndf_work2 = pd.read_csv('tips.csv')\n")
+    assert "def share(df):\n    return len(df)" in rewrite.code, "a parameter of the name is left alone"
+    assert "global df_work2\n    return df_work2['tip'].sum()" in rewrite.code
+    assert "first = lambda df: df.iloc[0]" in rewrite.code
+    assert ('print(f\'{len(df_work2)} rows\', share(df=df_work2), total(), first(df_work2), '
+            '[len(df_work2) for _ in range(1)])') in rewrite.code
+    assert rewrite.code.endswith("del df_work2\n") and "read again" not in rewrite.code
+    assert renamed("print(len(tips))", ["df"], set()) is None
+    assert renamed("df = df[", ["df"], set()) is None
 
 
 async def test_an_error_gets_its_hint() -> None:

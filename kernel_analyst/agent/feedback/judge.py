@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...kernels import Execution
@@ -69,7 +69,7 @@ from .decisions import (
 from .doubts import doubtful
 from .form import AnswerForm
 from .hints import ErrorTeacher
-from .keeping import kept, table_changes, undone
+from .keeping import Renamed, kept, renamed, table_changes, undone
 from .outcomes import STEP_CHECKS, StepCase, StepCheck, last_step
 from .replies import (
     NO_STEP,
@@ -188,6 +188,10 @@ class Budget:
     """Failing streaks rolled back."""
     floor: int = 0
     """Steps at the last rollback: a new streak starts after them."""
+    reverted: dict[str, tuple[int, tuple[str, ...]]] = field(default_factory=dict)
+    """Code undone because it changed the person's tables -> its step and those tables."""
+    renaming: tuple[int, Renamed] | None = None
+    """Undone code sent again, running now with the tables renamed (and its first step)."""
 
     def count(self, max_steps: int, *, capped: bool = True) -> None:
         """Count a reply that tried to run code and could not."""
@@ -332,6 +336,11 @@ class Judge:
         if self.budget.steps >= self.settings.max_steps:
             return Skip(Reason("step_limit", message("step_limit", max_steps=self.settings.max_steps)))
         self.budget.steps += 1
+        undone_before = self.budget.reverted.get(action.code.strip())
+        rewrite = renamed(action.code, undone_before[1], facts.variables) if undone_before else None
+        if undone_before is not None and rewrite is not None:  # runs renamed (and is a repeat if it just did)
+            action = replace(action, code=rewrite.code)
+            case = self._case(action, facts)
         undo, to = find_undo(action.code) if self.settings.undo else (False, None)
         if undo:
             self.budget.undone_at = len(facts.steps)
@@ -341,6 +350,8 @@ class Judge:
             if (reason := policy(case)) is not None:
                 stuck = self._rollback(facts) if reason.key == "repeated_failure" else None
                 return stuck if stuck is not None else Skip(reason)
+        if undone_before is not None and rewrite is not None:
+            self.budget.renaming = (undone_before[0], rewrite)
         return Run(action)
 
     async def after_step(self, step: StepFacts, facts: TurnFacts) -> StepNotes:
@@ -348,6 +359,9 @@ class Judge:
         case = StepCase(step, facts.variables, self.teacher, facts.lookup, self.budget.steps,
                         self.settings.max_steps, self.settings.check_results)
         reasons = [reason for check in self.policies.steps for reason in await check(case)]
+        renaming, self.budget.renaming = self.budget.renaming, None
+        if renaming is not None and renaming[1].code == step.code:
+            reasons.insert(0, _renamed_note(*renaming))
         hints = [r.text for r in reasons if r.key == "hint"]
         stuck = self._rollback(facts, failing=step.execution, hint=hints)
         if stuck is not None:
@@ -355,6 +369,8 @@ class Judge:
         changes = table_changes(step, self.question.frames) if self.settings.keep_data else []
         if changes and not self.question.asks_change:
             self.budget.undone_at = len(facts.steps) + 1  # the step's code may run again, under a new name
+            self.budget.reverted.setdefault(step.code.strip(), (len(facts.steps) + 1,
+                                                                tuple(c.name for c in changes)))
             return StepNotes(tuple(reasons), last_step(case), revert=undone(changes, len(facts.steps) + 1))
         if changes:
             reasons.append(kept(changes))
@@ -410,6 +426,13 @@ def _error_key(ex: Execution | None) -> tuple[str, str] | None:
     if ex is None or ex.error is None:
         return None
     return ex.error.ename, re.sub(r"\d+", "#", ex.error.evalue)
+
+
+def _renamed_note(first: int, rewrite: Renamed) -> Reason:
+    """The undone code of step ``first``, sent again, ran with the tables renamed."""
+    new = ", ".join(f"`{name}`" for name in rewrite.names.values())
+    return Reason("data_renamed", message("data_renamed", step=first, renamed=rewrite.describe(),
+                                          old=", ".join(f"`{name}`" for name in rewrite.names), new=new))
 
 
 def _last_failure(steps: Sequence[Step]) -> str | None:

@@ -16,7 +16,8 @@ judge decides (:meth:`~kernel_analyst.agent.feedback.judge.Judge.after_step`).
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 from ...kernels import VariableInfo
 from ..prompting import message
@@ -66,6 +67,75 @@ def kept(changes: list[TableChange]) -> Reason:
     return Reason("data_kept", message("data_kept", changes="; ".join(c.describe() for c in changes)))
 
 
+@dataclass(frozen=True)
+class Renamed:
+    """A step's code with the person's tables it changed renamed (:func:`renamed`)."""
+
+    code: str
+    """The code as it runs: each new name bound to its table first, then the step's code
+    with every use of the table's name (read, write, ``del``, ``global``) changed to the new
+    one; a function whose parameter has the name keeps it."""
+    names: dict[str, str]
+    """The table's name -> the new name."""
+
+    def describe(self) -> str:
+        """``df`` renamed ``df_work`` (and ...)."""
+        return " and ".join(f"`{old}` renamed `{new}`" for old, new in self.names.items())
+
+
+def renamed(code: str, names: Sequence[str], taken: Collection[str]) -> Renamed | None:
+    """``code`` with the tables ``names`` renamed to names not in ``taken`` (``df`` ->
+    ``df_work``): what it computes is the same, and the tables stay as they were. None when
+    the code does not parse or does not use them. (The code is written out again from its
+    syntax tree: comments and layout go, the statements stay.)"""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    chosen: dict[str, str] = {}
+    for name in names:
+        if name not in used or name in chosen:
+            continue
+        new, k = f"{name}_work", 2
+        while new in taken or new in used or new in chosen.values():
+            new, k = f"{name}_work{k}", k + 1
+        chosen[name] = new
+    if not chosen:
+        return None
+    tree = _Rename(chosen).visit(tree)
+    bound = "".join(f"{new} = {old}\n" for old, new in chosen.items())
+    return Renamed(bound + ast.unparse(tree) + "\n", chosen)
+
+
+class _Rename(ast.NodeTransformer):
+    """Renames module-level names, leaving functions whose parameters shadow them alone."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        node.id = self.names.get(node.id, node.id)
+        return node
+
+    def visit_Global(self, node: ast.Global) -> ast.Global:
+        node.names = [self.names.get(n, n) for n in node.names]
+        return node
+
+    def _scope(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> ast.AST:
+        args = node.args
+        params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
+                  if a is not None}
+        outer = self.names
+        self.names = {old: new for old, new in outer.items() if old not in params}
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.names = outer
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _scope
+
+
 def _line(code: str, name: str) -> str:
     """The line of ``code`` that changed ``name`` (an assignment to it, an in-place call on
     it, a ``del``): the last such line, cut to 80 characters."""
@@ -97,4 +167,4 @@ def _example(change: TableChange) -> str:
     return f"subset = {change.name}[...]"
 
 
-__all__ = ["kept", "table_changes", "undone"]
+__all__ = ["Renamed", "kept", "renamed", "table_changes", "undone"]
