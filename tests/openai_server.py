@@ -59,8 +59,14 @@ class OpenAIServer:
     """Serves scripted replies on an ephemeral loopback port (use as a context manager)."""
 
     def __init__(self, replies: Sequence[ScriptedReply], *, max_requests: int = 20,
-                 lifetime_s: float = 60.0) -> None:
+                 lifetime_s: float = 60.0, slots: str = "none") -> None:
         self.replies = list(replies)
+        self.slots = slots
+        """What ``GET /slots`` says, as llama.cpp's server does: ``none`` (no such endpoint),
+        ``working`` (a slot that has read and written more at every look) or ``stuck`` (a slot
+        that says it is processing and never moves)."""
+        self.slot_reads = 0
+        """How many times ``/slots`` was read."""
         self.requests: list[dict[str, Any]] = []
         self.sent: dict[int, list[float]] = {}
         """Per request, when each streamed chunk was written (``time.monotonic``, the same clock
@@ -160,7 +166,21 @@ class _Handler(BaseHTTPRequestHandler):
             owner.disconnected.add(index)
             self.close_connection = True
 
-    def _send_json(self, status: int, data: dict[str, Any]) -> None:
+    def do_GET(self) -> None:
+        owner = self.server.owner
+        if self.path.rstrip("/") != "/slots" or owner.slots == "none":
+            refused = {"code": 501, "message": "This server does not support slots endpoint.",
+                       "type": "not_supported_error"}
+            self._send_json(501, {"error": refused})
+            return
+        with owner._lock:
+            owner.slot_reads += 1
+            done = owner.slot_reads if owner.slots == "working" else 1
+        slot = {"id": 0, "id_task": 7, "is_processing": True, "n_prompt_tokens": 4000,
+                "n_prompt_tokens_processed": 100 * done, "next_token": [{"n_decoded": done}]}
+        self._send_json(200, [slot])
+
+    def _send_json(self, status: int, data: dict[str, Any] | list[Any]) -> None:
         payload = json.dumps(data).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")

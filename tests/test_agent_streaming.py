@@ -15,9 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kernel_analyst import Analyst, KernelTool, SessionManager
 from kernel_analyst.agent import load_chat_model
 from kernel_analyst.agent.events import AgentEvent, ModelReplied
+from kernel_analyst.agent.loop import calling
+from kernel_analyst.agent.loop.server_watch import ServerWatch
 from kernel_analyst.agent.tools.kernel_tool import OUTPUT_EVENT
 from tests.conftest import SEABORN
 from tests.openai_server import OpenAIServer, ScriptedReply
@@ -75,6 +79,37 @@ async def test_a_hanging_server_ends_the_question_within_the_deadline(manager: S
         again = server.requests[2]["messages"]
     assert later.ok and later.text == "It is still 42."
     assert [m["role"] for m in again][-1] == "user" and "What is six times seven?" in str(again)
+
+
+async def test_a_server_seen_at_work_is_waited_for_and_a_stuck_one_is_not(
+        manager: SessionManager, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DABench with four conversations on a 4-slot llama.cpp server: calls queued behind the
+    other slots ended as "the model sent nothing for 300 s" while the server worked at full
+    speed. A server whose ``/slots`` move is given more windows; one whose slots say they
+    are processing and never move, or that has no ``/slots``, ends the call after one."""
+    monkeypatch.setattr(calling, "LOOK_S", 0.6)
+    monkeypatch.setattr(calling, "LOOK_EVERY_S", 0.2)
+    question = "What is six times seven?"
+    with OpenAIServer([ScriptedReply(hang_s=2.5, text="It is 42.")], slots="working") as server:
+        answer = await Analyst(_model(server), manager, model_timeout=1.0).ask("busy-server", question)
+        reads = server.slot_reads
+    assert answer.ok and answer.text == "It is 42.", answer.error
+    assert reads >= 2, "the server's slots were looked at"
+    for slots in ("stuck", "none"):
+        with OpenAIServer([ScriptedReply(hang_s=30, text="Too late.")], slots=slots) as server:
+            started = time.monotonic()
+            answer = await Analyst(_model(server), manager, model_timeout=1.0).ask(f"stuck-{slots}", question)
+            took = time.monotonic() - started
+            reads = server.slot_reads
+        assert answer.stop_reason == "error" and answer.error is not None, slots
+        assert "sent nothing for 1 s" in answer.error and took < 15, (slots, took)
+        assert (reads >= 2) if slots == "stuck" else (reads == 0), (slots, reads)  # looked at, and again
+
+
+def test_the_watched_server_is_the_models_own() -> None:
+    assert ServerWatch("http://127.0.0.1:8766/v1").root == "http://127.0.0.1:8766"
+    assert ServerWatch("https://models.example/api/v1/").root == "https://models.example/api"
+    assert ServerWatch(None).root is None and ServerWatch("file:///tmp/x").root is None
 
 
 async def test_cell_outputs_reach_the_langchain_callbacks_as_they_come(manager: SessionManager) -> None:

@@ -12,7 +12,9 @@ bounded three ways:
 - **a runaway** (:func:`~kernel_analyst.agent.feedback.runaway.runaway`): a reply seen
   repeating itself is cut before the limit;
 - **a deadline** (``CallLimits.timeout_s``): the longest wait for the reply's next piece
-  (its first included); a server that accepts the request and never answers ends the call.
+  (its first included); a server that accepts the request and never answers ends the call,
+  one seen at work (a llama.cpp server's slots moving, :mod:`.server_watch`) is given more
+  windows, up to ``QUEUE_WINDOWS``.
 
 Closing the stream closes the request, and a model server stops generating when its client
 goes. A request the model's context cannot hold has its oldest observation trimmed and is
@@ -49,6 +51,7 @@ from ..prompting import message
 from ..protocols import ProtocolName
 from .acting import note
 from .context_window import is_context_overflow, is_shared_context_full, trim_oldest_observation
+from .server_watch import LOOK_EVERY_S, LOOK_S, QUEUE_WINDOWS, ServerWatch, base_url_of
 from .state import Turn
 
 log = logging.getLogger(__name__)
@@ -72,7 +75,8 @@ class CallLimits:
     """Tokens one reply may have (a greedy small model that repeats itself goes on until the
     context is full)."""
     timeout_s: float = 300.0
-    """Seconds the call may wait for the reply's next piece, the first one included."""
+    """Seconds the call may wait for the reply's next piece, the first one included (more
+    while a llama.cpp server is seen at work: :mod:`.server_watch`)."""
 
     def __post_init__(self) -> None:
         if self.max_tokens < 16:
@@ -82,7 +86,8 @@ class CallLimits:
 
 
 class ModelStalled(TimeoutError):
-    """The model sent nothing for ``CallLimits.timeout_s`` seconds."""
+    """The model sent nothing for ``CallLimits.timeout_s`` seconds (and its server, if it
+    says, did nothing either)."""
 
 
 class _EventFailed(Exception):
@@ -98,6 +103,8 @@ class ModelCaller:
         self.limits = limits or CallLimits()
         self.bound = bind_tools(model, tools, protocol)
         """The model with the tools bound; None when code is written as text from the start."""
+        self.watch = ServerWatch.of(model)
+        """Whether the model's server is at work, for a call that waits long."""
 
     async def call(self, turn: Turn) -> AIMessage | None:
         """The model's next reply (appended to the turn's messages); None when the call failed."""
@@ -179,12 +186,9 @@ class ModelCaller:
         stream: AsyncIterator[Any] = runnable.astream(turn.messages)
         try:
             while True:
-                try:
-                    chunk = await asyncio.wait_for(anext(stream), self.limits.timeout_s)
-                except StopAsyncIteration:
+                chunk = await self._next(stream)
+                if chunk is _END:
                     break
-                except asyncio.TimeoutError:
-                    raise ModelStalled(f"no reply for {self.limits.timeout_s:g} s") from None
                 if not isinstance(chunk, AIMessageChunk):
                     if isinstance(chunk, AIMessage):  # a model that does not stream: the whole reply at once
                         merged = _as_chunk(chunk)
@@ -212,6 +216,56 @@ class ModelCaller:
         turn.calls.append(replied)
         turn.emit(replied)
         return reply
+
+
+    async def _next(self, stream: AsyncIterator[Any]) -> Any:
+        """The stream's next chunk (``_END`` after the last); ModelStalled after ``timeout_s``
+        without one, unless the server is seen at work (:mod:`.server_watch`)."""
+        step = asyncio.ensure_future(_anext(stream))
+        windows = 0
+        try:
+            while True:
+                done, _ = await asyncio.wait({step}, timeout=self.limits.timeout_s)
+                if done:
+                    return step.result()
+                if windows >= QUEUE_WINDOWS or not await self._working(step):
+                    raise ModelStalled(f"no reply for {self.limits.timeout_s:g} s")
+                windows += 1
+                log.info("the model server is at work but has not answered this call for %g s; "
+                         "waiting (%d of %d more)", self.limits.timeout_s, windows, QUEUE_WINDOWS)
+        finally:
+            if not step.done():
+                step.cancel()
+                await asyncio.wait({step})
+
+    async def _working(self, step: asyncio.Future[Any]) -> bool:
+        """Whether the server's slots move while the call waits up to ``LOOK_S`` longer,
+        looked at every ``LOOK_EVERY_S`` (or the chunk came meanwhile)."""
+        before = await self.watch.progress()
+        if before is None:
+            return False
+        deadline = time.monotonic() + LOOK_S
+        while (left := deadline - time.monotonic()) > 0:
+            await asyncio.wait({step}, timeout=min(LOOK_EVERY_S, left))
+            if step.done():
+                return True
+            after = await self.watch.progress()
+            if after is None:
+                return False
+            if after != before:
+                return True
+        return False
+
+
+_END = object()
+"""The end of a reply's stream."""
+
+
+async def _anext(stream: AsyncIterator[Any]) -> Any:
+    try:
+        return await anext(stream)
+    except StopAsyncIteration:
+        return _END
 
 
 def _streams(model: BaseChatModel) -> bool:
@@ -310,8 +364,7 @@ def bind_tools(model: BaseChatModel, tools: list[BaseTool],
 def serves_locally(model: BaseChatModel) -> bool:
     """The model is served on this machine (a llama.cpp, Ollama or vLLM server on a loopback
     address): warming its prompt cache costs nothing but a moment of its time."""
-    url = str(getattr(model, "openai_api_base", None) or getattr(model, "base_url", None) or "")
-    host = urllib.parse.urlsplit(url).hostname or ""
+    host = urllib.parse.urlsplit(base_url_of(model)).hostname or ""
     return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
 
 
