@@ -48,6 +48,9 @@ class ScriptedReply:
     """Streamed: seconds between two chunks (a model generating at its own pace)."""
     hang_s: float = 0.0
     """Seconds to wait, the request accepted, before answering at all (a stuck server)."""
+    first_chunk_s: float = 0.0
+    """Streamed: seconds between the response's headers and its first chunk (a server that
+    has begun the reply and reads a long prompt first, as llama.cpp's server does)."""
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -159,7 +162,8 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(reply.hang_s)
             if body.get("stream"):
                 usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                self._send_events(completion.chunks(with_usage=usage), index, reply.chunk_delay_s)
+                self._send_events(completion.chunks(with_usage=usage), index, reply.chunk_delay_s,
+                                  first_s=reply.first_chunk_s)
             else:
                 self._send_json(200, completion.whole())
         except (BrokenPipeError, ConnectionResetError):
@@ -188,12 +192,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def _send_events(self, chunks: Iterator[dict[str, Any]], index: int, delay_s: float) -> None:
+    def _send_events(self, chunks: Iterator[dict[str, Any]], index: int, delay_s: float, *,
+                     first_s: float = 0.0) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")  # the body ends when the connection does
         self.end_headers()
+        if first_s:
+            self.wfile.flush()
+            time.sleep(first_s)
         sent = self.server.owner.sent.setdefault(index, [])
         for chunk in chunks:
             if delay_s and sent:

@@ -106,6 +106,28 @@ async def test_a_server_seen_at_work_is_waited_for_and_a_stuck_one_is_not(
         assert (reads >= 2) if slots == "stuck" else (reads == 0), (slots, reads)  # looked at, and again
 
 
+async def test_a_long_silence_before_the_first_chunk_is_the_analysts_to_bound(
+        manager: SessionManager, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DABench 124 on the local server, two conversations reading long prompts beside it:
+    langchain-openai 1.7 ended the stream after its own 120 s without a chunk
+    (``StreamChunkTimeoutError``), before the analyst's model timeout and its look at the
+    server. That deadline is the analyst's: one the model was not given is dropped (on a
+    copy), one it was given is kept."""
+    monkeypatch.setenv("LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S", "0.5")
+    question = "What is six times seven?"
+    with OpenAIServer([ScriptedReply(first_chunk_s=1.5, text="It is 42.")]) as server:
+        model = _model(server)
+        answer = await Analyst(model, manager, model_timeout=10).ask("first-chunk-late", question)
+    assert model.stream_chunk_timeout == 0.5, "the caller's own model is left as it was"
+    assert answer.ok and answer.text == "It is 42.", answer.error
+    with OpenAIServer([ScriptedReply(first_chunk_s=1.5, text="It is 42.")]) as server:
+        strict = load_chat_model("openai:scripted", base_url=server.url, max_retries=0,
+                                 stream_chunk_timeout=0.5)
+        answer = await Analyst(strict, manager, model_timeout=10).ask("first-chunk-strict", question)
+    assert answer.stop_reason == "error" and answer.error is not None
+    assert "StreamChunkTimeoutError" in answer.error, answer.error
+
+
 def test_the_watched_server_is_the_models_own() -> None:
     assert ServerWatch("http://127.0.0.1:8766/v1").root == "http://127.0.0.1:8766"
     assert ServerWatch("https://models.example/api/v1/").root == "https://models.example/api"

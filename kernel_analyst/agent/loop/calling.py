@@ -99,6 +99,7 @@ class ModelCaller:
 
     def __init__(self, model: BaseChatModel, tools: list[BaseTool], protocol: ProtocolName,
                  limits: CallLimits | None = None) -> None:
+        model = own_deadline(model)
         self.model = model
         self.limits = limits or CallLimits()
         self.bound = bind_tools(model, tools, protocol)
@@ -268,6 +269,21 @@ async def _anext(stream: AsyncIterator[Any]) -> Any:
         return _END
 
 
+def own_deadline(model: BaseChatModel) -> BaseChatModel:
+    """The model without a deadline of its own between streamed chunks that its constructor
+    was not given: langchain-openai 1.7 ends a stream after 120 s without a chunk
+    (``stream_chunk_timeout``, or ``LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S``), before the
+    caller's ``CallLimits.timeout_s`` and its look at a busy server (DABench 124 on a local
+    server reading a long prompt: ``StreamChunkTimeoutError`` after 120 s, no chunk yet). A
+    copy: the caller's own model object is not changed; a value set on it is kept."""
+    field = "stream_chunk_timeout"
+    if field not in type(model).model_fields or field in model.model_fields_set:
+        return model
+    if not getattr(model, field, None):
+        return model
+    return model.model_copy(update={"stream_chunk_timeout": None})
+
+
 def _streams(model: BaseChatModel) -> bool:
     """Whether ``astream`` streams this model (its own ``streaming=False`` or
     ``disable_streaming`` makes it one whole reply, which takes no streaming options)."""
@@ -368,4 +384,5 @@ def serves_locally(model: BaseChatModel) -> bool:
     return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
 
 
-__all__ = ["CUT_KEY", "CallLimits", "ModelCaller", "ModelStalled", "bind_tools", "serves_locally"]
+__all__ = ["CUT_KEY", "CallLimits", "ModelCaller", "ModelStalled", "bind_tools", "own_deadline",
+           "serves_locally"]
