@@ -160,6 +160,8 @@ def erase_slots(base_url: str | None) -> None:
     generating for someone else's request is left alone."""
     if not base_url:
         return
+    # Not the product's server_watch root: this module also runs beside older checkouts
+    # (``$KA_BENCH_TREE``) that do not have it.
     root = base_url.rstrip("/").removesuffix("/v1")
     try:
         with urllib.request.urlopen(f"{root}/slots", timeout=5) as reply:

@@ -336,10 +336,9 @@ class Judge:
         if self.budget.steps >= self.settings.max_steps:
             return Skip(Reason("step_limit", message("step_limit", max_steps=self.settings.max_steps)))
         self.budget.steps += 1
-        undone_before = self.budget.reverted.get(action.code.strip())
-        rewrite = renamed(action.code, undone_before[1], facts.variables) if undone_before else None
-        if undone_before is not None and rewrite is not None:  # runs renamed (and is a repeat if it just did)
-            action = replace(action, code=rewrite.code)
+        renaming = self._renaming(action.code, facts)
+        if renaming is not None:  # runs renamed (and is a repeat if it just did)
+            action = replace(action, code=renaming[1].code)
             case = self._case(action, facts)
         undo, to = find_undo(action.code) if self.settings.undo else (False, None)
         if undo:
@@ -350,9 +349,17 @@ class Judge:
             if (reason := policy(case)) is not None:
                 stuck = self._rollback(facts) if reason.key == "repeated_failure" else None
                 return stuck if stuck is not None else Skip(reason)
-        if undone_before is not None and rewrite is not None:
-            self.budget.renaming = (undone_before[0], rewrite)
+        self.budget.renaming = renaming
         return Run(action)
+
+    def _renaming(self, code: str, facts: TurnFacts) -> tuple[int, Renamed] | None:
+        """The step that first sent ``code`` and the code renamed, when it was undone for
+        changing the person's tables (None otherwise, or when nothing can be renamed)."""
+        undone_before = self.budget.reverted.get(code.strip())
+        if undone_before is None:
+            return None
+        rewrite = renamed(code, undone_before[1], facts.variables)
+        return None if rewrite is None else (undone_before[0], rewrite)
 
     async def after_step(self, step: StepFacts, facts: TurnFacts) -> StepNotes:
         """The lines the model reads after a step's output."""
@@ -430,9 +437,9 @@ def _error_key(ex: Execution | None) -> tuple[str, str] | None:
 
 def _renamed_note(first: int, rewrite: Renamed) -> Reason:
     """The undone code of step ``first``, sent again, ran with the tables renamed."""
-    new = ", ".join(f"`{name}`" for name in rewrite.names.values())
-    return Reason("data_renamed", message("data_renamed", step=first, renamed=rewrite.describe(),
-                                          old=", ".join(f"`{name}`" for name in rewrite.names), new=new))
+    old, new = rewrite.listed()
+    return Reason("data_renamed",
+                  message("data_renamed", step=first, renamed=rewrite.describe(), old=old, new=new))
 
 
 def _last_failure(steps: Sequence[Step]) -> str | None:

@@ -82,6 +82,12 @@ class Renamed:
         """``df`` renamed ``df_work`` (and ...)."""
         return " and ".join(f"`{old}` renamed `{new}`" for old, new in self.names.items())
 
+    def listed(self) -> tuple[str, str]:
+        """The tables' names and their new names as the notes write them: ```df`, `tips```
+        and ```df_work`, `tips_work```."""
+        return (", ".join(f"`{old}`" for old in self.names),
+                ", ".join(f"`{new}`" for new in self.names.values()))
+
 
 def renamed(code: str, names: Sequence[str], taken: Collection[str]) -> Renamed | None:
     """``code`` with the tables ``names`` renamed to names not in ``taken`` (``df`` ->
