@@ -93,7 +93,9 @@ def server_config(root: Path, **changes: Any) -> tuple[ServerConfig, dict[str, s
     """A config for tests: two tenants, small limits, process isolation."""
     tokens = {tenant: secrets.token_urlsafe(24) for tenant in TENANTS}
     table = TokenTable({token: tenant for tenant, token in tokens.items()})
-    config = ServerConfig(root_dir=root, tokens=table, limits=test_limits(), max_sessions=6,
+    # A loaded machine may take more than the default second to stop an interrupted cell.
+    limits = test_limits(interrupt_grace_s=5.0)
+    config = ServerConfig(root_dir=root, tokens=table, limits=limits, max_sessions=6,
                           max_sessions_per_tenant=4, max_body_bytes=256 * 1024,
                           max_upload_bytes=1024 * 1024, default_timeout_s=30.0, max_timeout_s=60.0,
                           idle_timeout_s=None, pool_size=1)

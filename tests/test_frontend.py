@@ -193,3 +193,18 @@ def test_the_console_reads_cells_as_python_does() -> None:
     assert not code_is_complete("x = (1,\n") and not code_is_complete("@decorator\n")
     assert code_is_complete("%timeit x\n") and code_is_complete("!ls\n")  # for the kernel to read
     assert code_is_complete("def f(:\n")  # a syntax error goes to the kernel, which reports it
+
+
+def test_the_interrupt_grace_flag_reaches_the_limits() -> None:
+    from kernel_analyst.frontend.flags import add_kernel_flags, kernel_settings
+    from kernel_analyst.frontend.settings import KernelSettings
+    from kernel_analyst.kernels.limits import Limits
+
+    parser = argparse.ArgumentParser()
+    add_kernel_flags(parser)
+    given = kernel_settings(parser.parse_args(["--interrupt-grace", "7.5"]))
+    assert given.limits().interrupt_grace_s == 7.5
+    assert KernelSettings.from_dict(given.to_dict()) == given
+    assert kernel_settings(parser.parse_args([])).limits().interrupt_grace_s == Limits().interrupt_grace_s
+    with pytest.raises(ValueError, match="interrupt grace must be positive"):
+        KernelSettings(interrupt_grace_s=0)

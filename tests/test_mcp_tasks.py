@@ -123,6 +123,29 @@ async def test_tasks_over_streamable_http(server: RunningServer) -> None:  # noq
 
 
 async def test_tasks_over_stdio(tmp_path: Path) -> None:
-    async with stdio_server(tmp_path) as connect:
+    # A loaded machine may take more than the default second to stop the cell.
+    async with stdio_server(tmp_path, "--interrupt-grace", "10") as connect:
         await task_across_reconnect(connect)
         await cancel_keeps_variables(connect)
+
+
+async def test_a_cancel_that_restarts_the_kernel_says_so(tmp_path: Path) -> None:
+    """A cell that ignores the interrupt is stopped by a restart: the message says the
+    variables were lost and what the session holds after it, never "kept"."""
+    deaf = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n" + ENDLESS
+    async with stdio_server(tmp_path, "--interrupt-grace", "0.5") as connect, \
+            connect(extensions=[TasksClient()]) as client:
+        await client.call_tool("execute", {"code": "kept_before = 7"})
+        handle = await client.session.call_tool("execute", {"code": deaf}, allow_claimed=True)
+        assert isinstance(handle, TaskHandle)
+        await _poll_until(client, handle.task_id, ": tick ")
+        await cancel_task(client.session, handle.task_id)
+        state = await get_task(client.session, handle.task_id)
+        assert state.status == "cancelled", state
+        message = state.status_message or ""
+        assert "kernel was restarted and its variables lost" in message, message
+        assert "variables were kept" not in message and "the session holds now:" in message, message
+        report = (state.meta or {})[CANCELLED_META]
+        assert report["state"] == "lost", report
+        after = await client.call_tool("execute", {"code": "print('alive')"})
+        assert "alive" in _text(after)

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from ..kernels.allowlist import normalise_allowlist
-from ..kernels.limits import CPU_POLICIES, ISOLATION_LEVELS
+from ..kernels.limits import CPU_POLICIES, ISOLATION_LEVELS, Limits
 from .settings import (
     DEFAULT_ATTEMPTS_TIME_SHARE,
     DEFAULT_MAX_STEPS,
@@ -34,13 +34,17 @@ _MODEL_EXAMPLES = "e.g. openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, ollama:
 def add_kernel_flags(parser: argparse.ArgumentParser, *, session_dir: Path | None = None,
                      session_dir_help: str = "keep session files here (default: a temporary directory, "
                                              "removed at exit)") -> None:
-    """``--isolation --timeout --memory --cpus --cpu-policy --max-upload-mb --network
-    --session-dir --gateway --gateway-env``."""
+    """``--isolation --timeout --interrupt-grace --memory --cpus --cpu-policy --max-upload-mb
+    --network --session-dir --gateway --gateway-env``."""
     group = parser.add_argument_group("kernel options")
     group.add_argument("--isolation", choices=ISOLATION_LEVELS,
                        help="kernel isolation: none, process, sandbox, auto (default: auto)")
     group.add_argument("--timeout", type=float, metavar="SECONDS",
                        help=f"time limit per cell (default {DEFAULT_TIMEOUT_S:g})")
+    group.add_argument("--interrupt-grace", type=float, metavar="SECONDS",
+                       help="how long an interrupted cell (a timeout, a cancel) may take to stop before its "
+                            "kernel is restarted; its variables are kept only if it stops in time "
+                            f"(default {Limits().interrupt_grace_s:g})")
     group.add_argument("--memory", type=int, metavar="MB", help="kernel memory limit in MiB (default 4096)")
     group.add_argument("--cpus", type=_cores, metavar="CORES",
                        help="CPU each kernel may use, in cores (0.5, 1, 2; 0 = no share); its thread pools "
@@ -194,7 +198,8 @@ def add_debug_flag(parser: argparse.ArgumentParser, *, top_level: bool = False) 
 
 def kernel_settings(args: argparse.Namespace) -> KernelSettings:
     """The kernel settings given on the command line."""
-    return KernelSettings(isolation=args.isolation, timeout_s=args.timeout, memory_mb=args.memory,
+    return KernelSettings(isolation=args.isolation, timeout_s=args.timeout,
+                          interrupt_grace_s=args.interrupt_grace, memory_mb=args.memory,
                           cpus=args.cpus, cpu_policy=args.cpu_policy,
                           tenant_cpus=getattr(args, "tenant_cpus", None),
                           max_upload_mb=args.max_upload_mb, network=args.network,

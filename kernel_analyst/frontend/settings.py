@@ -75,6 +75,9 @@ class KernelSettings:
     """``none``, ``process``, ``sandbox`` or ``auto``; None keeps the base."""
     timeout_s: float | None = None
     """Seconds per cell; None keeps the base (:data:`DEFAULT_TIMEOUT_S` by default)."""
+    interrupt_grace_s: float | None = None
+    """Seconds an interrupted cell (a timeout, a cancel) may take to stop before its kernel
+    is restarted (``--interrupt-grace``); None keeps the base (``Limits.interrupt_grace_s``)."""
     memory_mb: int | None = None
     """Kernel memory limit in MiB; None keeps the base."""
     cpus: float | None = None
@@ -110,6 +113,8 @@ class KernelSettings:
             raise ValueError(f"isolation must be one of {choices}; got {self.isolation!r}")
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise ValueError(f"the timeout must be positive; got {self.timeout_s:g}")
+        if self.interrupt_grace_s is not None and self.interrupt_grace_s <= 0:
+            raise ValueError(f"the interrupt grace must be positive; got {self.interrupt_grace_s:g}")
         if self.memory_mb is not None and self.memory_mb < 64:
             raise ValueError(f"the memory limit must be at least 64 MiB; got {self.memory_mb}")
         for name in ("cpus", "tenant_cpus"):
@@ -135,6 +140,8 @@ class KernelSettings:
             changes["isolation"] = self.isolation
         if self.timeout_s is not None:
             changes["timeout_s"] = self.timeout_s
+        if self.interrupt_grace_s is not None:
+            changes["interrupt_grace_s"] = self.interrupt_grace_s
         if self.memory_mb is not None:
             changes["memory_mb"] = self.memory_mb
         if self.network is not None:

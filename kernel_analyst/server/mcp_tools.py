@@ -277,9 +277,12 @@ class ServiceTools:
         names = await self._variable_names(tenant, probe.session_id)
         if names is not None:
             data["variables"] = names
-            kept = "lost" if ex is not None and ex.state == "lost" else "kept"
             shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
-            text += f"; the session's variables were {kept}: {shown or 'none'}"
+            if ex is not None and ex.state == "lost":  # what it has now was brought back, if anything
+                text += (f"; it did not stop in time, so the kernel was restarted and its variables lost; "
+                         f"the session holds now: {shown or 'none'}")
+            else:
+                text += f"; the session's variables were kept: {shown or 'none'}"
         return text + ".", data
 
     async def _variable_names(self, tenant: str, session_id: str | None) -> list[str] | None:
