@@ -157,3 +157,24 @@ class _Echoing(OpenAIServer):
         if reply is not None and reply.text == "(echo)":
             reply = ScriptedReply(text=str(body["messages"][-1]["content"]))
         return index, reply
+
+
+async def test_a_verdict_judged_by_eye_is_computed_before_it_is_given(manager: SessionManager) -> None:
+    """DABench 130 with the 1.5B model: the cell printed the Shapiro-Wilk p-value (0.0) and
+    the model answered ``@is_normal[True]``, the opposite of the question's rule. The
+    verdict goes back; the cell that computes it with the rule gives the answer."""
+    question = ("Check if the distances of the planets follow a normal distribution with the Shapiro-Wilk "
+                "test, ignoring missing values. If the p value is less than 0.05, they are not normal. "
+                "Answer as @is_normal[isNormal], 'True' or 'False'.")
+    test = ("from scipy import stats\np = stats.shapiro(df['distance'].dropna()).pvalue\n"
+            "print('p-value:', round(p, 4))")
+    replies = [ScriptedReply(code=test), ScriptedReply(text="@is_normal[True]"),
+               ScriptedReply(code="print(f'@is_normal[{p >= 0.05}]')"), ScriptedReply(text="@is_normal[False]")]
+    with OpenAIServer(replies) as server:
+        analyst = Analyst(_model(server), manager)
+        result = await analyst.ask("right-verdict", question, files=[PLANETS])
+        requests = server.requests
+    told = _last(requests[2])
+    assert "No output of this question's code shows the verdict of @is_normal[True]" in told, told
+    assert result.text.strip() == "@is_normal[False]" and result.ok
+    assert [s.execution.text.strip() for s in result.steps] == ["p-value: 0.0", "@is_normal[False]"]

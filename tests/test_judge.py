@@ -346,6 +346,37 @@ def test_a_name_no_output_shows_goes_back() -> None:
     assert isinstance(judge("Is it normal?").on_answer("@normal[yes]", facts), Accept)
 
 
+def test_a_verdict_judged_by_eye_goes_back_to_be_computed() -> None:
+    """DABench 130 and 34: the cells printed the p-value, the model judged the verdict by
+    eye (``p = 0.0``: "normal"; ``p = 0.4058``: "nonlinear") and the words were the
+    question's own, so nothing checked them."""
+    question = ("Check if the age follows a normal distribution. If the p value is less than 0.05 the "
+                "data are not normal. @norm_test_pvalue[pvalue] @is_normal[isNormal], 'True' or 'False'.")
+    related = ("Is there a correlation between r and s? @relationship_type[relationship_type]: linear, "
+               "nonlinear or none.")
+    printed = "Shapiro-Wilk p-value: 0.0\n"
+    facts = Facts(steps=[step(1, "print(p)", printed=printed)], cells=[cell(1, "print(p)", printed)])
+    decision = judge(question, has_files=True).on_answer("@norm_test_pvalue[0.0] @is_normal[True]", facts)
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["verdict"]
+    assert "@is_normal[True]" in decision.text and "@norm_test_pvalue" not in decision.text
+    assert "an `if`" in decision.text
+    offered = judge(related, has_files=True).on_answer("@relationship_type[nonlinear]", facts)
+    assert isinstance(offered, SendBack) and "@relationship_type[nonlinear]" in offered.text
+    # Computed and printed with the rule: accepted; a printed "nonlinear" is not "linear".
+    ruled = "p = 0.0\n@is_normal[False]\nrelationship: nonlinear\n"
+    computed = Facts(steps=[step(1, "print(p)", printed=ruled)], cells=[cell(1, "print(p)", ruled)])
+    for asked, answer in ((question, "@norm_test_pvalue[0.0] @is_normal[False]"),
+                          (related, "@relationship_type[nonlinear]")):
+        assert isinstance(judge(asked, has_files=True).on_answer(answer, computed), Accept), answer
+    linear = judge(related, has_files=True).on_answer("@relationship_type[linear]", computed)
+    assert isinstance(linear, SendBack) and [r.key for r in linear.reasons] == ["verdict"]
+    # A verdict printed by an earlier question's cell is not this question's.
+    later = judge(question, has_files=True, cells_before=1, first_cell=1)
+    earlier = Facts(steps=[step(2, "print(p)", printed=printed)],
+                    cells=[cell(1, "print(p)", ruled), cell(2, "print(p)", printed)])
+    assert isinstance(later.on_answer("@norm_test_pvalue[0.0] @is_normal[False]", earlier), SendBack)
+
+
 @pytest.mark.parametrize(("question", "answer", "rows"), [
     ("What percent of the JFK departures left more than 15 minutes late?", "100.0% of them.", ()),
     ("How many passengers paid more than 100?", "891 passengers.", (891,)),

@@ -26,6 +26,13 @@ reads them:
 - ``unsupported_values``: a name or category the answer gives (inside ``@name[value]``,
   or a short answer) that no cell's output shows, named.
 
+- ``verdict``: an ``@name[value]`` item whose value is a verdict the question's rule
+  decides (True/False, yes/no, or one of the words the question offers: ``linear``,
+  ``poor fit``, ``significant``) that no output of this question's cells shows. The
+  numbers were computed, the verdict was judged by eye, and a small model judges
+  ``p = 0.0`` "normal" and ``p = 0.41`` "nonlinear": it goes back, to be computed with the
+  rule in a cell and printed.
+
 - ``profile``: the question ran cells, but every number of the answer is only in a
   table's profile: none of its cells computed it.
 
@@ -181,6 +188,28 @@ def unsupported_values(case: AnswerCase) -> Reason | None:
     return Reason("unsupported_values", message(key, values=named, tool_name=case.tool_name))
 
 
+def uncomputed_verdicts(case: AnswerCase) -> Reason | None:
+    """``@name[value]`` verdicts (True/False, yes/no, a word the question offers) that no
+    output of this question's cells shows: judged by eye, not computed with the rule.
+    Values no output and not the question shows are :func:`unsupported_values`'s."""
+    q = case.question
+    if not q.has_files or not case.steps:
+        return None  # no_work's domain
+    offered = set(_WORD_RE.findall(q.question.lower()))
+    shown = " ".join(text for _, text in printed_since(case.cells, q.first_cell, skip_roles=("profile",)))
+    missing = []
+    for name, value in re.findall(r"@(\w+)\[(.*?)\]", case.answer):
+        parts = [p.strip().strip("'\"`*").strip() for p in value.split(",")]
+        verdicts = [p for p in parts if p and not any(ch.isdigit() for ch in p) and not is_placeholder(p)
+                    and (p.lower() in _BOOLEAN or all(w in offered for w in _WORD_RE.findall(p.lower())))]
+        if any(not re.search(rf"(?<![\w-]){re.escape(p)}(?![\w-])", shown, re.I) for p in verdicts):
+            missing.append(f"@{name}[{value.strip()}]")
+    if not missing:
+        return None
+    key = f"feedback_verdict_{'code' if case.protocol == 'code' else 'tools'}"
+    return Reason("verdict", message(key, items=", ".join(missing[:_MAX_NAMED]), tool_name=case.tool_name))
+
+
 _WORD_RE = re.compile(r"[a-z][a-z0-9_'-]+")
 _COMMON = frozenset({"the", "and", "for", "with", "are", "not", "yes", "true", "false", "none", "type",
                      "class", "group", "value", "values", "most", "least", "highest", "lowest"})
@@ -299,4 +328,5 @@ def grounding_of(answer: str, cells: Sequence[dict[str, Any]], question: Questio
 
 
 __all__ = ["AnswerCase", "AnswerCheck", "empty", "failed_last_step", "grounding_of", "no_work",
-           "printed_since", "profile_only", "stale", "unsupported", "unsupported_values", "wrong_form"]
+           "printed_since", "profile_only", "stale", "uncomputed_verdicts", "unsupported",
+           "unsupported_values", "wrong_form"]
