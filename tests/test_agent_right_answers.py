@@ -169,7 +169,8 @@ async def test_a_verdict_judged_by_eye_is_computed_before_it_is_given(manager: S
     test = ("from scipy import stats\np = stats.shapiro(df['distance'].dropna()).pvalue\n"
             "print('p-value:', round(p, 4))")
     replies = [ScriptedReply(code=test), ScriptedReply(text="@is_normal[True]"),
-               ScriptedReply(code="print(f'@is_normal[{p >= 0.05}]')"), ScriptedReply(text="@is_normal[False]")]
+               ScriptedReply(code="print(f'@is_normal[{p >= 0.05}]')"),
+               ScriptedReply(text="@is_normal[False]")]
     with OpenAIServer(replies) as server:
         analyst = Analyst(_model(server), manager)
         result = await analyst.ask("right-verdict", question, files=[PLANETS])

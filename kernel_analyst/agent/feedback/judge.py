@@ -86,14 +86,16 @@ from .replies import (
 )
 
 _NO_DOUBT = frozenset({"stale"})
-
-SEND_BACK_ALLOWANCE = {"no_work": 2}
-"""How many times a reason may send answers of one question back (the rest: once). A small
-model answers from the profile, or makes numbers up, twice in a row: ``no_work`` goes back a
-second time, sampled, with its own text (``feedback_no_work_again_<code|tools>``), once no
-reason is left that was not sent yet."""
 """Reasons that leave an accepted answer beyond doubt: a follow-up that says it reuses an
 earlier result is right to."""
+
+SEND_BACK_ALLOWANCE = {"no_work": 2, "form": 2}
+"""How many times a reason may send answers of one question back (the rest: once). A small
+model answers from the profile, or makes numbers up, twice in a row; or answers in prose
+twice though the question asks for ``@name[value]`` items (DABench medium 140, hard 125):
+``no_work`` and ``form`` go back a second time, sampled, with their own text
+(``feedback_<key>_again_<code|tools>``), once no reason is left that was not sent yet. A
+second send-back is one model call; the attempts it may save are whole questions."""
 _REMINDER_MAX = 1200
 """A question up to this long is restated after each output under ``code``."""
 MAX_IDLE_REPLIES = 3
@@ -256,8 +258,9 @@ class Judge:
             text = message("feedback", reasons="".join(f"\n{reason.text}" for reason in fresh))
         elif again:
             kind = "code" if case.protocol == "code" else "tools"
-            text = "\n".join(message(f"feedback_{reason.key}_again_{kind}", tool_name=self.settings.tool_name)
-                             for reason in again)
+            form = AnswerForm.of(q.question).template
+            text = "\n".join(message(f"feedback_{reason.key}_again_{kind}", tool_name=self.settings.tool_name,
+                                      form=form) for reason in again)
         else:
             doubts = tuple(reason for reason in reasons if reason.key not in _NO_DOUBT)
             return Accept(answer, grounding, switch, completed_from, doubts)
