@@ -476,6 +476,19 @@ async def test_an_empty_selection_and_a_nan_result_are_told() -> None:
     assert not (await judge(check_results=False).after_step(StepFacts("x", ex), Facts())).reasons
 
 
+async def test_the_sample_deviation_for_the_population_one_is_told_after_the_step() -> None:
+    """DABench easy 129, medium 8: ``df['Fare'].std()`` for "the population standard
+    deviation" gave 49.69 for 49.67."""
+    ex = Execution(code="", outputs=[{"output_type": "stream", "name": "stdout", "text": "49.69\n"}])
+    asked = "What is the population standard deviation of the fare? @std_dev_fare[value]"
+    said = await judge(asked).after_step(StepFacts("print(round(df['Fare'].std(), 2))", ex), Facts())
+    assert [r.key for r in said.reasons] == ["slip"] and "`.std(ddof=0)`" in said.notes[0]
+    fixed = await judge(asked).after_step(StepFacts("print(round(df['Fare'].std(ddof=0), 2))", ex), Facts())
+    assert not fixed.reasons
+    off = await judge(asked, check_results=False).after_step(StepFacts("df.Fare.std()", ex), Facts())
+    assert not off.reasons
+
+
 async def test_a_step_that_shrinks_the_persons_table_is_undone_unless_the_question_asks() -> None:
     frames = {"df": VariableInfo("df", "pandas.DataFrame", [3, 2], ["tip", "day"])}
     smaller = VariableInfo("df", "pandas.DataFrame", [2, 2], ["tip", "day"])

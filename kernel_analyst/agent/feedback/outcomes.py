@@ -1,7 +1,9 @@
 """After a step ran: what the model is told beside its output, each line from one policy.
 
 In order: comparisons against values a column never holds, empty selections and NaN
-results (:mod:`.checks`), the hint for an error (:mod:`.hints`), and the rare instructions
+results (:mod:`.checks`), code that computes a near neighbour of what the question asks
+(the sample standard deviation for the population one, MSE for RMSE: :mod:`.slips`), the
+hint for an error (:mod:`.hints`), and the rare instructions
 when they apply (a step stopped at the time limit: how to run it in the background; code
 that changes something outside the kernel: how to keep it from running twice); then,
 apart, the note that this was the last code run allowed. Each policy is an async function of a
@@ -21,6 +23,7 @@ from ..prompting import message
 from .checks import ValueLookup, comparison_notes, result_notes
 from .decisions import Reason, StepFacts
 from .hints import ErrorTeacher
+from .slips import slips_in
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,8 @@ class StepCase:
     """Code runs allowed."""
     check_results: bool = True
     """Whether the checks of results that cannot be right run."""
+    question: str = ""
+    """The question the step is for (what :func:`slips` reads)."""
 
     @property
     def ran(self) -> bool:
@@ -65,6 +70,13 @@ async def empty_results(case: StepCase) -> list[Reason]:
     if not case.check_results or not case.ran:
         return []
     return [Reason("check_empty", note) for note in result_notes(case.step.execution)]
+
+
+async def slips(case: StepCase) -> list[Reason]:
+    """Code that computes a near neighbour of what the question asks (:mod:`.slips`)."""
+    if not case.check_results or not case.ran or not case.question:
+        return []
+    return slips_in(case.question, case.step.code)
 
 
 async def error_hint(case: StepCase) -> list[Reason]:
@@ -94,7 +106,7 @@ async def side_effects(case: StepCase) -> list[Reason]:
     return [Reason("no_replay_hint", message("no_replay_rule"))]
 
 
-STEP_CHECKS: tuple[StepCheck, ...] = (wrong_values, empty_results, error_hint, timed_out, side_effects)
+STEP_CHECKS: tuple[StepCheck, ...] = (wrong_values, empty_results, slips, error_hint, timed_out, side_effects)
 """The policies after a step, in the order the model reads their lines."""
 
 
@@ -106,5 +118,4 @@ def last_step(case: StepCase) -> Reason | None:
 
 
 __all__ = ["STEP_CHECKS", "StepCase", "StepCheck", "empty_results", "error_hint", "last_step", "side_effects",
-           "timed_out",
-           "wrong_values"]
+           "slips", "timed_out", "wrong_values"]

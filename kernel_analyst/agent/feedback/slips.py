@@ -1,0 +1,66 @@
+"""After a step: the code computes a near neighbour of what the question asks for.
+
+Some slips give a number that is grounded, plausible and wrong, and no check of the answer
+can tell: the question asks for the *population* standard deviation and pandas' ``.std()``
+divides by n - 1; it asks for the RMSE and the code prints ``mean_squared_error``, its
+square. The 1.5B model did both on DABench (easy 129, medium 8: ``@std_dev_fare[49.69]``
+for 49.67; hard 30: ``@model_rmse[131440262.76]`` for 11464.74). Each :class:`Slip` pairs
+words of the question with a call of the code that misses what they ask, and the line the
+model reads beside the step's output says what to use instead. A slip is read only from
+the question's words and the step's code: nothing runs, nothing is guessed about data.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..prompting import message
+from .decisions import Reason
+
+
+@dataclass(frozen=True)
+class Slip:
+    """Words of a question, a call of the code that misses them, and what to say."""
+
+    asks: re.Pattern[str]
+    """The question asks for this (its words)."""
+    does: re.Pattern[str]
+    """The code computes the neighbour instead (a call)."""
+    unless: re.Pattern[str]
+    """The code already does what is asked (it is no slip then)."""
+    key: str
+    """The message (``messages.txt``) the model reads."""
+    not_asked: re.Pattern[str] | None = None
+    """The question asks for the neighbour too (it is no slip then): "the population
+    standard deviation, not the sample one"."""
+
+
+_NP_STD = r"\b(?:np|numpy)\.std\("
+SLIPS: tuple[Slip, ...] = (
+    Slip(asks=re.compile(r"\bpopulation (?:standard deviation|std|variance)|\bddof\s*=\s*0", re.I),
+         does=re.compile(r"(?<!\bnp)(?<!\bnumpy)\.(?:std|var)\((?![^)]*ddof)|['\"](?:std|var)['\"]|"
+                         r"\bstatistics\.(?:stdev|variance)\("),
+         unless=re.compile(r"ddof\s*=\s*0|\bpstdev\(|\bpvariance\("),
+         key="slip_population_std"),
+    Slip(asks=re.compile(r"\bsample (?:standard deviation|std|variance)\b|\bddof\s*=\s*1", re.I),
+         does=re.compile(rf"{_NP_STD}(?![^)]*ddof)|\b(?:np|numpy)\.var\((?![^)]*ddof)"),
+         unless=re.compile(r"ddof\s*=\s*1"),
+         key="slip_sample_std",
+         not_asked=re.compile(r"\bpopulation (?:standard deviation|std|variance)", re.I)),
+    Slip(asks=re.compile(r"\bRMSE\b|\broot[- ]mean[- ]squared?[- ]error", re.I),
+         does=re.compile(r"\bmean_squared_error\("),
+         unless=re.compile(r"\bsqrt\b|\*\*\s*\(?0?\.5|squared\s*=\s*False|\broot_mean_squared_error\("),
+         key="slip_rmse"),
+)
+"""The slips looked for, in the order their lines are read."""
+
+
+def slips_in(question: str, code: str) -> list[Reason]:
+    """The slips of ``code`` against what ``question`` asks for (one line each)."""
+    return [Reason("slip", message(slip.key)) for slip in SLIPS
+            if slip.asks.search(question) and not (slip.not_asked and slip.not_asked.search(question))
+            and slip.does.search(code) and not slip.unless.search(code)]
+
+
+__all__ = ["SLIPS", "Slip", "slips_in"]
