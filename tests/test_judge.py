@@ -410,6 +410,24 @@ def test_doubtful_results_go_back(question: str, answer: str, rows: tuple[int, .
         steps=[step(1, "print(x)", printed="45 52")], cells=[cell(1, "print(x)", "45 52")])), Accept)
 
 
+def test_one_value_for_every_group_is_doubtful() -> None:
+    """DABench medium 180: the same selection of the whole table, once per class."""
+    question = ("Count the Z-score outliers of the fare in each passenger class separately. "
+                "@class1_outliers[o1], @class2_outliers[o2], @class3_outliers[o3]")
+    printed = "@class1_outliers[20]\n@class2_outliers[20]\n@class3_outliers[20]\n"
+    facts = Facts(steps=[step(1, "print(x)", printed=printed)], cells=[cell(1, "print(x)", printed)])
+    answer = "@class1_outliers[20], @class2_outliers[20], @class3_outliers[20]"
+    decision = judge(question).on_answer(answer, facts)
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["doubtful"]
+    assert "20 for each of @class1_outliers, @class2_outliers, @class3_outliers" in decision.text
+    for fine in ("@class1_outliers[3], @class2_outliers[7], @class3_outliers[14]",
+                 "@class1_outliers[0], @class2_outliers[0], @class3_outliers[0]",  # none is no doubt
+                 "@class1_outliers[20], @class2_outliers[20], @class3_outliers[14]"):
+        shown = fine.replace(", ", "\n")
+        seen = Facts(steps=[step(1, "print(x)", printed=shown)], cells=[cell(1, "print(x)", shown)])
+        assert isinstance(judge(question).on_answer(fine, seen), Accept), fine
+
+
 def test_numbers_no_cell_produced_are_named() -> None:
     facts = Facts(steps=[step(1, "print(len(df))", printed="3\n")], cells=[cell(1, "print(len(df))", "3")])
     decision = judge().on_answer("There are 3 rows and 17 columns.", facts)

@@ -1,14 +1,18 @@
 """Answers that are grounded but doubtful: results that cannot be what the question asked.
 
 A small model that filters the wrong way still prints a number, and the number is in a
-cell: grounding cannot see the slip. Three shapes of result give it away often enough to
+cell: grounding cannot see the slip. Four shapes of result give it away often enough to
 check each answer for them (one reason, ``doubtful``, naming what was seen):
 
 - **the whole or nothing of a subset**: a question asks for a share (percent, proportion,
   rate) and the answer is 0% or 100% (``len(late) / len(late) * 100``);
 - **the table's own row count** given as the count of some of its rows (the filter never
   applied);
-- **a list shorter than asked**: "the 2 worst scores" answered with one value.
+- **a list shorter than asked**: "the 2 worst scores" answered with one value;
+- **one value for every group**: three or more ``@name[value]`` items with the same
+  non-zero number (``@class1_outliers[20], @class2_outliers[20], @class3_outliers[20]``:
+  DABench medium 180, where the 1.5B model ran the same selection of the whole table for
+  each class).
 
 Each is a pure function of the answer, the question and the uploaded tables' row counts;
 a doubtful answer that is right says so and is accepted (each reason goes back once), and
@@ -35,6 +39,9 @@ _RANKED = (r"(?:worst|best|largest|smallest|highest|lowest|biggest|most|least|to
 _COUNT = r"(\d{1,2}|two|three|four|five|six|seven|eight|nine|ten)"
 _LIST_RES = (re.compile(rf"\b{_RANKED}\s+{_COUNT}\b", re.I), re.compile(rf"\b{_COUNT}\s+{_RANKED}\b", re.I))
 _ITEM_SPLIT = re.compile(r",|;|\n|\band\b|\s[-*]\s")
+_SAME_FOR_EACH = 3
+"""Items with one non-zero value that make an answer doubtful (two are often equal by right:
+a mean with and without outliers when there were none)."""
 
 
 def whole_or_nothing(case: AnswerCase) -> str | None:
@@ -67,9 +74,25 @@ def short_list(case: AnswerCase) -> str | None:
     return message("doubt_short_list", wanted=wanted, given=given) if given < wanted else None
 
 
+def same_for_each(case: AnswerCase) -> str | None:
+    """Three or more ``@name[value]`` items with one non-zero number: each group computed
+    on the whole table, not on its own."""
+    names: dict[float, list[str]] = {}
+    shown: dict[float, str] = {}
+    for name, value in re.findall(r"@(\w+)\[\s*([-+]?\d[\d,]*(?:\.\d+)?)\s*\]", case.answer):
+        number = float(value.replace(",", ""))
+        if number != 0 and name not in names.setdefault(number, []):
+            names[number].append(name)
+            shown.setdefault(number, value)
+    for number, same in names.items():
+        if len(same) >= _SAME_FOR_EACH:
+            return message("doubt_same_value", value=shown[number], names=", ".join(f"@{n}" for n in same))
+    return None
+
+
 def doubtful(case: AnswerCase) -> Reason | None:
     """The first doubt found, as a reason (or None)."""
-    for check in (whole_or_nothing, whole_table, short_list):
+    for check in (whole_or_nothing, whole_table, short_list, same_for_each):
         if (text := check(case)) is not None:
             return Reason("doubtful", text)
     return None
@@ -92,4 +115,4 @@ def _items_given(answer: str) -> int:
     return len([part for part in _ITEM_SPLIT.split(text) if part.strip(" .[]'\"`*")])
 
 
-__all__ = ["doubtful", "short_list", "whole_or_nothing", "whole_table"]
+__all__ = ["doubtful", "same_for_each", "short_list", "whole_or_nothing", "whole_table"]
