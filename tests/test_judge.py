@@ -544,7 +544,8 @@ async def test_undone_code_sent_again_runs_with_the_table_renamed() -> None:
     assert (await j.after_step(StepFacts(code, shrunk), Facts())).revert is not None
     again = j.on_action(Action(code + "\n", Via.TOOL_CALL, "call-2"), Facts(variables=frames))
     assert isinstance(again, Run) and again.action.call_id == "call-2"
-    assert again.action.code == "df_work = df\ndf_work = df_work[df_work.tip > 1]\nprint(len(df_work))\n"
+    assert again.action.code == ("df_work = df\n# the big tips\ndf_work = df_work[df_work.tip > 1]\n"
+                                 "print(len(df_work))\n"), "the comment stays"
     subset = VariableInfo("df_work", "pandas.DataFrame", [2, 2], ["tip", "day"])
     ran = Execution(code=again.action.code, variables=VariableChanges(created=[subset]), execution_count=5)
     said = await j.after_step(StepFacts(again.action.code, ran), Facts())
@@ -583,9 +584,28 @@ def test_renaming_a_table_keeps_what_the_code_computes() -> None:
     assert "first = lambda df: df.iloc[0]" in rewrite.code
     assert ('print(f\'{len(df_work2)} rows\', share(df=df_work2), total(), first(df_work2), '
             '[len(df_work2) for _ in range(1)])') in rewrite.code
-    assert rewrite.code.endswith("del df_work2\n") and "read again" not in rewrite.code
+    assert rewrite.code.endswith("del df_work2\n")
+    assert "read again" not in rewrite.code, "a renamed `global` has no column: written from the tree"
     assert renamed("print(len(tips))", ["df"], set()) is None
     assert renamed("df = df[", ["df"], set()) is None
+
+
+def test_renaming_keeps_the_persons_comments_and_layout() -> None:
+    """The renamed code is the step's cell in the notebook a person reads: every use is
+    replaced where it stands, comments, blank lines and quotes as the model wrote them."""
+    code = textwrap.dedent("""        # Keep only the transit planets
+        df = df[df["method"] == "Transit"]  # a subset
+
+        print(f"{len(df)} planets", "df", df.shape)   # the word in the string stays
+    """)
+    rewrite = renamed(code, ["df"], {"df"})
+    assert rewrite is not None
+    assert rewrite.code == textwrap.dedent("""        df_work = df
+        # Keep only the transit planets
+        df_work = df_work[df_work["method"] == "Transit"]  # a subset
+
+        print(f"{len(df_work)} planets", "df", df_work.shape)   # the word in the string stays
+    """)
 
 
 async def test_an_error_gets_its_hint() -> None:

@@ -92,8 +92,10 @@ class Renamed:
 def renamed(code: str, names: Sequence[str], taken: Collection[str]) -> Renamed | None:
     """``code`` with the tables ``names`` renamed to names not in ``taken`` (``df`` ->
     ``df_work``): what it computes is the same, and the tables stay as they were. None when
-    the code does not parse or does not use them. (The code is written out again from its
-    syntax tree: comments and layout go, the statements stay.)"""
+    the code does not parse or does not use them. The code keeps its comments and layout:
+    each use of a name is replaced where it stands; where that cannot be shown to give the
+    same statements (a ``global`` line, a position Python reports wrongly), the code is
+    written out again from its syntax tree, without comments."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -109,9 +111,30 @@ def renamed(code: str, names: Sequence[str], taken: Collection[str]) -> Renamed 
         chosen[name] = new
     if not chosen:
         return None
-    tree = _Rename(chosen).visit(tree)
+    rename = _Rename(chosen)
+    tree = rename.visit(tree)
     bound = "".join(f"{new} = {old}\n" for old, new in chosen.items())
-    return Renamed(bound + ast.unparse(tree) + "\n", chosen)
+    body = _spliced(code, rename.spans, tree) or ast.unparse(tree)
+    return Renamed(bound + body.rstrip("\n") + "\n", chosen)
+
+
+def _spliced(code: str, spans: list[tuple[int, int, int, str, str]], renamed: ast.AST) -> str | None:
+    """``code`` with each span (line, start and end byte column, old name, new name)
+    replaced in place; None unless every span holds its old name and the result parses to
+    exactly the ``renamed`` tree."""
+    lines = code.splitlines(keepends=True)
+    edited = [line.encode() for line in lines]
+    for lineno, start, end, old, new in sorted(spans, key=lambda s: (s[0], -s[1])):
+        if not 0 < lineno <= len(edited) or edited[lineno - 1][start:end] != old.encode():
+            return None
+        line = edited[lineno - 1]
+        edited[lineno - 1] = line[:start] + new.encode() + line[end:]
+    text = b"".join(edited).decode()
+    try:
+        same = ast.dump(ast.parse(text)) == ast.dump(renamed)
+    except SyntaxError:
+        return None
+    return text if same else None
 
 
 class _Rename(ast.NodeTransformer):
@@ -119,13 +142,19 @@ class _Rename(ast.NodeTransformer):
 
     def __init__(self, names: dict[str, str]) -> None:
         self.names = names
+        self.spans: list[tuple[int, int, int, str, str]] = []
+        """Where each renamed use stands: line, start and end byte column, old, new name."""
 
     def visit_Name(self, node: ast.Name) -> ast.Name:
-        node.id = self.names.get(node.id, node.id)
+        if node.id in self.names:
+            new = self.names[node.id]
+            if node.end_col_offset is not None:
+                self.spans.append((node.lineno, node.col_offset, node.end_col_offset, node.id, new))
+            node.id = new
         return node
 
     def visit_Global(self, node: ast.Global) -> ast.Global:
-        node.names = [self.names.get(n, n) for n in node.names]
+        node.names = [self.names.get(n, n) for n in node.names]  # no column per name: not spliced
         return node
 
     def _scope(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> ast.AST:
