@@ -164,8 +164,10 @@ def test_attempts_on_doubt_add_at_most_half_the_latest_questions_time() -> None:
 async def test_three_attempts_where_two_agree_give_the_agreed_value(manager: SessionManager) -> None:
     share = "print(round(df['survived'].mean(), 4))"
     replies = [
-        # attempt 1 (the conversation's own): a number no cell printed, twice, so in doubt
+        # attempt 1 (the conversation's own): a number no cell printed, three times (it goes
+        # back twice), so in doubt
         ScriptedReply(code=share), ScriptedReply(text="@share[0.50]"), ScriptedReply(text="@share[0.50]"),
+        ScriptedReply(text="@share[0.50]"),
         # attempts 2 and 3, in branches (one at a time, so the script's order holds)
         ScriptedReply(code="alive = df['survived'].sum()\nprint(alive, len(df), round(alive / len(df), 4))"),
         ScriptedReply(text="@share[0.38]"),
@@ -181,8 +183,9 @@ async def test_three_attempts_where_two_agree_give_the_agreed_value(manager: Ses
     assert any("2 of 3 attempts agree" in note for note in answer.notes)
     # the attempts started from the same messages as the first (a server's cached prompt holds)
     first_question = requests[0]["messages"]
-    assert requests[3]["messages"] == first_question and requests[5]["messages"] == first_question
-    assert requests[3].get("temperature") == 0.7, "a further attempt samples"
+    assert "again it gives numbers no output shows" in str(requests[3]["messages"][-1]["content"])
+    assert requests[4]["messages"] == first_question and requests[6]["messages"] == first_question
+    assert requests[4].get("temperature") == 0.7, "a further attempt samples"
     # the trail: the first attempt's cells abandoned, attempt 3's recorded abandoned, attempt 2 kept
     cells = _cells(answer.notebook_path)
     code = [c for c in cells if c["cell_type"] == "code"]

@@ -332,6 +332,31 @@ def test_an_answer_in_prose_goes_back_twice_for_the_form() -> None:
     assert isinstance(third, Accept) and [r.key for r in third.doubts] == ["form"]
 
 
+def test_made_up_numbers_and_verdicts_by_eye_go_back_twice() -> None:
+    """DABench hard 137: ``@model_score[0.85]``, which no cell printed, was given after one
+    send-back (the attempts' account could not pay for another attempt)."""
+    printed = "accuracy computed\n"
+    facts = Facts(steps=[step(1, "print(x)", printed=printed)], cells=[cell(1, "print(x)", printed)],
+                  protocol=ProtocolState("code"))
+    j = judge("What is the model's accuracy? @model_score[value]")
+    assert isinstance(j.on_answer("@model_score[0.85]", facts), SendBack)
+    again = j.on_answer("@model_score[0.85]", facts)
+    assert isinstance(again, SendBack) and again.resample
+    assert [r.key for r in again.reasons] == ["unsupported"]
+    assert "again it gives numbers no output shows" in again.text and "0.85" in again.text
+    assert "```python block" in again.text
+    third = j.on_answer("@model_score[0.85]", facts)
+    assert isinstance(third, Accept) and [r.key for r in third.doubts] == ["unsupported"]
+    rule = "Is it normal? If the p value is below 0.05 it is not. @is_normal[True or False]"
+    shown = Facts(steps=[step(1, "print(p)", printed="p 0.0\n")], cells=[cell(1, "print(p)", "p 0.0\n")],
+                  protocol=ProtocolState("code"))
+    k = judge(rule, has_files=True)
+    assert isinstance(k.on_answer("@is_normal[True]", shown), SendBack)
+    by_eye = k.on_answer("@is_normal[True]", shown)
+    assert isinstance(by_eye, SendBack) and "again its verdict was not computed" in by_eye.text
+    assert isinstance(k.on_answer("@is_normal[True]", shown), Accept)
+
+
 def test_a_number_read_off_the_profile_is_no_result() -> None:
     """Asked for the recommendation score of the student with the lowest English score, the
     model answered 0.34 at once: the minimum of another column, printed by the profile."""

@@ -38,7 +38,8 @@ SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 
            "problem": "the file is empty", "encoding": "cp1252", "sep": "`;`", "column": "'survived'",
            "key": "'Survived'", "value": "'630308[495000-801000]'", "comparison": "df['smoker'] == True",
            "dtype": "str", "values": "'No', 'Yes'",
-           "items": "@is_normal[True]", "line": "'nan'", "form": "@mean_fare[value]",
+           "items": "@is_normal[True]", "reason": "No output of this conversation shows these numbers: 0.85.",
+           "line": "'nan'", "form": "@mean_fare[value]",
            "problems": "missing: @mean_fare[...]", "reply": 3, "output": "891", "text": "The mean is 32.2.",
            "files": "`titanic.csv`", "before": "1,035", "renamed": "`df` renamed `df_work`", "old": "`df`",
            "new": "`df_work`"}

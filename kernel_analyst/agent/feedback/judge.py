@@ -89,13 +89,15 @@ _NO_DOUBT = frozenset({"stale"})
 """Reasons that leave an accepted answer beyond doubt: a follow-up that says it reuses an
 earlier result is right to."""
 
-SEND_BACK_ALLOWANCE = {"no_work": 2, "form": 2}
+SEND_BACK_ALLOWANCE = {"no_work": 2, "form": 2, "unsupported": 2, "verdict": 2}
 """How many times a reason may send answers of one question back (the rest: once). A small
-model answers from the profile, or makes numbers up, twice in a row; or answers in prose
-twice though the question asks for ``@name[value]`` items (DABench medium 140, hard 125):
-``no_work`` and ``form`` go back a second time, sampled, with their own text
-(``feedback_<key>_again_<code|tools>``), once no reason is left that was not sent yet. A
-second send-back is one model call; the attempts it may save are whole questions."""
+model answers from the profile, or makes numbers up, twice in a row (DABench hard 137:
+``@model_score[0.85]``, which no cell printed, given after one send-back); or answers in
+prose twice though the question asks for ``@name[value]`` items (medium 140, hard 125); or
+gives a verdict by eye again: these go back a second time, sampled, with their own text
+(``feedback_<key>_again_<code|tools>``, which may quote the first reason's), once no
+reason is left that was not sent yet. A second send-back is one model call; the attempts
+it may save are whole questions, and the attempts' account cannot always pay for them."""
 _REMINDER_MAX = 1200
 """A question up to this long is restated after each output under ``code``."""
 MAX_IDLE_REPLIES = 3
@@ -260,7 +262,7 @@ class Judge:
             kind = "code" if case.protocol == "code" else "tools"
             form = AnswerForm.of(q.question).template
             text = "\n".join(message(f"feedback_{reason.key}_again_{kind}", tool_name=self.settings.tool_name,
-                                      form=form) for reason in again)
+                                      form=form, reason=reason.text.lstrip("- ")) for reason in again)
         else:
             doubts = tuple(reason for reason in reasons if reason.key not in _NO_DOUBT)
             return Accept(answer, grounding, switch, completed_from, doubts)
