@@ -25,7 +25,8 @@ SURVIVAL = "import pandas as pd\ndf = pd.read_csv('titanic.csv')\nprint(df['surv
 async def test_the_answer_cell_links_each_number_to_its_cell(browser: Any, manager: SessionManager,  # noqa: F811
                                                               tmp_path: Path) -> None:
     answer_text = "38.4% of the passengers survived; 577 of them were men."  # 577: no cell computed it
-    model = ScriptedChatModel(script=[f"```python\n{SURVIVAL}\n```", answer_text, answer_text])
+    # the made-up 577 goes back twice; the third answer is given, marked
+    model = ScriptedChatModel(script=[f"```python\n{SURVIVAL}\n```", answer_text, answer_text, answer_text])
     cid = f"claims-html-{uuid.uuid4().hex[:8]}"
     analyst = Analyst(model, manager, protocol="code", profile_files=False)  # the model's cell is cell 1
     answer = await analyst.ask(cid, "How many survived?", files=[SEABORN / "titanic.csv"])

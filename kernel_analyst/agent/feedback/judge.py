@@ -262,7 +262,7 @@ class Judge:
             kind = "code" if case.protocol == "code" else "tools"
             form = AnswerForm.of(q.question).template
             text = "\n".join(message(f"feedback_{reason.key}_again_{kind}", tool_name=self.settings.tool_name,
-                                      form=form, reason=reason.text.lstrip("- ")) for reason in again)
+                                      form=form, reason=_first_sentence(reason.text)) for reason in again)
         else:
             doubts = tuple(reason for reason in reasons if reason.key not in _NO_DOUBT)
             return Accept(answer, grounding, switch, completed_from, doubts)
@@ -440,6 +440,12 @@ def _error_key(ex: Execution | None) -> tuple[str, str] | None:
     if ex is None or ex.error is None:
         return None
     return ex.error.ename, re.sub(r"\d+", "#", ex.error.evalue)
+
+
+def _first_sentence(text: str) -> str:
+    """A reason's first sentence, what it found (``No output ... shows these numbers: 577.``),
+    without what it asked (the again-messages ask for code only)."""
+    return text.lstrip("- ").split(". ", 1)[0].rstrip(".") + "."
 
 
 def _renamed_note(first: int, rewrite: Renamed) -> Reason:
