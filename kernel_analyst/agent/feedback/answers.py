@@ -198,7 +198,7 @@ def uncomputed_verdicts(case: AnswerCase) -> Reason | None:
     offered = set(_WORD_RE.findall(q.question.lower()))
     shown = " ".join(text for _, text in printed_since(case.cells, q.first_cell, skip_roles=("profile",)))
     missing = []
-    for name, value in re.findall(r"@(\w+)\[(.*?)\]", case.answer):
+    for name, value in AnswerForm.given(case.answer).items():
         parts = [p.strip().strip("'\"`*").strip() for p in value.split(",")]
         verdicts = [p for p in parts if p and not any(ch.isdigit() for ch in p) and not is_placeholder(p)
                     and (p.lower() in _BOOLEAN or all(w in offered for w in _WORD_RE.findall(p.lower())))]

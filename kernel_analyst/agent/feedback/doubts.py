@@ -27,6 +27,7 @@ from ...claims import ClaimStatus
 from ..prompting import message
 from .answers import AnswerCase
 from .decisions import Reason
+from .form import AnswerForm
 
 _SHARE_RE = re.compile(r"\b(?:percent(?:age)?s?|proportions?|shares?|fractions?|rates?|ratios?)\b|%", re.I)
 _FILTER_RE = re.compile(r"\b(?:more|less|fewer|greater|higher|lower|at least|at most|above|below|over|"
@@ -39,6 +40,7 @@ _RANKED = (r"(?:worst|best|largest|smallest|highest|lowest|biggest|most|least|to
 _COUNT = r"(\d{1,2}|two|three|four|five|six|seven|eight|nine|ten)"
 _LIST_RES = (re.compile(rf"\b{_RANKED}\s+{_COUNT}\b", re.I), re.compile(rf"\b{_COUNT}\s+{_RANKED}\b", re.I))
 _ITEM_SPLIT = re.compile(r",|;|\n|\band\b|\s[-*]\s")
+_NUMBER_RE = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
 _SAME_FOR_EACH = 3
 """Items with one non-zero value that make an answer doubtful (two are often equal by right:
 a mean with and without outliers when there were none)."""
@@ -79,7 +81,10 @@ def same_for_each(case: AnswerCase) -> str | None:
     on the whole table, not on its own."""
     names: dict[float, list[str]] = {}
     shown: dict[float, str] = {}
-    for name, value in re.findall(r"@(\w+)\[\s*([-+]?\d[\d,]*(?:\.\d+)?)\s*\]", case.answer):
+    for name, given in AnswerForm.given(case.answer).items():
+        value = given.strip()
+        if not _NUMBER_RE.fullmatch(value):
+            continue
         number = float(value.replace(",", ""))
         if number != 0 and name not in names.setdefault(number, []):
             names[number].append(name)
