@@ -329,6 +329,16 @@ def test_a_printed_percentage_grounds_a_ratio_and_a_printed_ratio_a_percentage()
     assert wrong.status is ClaimStatus.UNSUPPORTED
 
 
+def test_an_exponent_beyond_a_float_is_text_not_a_number() -> None:
+    """A saved output's name such as ``out-9-14e326.txt`` in code once raised OverflowError
+    (CI): ``14e326`` is past what a float holds, so it is no number on either side."""
+    cells = [_cell(1, "open('out-9-14e326.txt').read()  # 1e-400", [_printed("rows: 12")])]
+    index = SourceIndex.from_cells(cells)
+    grounding = ground("12 rows, not 14e326 or 1e-400.", index)
+    assert [c.text for c in grounding.claims] == ["12"]
+    assert grounding.claims[0].status is ClaimStatus.GROUNDED
+
+
 def test_sources_name_the_cell_the_part_and_the_form(index: SourceIndex) -> None:
     grounding = ground(
         "The survival rate was 38.4%, slope 0.105, and 144 flights; size and tip at 0.49.", index

@@ -156,8 +156,10 @@ def parse_mantissa(mant: str, exp: str | None) -> tuple[float, float, bool]:
     digits = mant.replace(",", "")
     decimals = len(digits) - digits.index(".") - 1 if "." in digits else 0
     power = int(exp.translate(_SUPERSCRIPTS)) if exp else 0
-    value = float(digits) * 10.0**power
-    unit = 10.0 ** (power - decimals)
+    # Written as decimal strings, an exponent past float's range gives inf (or 0.0), never
+    # OverflowError: a hex id such as ``14e326`` in a path is text too.
+    value = float(f"{digits}e{power}")
+    unit = float(f"1e{power - decimals}")
     return value, unit, "." not in digits and not exp
 
 
@@ -184,6 +186,8 @@ def _read(text: str, m: re.Match[str], *, answer: bool) -> Found | None:
         return None
     exp = m.group("exp") or m.group("exp2")
     value, unit, integer = parse_mantissa(m.group("mant"), exp)
+    if not math.isfinite(value) or unit == 0.0:
+        return None  # 14e326: beyond what a float holds, so no value to match
     if sign in ("-", "−"):
         value = -value
     percent = False
