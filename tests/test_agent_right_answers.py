@@ -179,3 +179,30 @@ async def test_a_verdict_judged_by_eye_is_computed_before_it_is_given(manager: S
     assert "No output of this question's code shows the verdict of @is_normal[True]" in told, told
     assert result.text.strip() == "@is_normal[False]" and result.ok
     assert [s.execution.text.strip() for s in result.steps] == ["p-value: 0.0", "@is_normal[False]"]
+
+
+async def test_items_beside_a_call_that_repeats_printed_work_are_the_answer(manager: SessionManager) -> None:
+    """DABench medium 219 with the 1.5B model: the right ``@name[value]`` items written beside
+    the tool called again with the code that printed them; the call was refused as a repeat
+    three times, and a wrong partial answer ended the question. The items are the answer, and
+    the history stays a valid exchange for the next question (no call left unanswered)."""
+    count = "print(f\"@planet_count[{len(df)}]\")"
+    replies = [ScriptedReply(code=count),
+               ScriptedReply(text="@planet_count[1035]", code=count),
+               ScriptedReply(code="print(len(df))"), ScriptedReply(text="There are 1035 planets.")]
+    with OpenAIServer(replies) as server:
+        analyst = Analyst(_model(server), manager)
+        answer = await analyst.ask("right-repeat-items", "How many planets are there? "
+                                   "Answer as @planet_count[value].", files=[PLANETS])
+        after = await analyst.ask("right-repeat-items", "How many rows does the table have?")
+        requests = server.requests
+    assert answer.ok and answer.text == "@planet_count[1035]" and len(answer.steps) == 1
+    assert answer.claims is not None and answer.claims.all_grounded and answer.claims.claims
+    assert len(requests) == 4, "answered at the second reply, not refused as a repeat"
+    history = requests[2]["messages"]
+    calls = [m for m in history if m["role"] == "assistant" and m.get("tool_calls")]
+    answered = {m["tool_call_id"] for m in history if m["role"] == "tool"}
+    assert all(c["id"] in answered for m in calls for c in m["tool_calls"]), history
+    assert {"role": "assistant", "content": "@planet_count[1035]"}.items() <= next(
+        m for m in history if m["role"] == "assistant" and m.get("content") == "@planet_count[1035]").items()
+    assert after.ok and after.text == "There are 1035 planets."

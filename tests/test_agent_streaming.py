@@ -51,12 +51,14 @@ async def test_a_reply_repeating_itself_is_cut_before_the_token_limit(manager: S
         answer = await Analyst(_model(server), manager).ask("stream-runaway", "What is the total?",
                                                             on_event=seen.append)
         told = str(server.requests[1]["messages"][-1]["content"])
+        read_back = [m for m in server.requests[1]["messages"] if m["role"] == "assistant"]
         sent = len(server.sent.get(0, []))
         temperatures = [r.get("temperature") for r in server.requests]
     first = next(e for e in seen if isinstance(e, ModelReplied))
     assert first.cut.startswith("the same ") and first.cut.endswith(" again and again")
     assert sent < 200, "the stream was closed long before the reply's end (and the 1024-token limit)"
-    assert told.startswith(f"Your reply was cut: it repeated {first.cut}.")
+    assert told.startswith(f"Your reply was cut and is left out here: it repeated {first.cut}.")
+    assert read_back == [], "the repeated text is not read back: a small model would repeat it again"
     # greedy, asked again, it would repeat itself again (DABench 8: three runaways, the question lost)
     assert temperatures == [None, 0.7], "the call after the runaway samples, that one only"
     assert answer.ok and answer.text == "The total is 42."

@@ -60,6 +60,10 @@ class Tell:
     """The next model call samples at a higher temperature, where the model takes one: a
     greedy model asked again after a reply that repeated itself, or the agent's own words,
     writes the same reply again (seen: three runaway replies in a row, the question lost)."""
+    forget: bool = False
+    """The reply is not read back: the model is told the reason without its own reply (a
+    small model shown the text it repeated again and again repeats it once more; DABench
+    medium 8 ran away three times in a row from its first reply, hard 273 after an error)."""
 
 
 @dataclass(frozen=True)

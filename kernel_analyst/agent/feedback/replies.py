@@ -32,6 +32,7 @@ from ..results import Step
 from ..tools.background import find_directive
 from ..tools.undo import find_undo, only_read
 from .decisions import Reason
+from .form import AnswerForm
 
 
 @dataclass(frozen=True)
@@ -211,6 +212,9 @@ NO_STEP_REPLIES: tuple[ReplyPolicy, ...] = (cut_short, empty_reply, code_in_answ
 """Replies that are no step and no answer, asked before whether a reply is an answer."""
 RESAMPLE_AFTER = frozenset({"runaway", "echoed"})
 """No-step replies a greedy model writes again when asked again: the next call samples."""
+FORGET_AFTER = frozenset({"runaway", "echoed"})
+"""No-step replies that are not read back (the notebook keeps them): text repeated until it
+was cut, or the agent's own words copied, only anchor the next reply."""
 
 
 def answer_in(case: ReplyCase) -> str | None:
@@ -222,7 +226,7 @@ def answer_in(case: ReplyCase) -> str | None:
     if reading.is_answer:
         return reading.text
     if _repeats_work(case):
-        return case.text
+        return reading.text if reading.calls else case.text
     if reading.text.strip() and reading.actions and not reading.calls and not reading.invalid and all(
             any(policy(action) is not None for policy in IDLE_DIRECTIVES) for action in case.actions):
         return reading.text
@@ -230,10 +234,16 @@ def answer_in(case: ReplyCase) -> str | None:
 
 
 def _repeats_work(case: ReplyCase) -> bool:
-    """Code written as text that already ran without error in this answer, beside prose:
-    a model showing its work beside its answer, not a new step."""
+    """Code that already ran without error in this answer, beside prose: a model showing its
+    work beside its answer, not a new step. Written as text, any prose counts; in native
+    calls (where prose beside a call is most often what the model is about to do) only prose
+    with ``@name[value]`` items (DABench medium 219: the right items beside the tool called
+    again with the code that printed them, refused as a repeat three times, then a wrong
+    partial answer)."""
     reading = case.reading
-    if not reading.actions or reading.calls or reading.invalid:
+    if not reading.actions or reading.invalid:
+        return False
+    if reading.calls and (len(reading.actions) != len(reading.calls) or not AnswerForm.given(reading.text)):
         return False
     if not (reading.text + reading.trailing).strip():
         return False
@@ -249,6 +259,7 @@ def nothing_to_run(reading: Reading) -> Reason:
 
 
 __all__ = [
+    "FORGET_AFTER",
     "IDLE_DIRECTIVES",
     "NO_STEP",
     "NO_STEP_REPLIES",

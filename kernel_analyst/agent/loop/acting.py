@@ -53,7 +53,10 @@ class Actor:
 
     async def tell(self, turn: Turn, decision: Tell) -> None:
         """A reply that ran nothing: recorded, and the model reads the reason next (sampled
-        at a higher temperature when the judge says a greedy model would repeat itself)."""
+        at a higher temperature when the judge says a greedy model would repeat itself;
+        without the reply itself when the judge says it is not read back)."""
+        if decision.forget and isinstance(turn.messages[-1], AIMessage):
+            turn.messages.pop()
         await self.not_run(turn, decision.reason.key, decision.reason.text, as_user=True)
         if decision.resample:
             turn.temperature = RETRY_TEMPERATURE
@@ -63,7 +66,7 @@ class Actor:
         note(turn, "answer_returned", decision.text)
         if decision.answer.strip():
             await turn.session.add_markdown(decision.answer, role="model", returned=True)
-        if isinstance(turn.messages[-1], AIMessage) and not turn.messages[-1].tool_calls:
+        if isinstance(turn.messages[-1], AIMessage):  # its calls, if any, only repeated work that ran
             turn.messages.pop()  # not read back: numbers it made up there anchor a small model's next try
         turn.messages.append(HumanMessage(decision.text))
         if decision.resample:

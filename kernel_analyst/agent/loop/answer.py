@@ -23,7 +23,7 @@ import os
 from collections.abc import Sequence
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
 from ...kernels import KernelSession, SessionManager
@@ -167,6 +167,8 @@ class AnswerLoop:
                     and turn.protocol.prefer_code():  # the system prompt stays: it describes both forms
                 note(turn, "protocol_switched", message("protocol_switched_no_call"))
             if isinstance(decision, Accept):
+                if reply.tool_calls:  # calls that repeated work beside the answer: kept as its prose
+                    turn.messages[-1] = AIMessage(str(reply.text), id=reply.id)
                 if decision.completed_from:
                     cells = ", ".join(f"[{c}]" if c is not None else "?" for c in decision.completed_from)
                     note(turn, "answer_completed", message("answer_completed", cells=cells))
