@@ -453,6 +453,40 @@ def test_one_value_for_every_group_is_doubtful() -> None:
         assert isinstance(judge(question).on_answer(fine, seen), Accept), fine
 
 
+def test_a_p_value_that_cannot_go_with_its_correlation_is_doubtful() -> None:
+    """DABench medium 11: the 1.5B model's own p-value formula printed 0.9896 beside a
+    correlation of 0.99 (on 3 rows that correlation's p is below 0.12; on the table's 400 it
+    is about 0); and the other way round, p = 0.0000 for r = 0.01 over 400 rows (p >= 0.76
+    even for r = 0.015)."""
+    question = ("Calculate the Pearson correlation coefficient between High and Low and its p-value. "
+                "@correlation_coefficient[r_value] @p_value[p_value]")
+
+    def decide(answer: str, rows: tuple[int, ...] = (400,)) -> Accept | SendBack:
+        shown = answer.replace(" ", "\n")
+        facts = Facts(steps=[step(1, "print(x)", printed=shown)], cells=[cell(1, "print(x)", shown)])
+        decision = judge(question, table_rows=rows).on_answer(answer, facts)
+        assert isinstance(decision, (Accept, SendBack))
+        return decision
+
+    high = decide("@correlation_coefficient[0.99] @p_value[0.9896]")
+    assert isinstance(high, SendBack) and [r.key for r in high.reasons] == ["doubtful"]
+    assert "The p-value 0.9896 cannot go with the correlation 0.99" in high.text
+    assert "below 0.11 even on 3 rows" in high.text and "scipy.stats.pearsonr(x, y)" in high.text
+    low = decide("@correlation_coefficient[0.01] @p_value[0.0000]")
+    assert isinstance(low, SendBack) and "above 0.76 even on all 400 rows" in low.text, low.text
+    assert isinstance(decide("@correlation_coefficient[0.01] @p_value[0.0000]", rows=()), Accept), \
+        "without the table's rows, only the p-value too large for any rows is doubted"
+    for fine in ("@correlation_coefficient[0.99] @p_value[0.0000]",  # Pearson's own
+                 "@correlation_coefficient[-0.04] @p_value[0.4058]",  # 400 rows: p = 0.42
+                 "@correlation_coefficient[0.10] @p_value[0.0460]",   # 400 rows: p = 0.046
+                 "@correlation_coefficient[0.9] @p_value[0.29]"):    # 3 rows: p = 0.29
+        assert isinstance(decide(fine), Accept), fine
+    kendall = judge("Kendall's tau correlation and its p-value: @tau[t] @p_value[p]", table_rows=(400,))
+    answer = "@tau[0.99] @p_value[0.9896]"
+    facts = Facts(steps=[step(1, "print(x)", printed=answer)], cells=[cell(1, "print(x)", answer)])
+    assert isinstance(kendall.on_answer(answer, facts), Accept), "Kendall's p-value is not Student's t"
+
+
 def test_numbers_no_cell_produced_are_named() -> None:
     facts = Facts(steps=[step(1, "print(len(df))", printed="3\n")], cells=[cell(1, "print(len(df))", "3")])
     decision = judge().on_answer("There are 3 rows and 17 columns.", facts)

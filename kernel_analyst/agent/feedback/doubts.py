@@ -12,7 +12,16 @@ check each answer for them (one reason, ``doubtful``, naming what was seen):
 - **one value for every group**: three or more ``@name[value]`` items with the same
   non-zero number (``@class1_outliers[20], @class2_outliers[20], @class3_outliers[20]``:
   DABench medium 180, where the 1.5B model ran the same selection of the whole table for
-  each class).
+  each class);
+- **a p-value that cannot go with its correlation**: a correlation's two-sided p-value is
+  a function of the coefficient and the rows it was computed on (Pearson's and Spearman's
+  through Student's t with n - 2 degrees of freedom), so ``@correlation_coefficient[0.99]
+  @p_value[0.9896]`` (DABench medium 11, the 1.5B model's own p-value formula) is wrong
+  whatever the rows: even on 3 rows a coefficient of 0.985 has p < 0.12. Checked with
+  bounds that need no table of the t distribution: the largest p a coefficient can have is
+  its p on 3 rows (Student's t with one degree of freedom, closed form), the smallest no
+  less than the normal distribution's on all the table's rows (the t distribution's tails
+  are heavier); the coefficient and the p-value are taken at either end of their rounding.
 
 Each is a pure function of the answer, the question and the uploaded tables' row counts;
 a doubtful answer that is right says so and is accepted (each reason goes back once), and
@@ -21,6 +30,7 @@ one still doubtful at the end is what the analyst's extra attempts are for.
 
 from __future__ import annotations
 
+import math
 import re
 
 from ...claims import ClaimStatus
@@ -95,9 +105,61 @@ def same_for_each(case: AnswerCase) -> str | None:
     return None
 
 
+_CORRELATION_RE = re.compile(r"\bcorrelat", re.I)
+_KENDALL_RE = re.compile(r"\bkendall", re.I)
+_P_NAME_RE = re.compile(r"(?:^|_)p(?:_?val(?:ue)?s?)?(?:_|$)|pvalue", re.I)
+_R_NAME_RE = re.compile(r"corr|pearson|spearman|rho|(?:^|_)r(?:_?value)?(?:_|$)|coef", re.I)
+_DECIMAL_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def p_value_disagrees(case: AnswerCase) -> str | None:
+    """A correlation's p-value that no number of rows could give with its coefficient."""
+    question = case.question.question
+    if not _CORRELATION_RE.search(question) or _KENDALL_RE.search(question):
+        return None
+    given = AnswerForm.given(case.answer)
+    items = {n: v.strip() for n, v in given.items() if _DECIMAL_RE.fullmatch(v.strip())}
+    ps = [(n, v) for n, v in items.items() if _P_NAME_RE.search(n)]
+    rs = [(n, v) for n, v in items.items() if not _P_NAME_RE.search(n) and _R_NAME_RE.search(n)]
+    if len(ps) != 1 or len(rs) != 1:
+        return None
+    (_, p_text), (_, r_text) = ps[0], rs[0]
+    p, r = float(p_text), abs(float(r_text))
+    if not (0.0 <= p <= 1.0 and r <= 1.0):
+        return None
+    p_half, r_half = _half_unit(p_text), _half_unit(r_text)
+    largest = _p_student_1(_t(max(r - r_half, 0.0), 3))
+    if p - p_half > largest:
+        return message("doubt_p_value", p=p_text, r=r_text, bound=f"below {largest:.2g} even on 3 rows")
+    rows = max(case.question.table_rows, default=0)
+    if rows > 3:
+        smallest = math.erfc(_t(min(r + r_half, 1.0), rows) / math.sqrt(2))
+        if p + p_half < smallest:
+            return message("doubt_p_value", p=p_text, r=r_text,
+                           bound=f"above {smallest:.2g} even on all {rows:,} rows")
+    return None
+
+
+def _t(r: float, n: int) -> float:
+    """Student's t of a correlation ``r`` over ``n`` rows (infinite for a perfect one)."""
+    return math.inf if r >= 1.0 else r * math.sqrt((n - 2) / (1.0 - r * r))
+
+
+def _p_student_1(t: float) -> float:
+    """The two-sided p-value of ``t`` with one degree of freedom (the Cauchy distribution)."""
+    return 0.0 if math.isinf(t) else 1.0 - 2.0 / math.pi * math.atan(abs(t))
+
+
+def _half_unit(text: str) -> float:
+    """Half the place of the last digit written: how far the rounded value may be off."""
+    mantissa, _, exponent = text.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    return 0.5 * 10.0 ** (int(exponent or 0) - decimals)
+
+
 def doubtful(case: AnswerCase) -> Reason | None:
     """The first doubt found, as a reason (or None)."""
-    for check in (whole_or_nothing, whole_table, short_list, same_for_each):
+    for check in (whole_or_nothing, whole_table, short_list, same_for_each, p_value_disagrees):
         if (text := check(case)) is not None:
             return Reason("doubtful", text)
     return None
@@ -120,4 +182,4 @@ def _items_given(answer: str) -> int:
     return len([part for part in _ITEM_SPLIT.split(text) if part.strip(" .[]'\"`*")])
 
 
-__all__ = ["doubtful", "same_for_each", "short_list", "whole_or_nothing", "whole_table"]
+__all__ = ["doubtful", "p_value_disagrees", "same_for_each", "short_list", "whole_or_nothing", "whole_table"]
