@@ -435,6 +435,22 @@ def test_doubtful_results_go_back(question: str, answer: str, rows: tuple[int, .
         steps=[step(1, "print(x)", printed="45 52")], cells=[cell(1, "print(x)", "45 52")])), Accept)
 
 
+@pytest.mark.parametrize(("question", "answer"), [
+    # DABench 555 and 510: "at least N" is a threshold, not N items asked
+    ("How many species are there with at least 5 observations? @unique_species_count[n]",
+     "@unique_species_count[29]"),
+    ("Which brand has the highest average rating among hotels with at least 100 reviews? @brand[name]",
+     "@brand[Preferred Hotels]"),
+    # DABench 424: the top three, each an item of its own
+    ("What are the top three features? @feature1[f] @feature2[f] @feature3[f]",
+     "@feature1[Open] @feature2[High] @feature3[Low]"),
+])
+def test_a_threshold_or_items_of_their_own_are_no_short_list(question: str, answer: str) -> None:
+    printed = answer.replace(" @", "\n@")
+    facts = Facts(steps=[step(1, "print(x)", printed=printed)], cells=[cell(1, "print(x)", printed)])
+    assert isinstance(judge(question).on_answer(answer, facts), Accept)
+
+
 def test_one_value_for_every_group_is_doubtful() -> None:
     """DABench medium 180: the same selection of the whole table, once per class."""
     question = ("Count the Z-score outliers of the fare in each passenger class separately. "

@@ -48,7 +48,8 @@ _NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 
 _RANKED = (r"(?:worst|best|largest|smallest|highest|lowest|biggest|most|least|top|bottom|first|last|"
            r"cheapest|longest|shortest|oldest|youngest)")
 _COUNT = r"(\d{1,2}|two|three|four|five|six|seven|eight|nine|ten)"
-_LIST_RES = (re.compile(rf"\b{_RANKED}\s+{_COUNT}\b", re.I), re.compile(rf"\b{_COUNT}\s+{_RANKED}\b", re.I))
+_LIST_RES = (re.compile(rf"(?<!\bat\s)\b{_RANKED}\s+{_COUNT}\b", re.I),  # not "at least 5 observations"
+             re.compile(rf"\b{_COUNT}\s+{_RANKED}\b", re.I))
 _ITEM_SPLIT = re.compile(r",|;|\n|\band\b|\s[-*]\s")
 _NUMBER_RE = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
 _SAME_FOR_EACH = 3
@@ -179,7 +180,8 @@ def _items_given(answer: str) -> int:
     """How many items the answer lists: an ``@name[...]`` value's items, else the answer's."""
     values = re.findall(r"@\w+\[(.*?)\]", answer, flags=re.S)
     text = max(values, key=len) if values else answer.strip()[:400]
-    return len([part for part in _ITEM_SPLIT.split(text) if part.strip(" .[]'\"`*")])
+    listed = len([part for part in _ITEM_SPLIT.split(text) if part.strip(" .[]'\"`*")])
+    return max(listed, len(values))  # "the top three features": @feature1[..] @feature2[..] @feature3[..]
 
 
 __all__ = ["doubtful", "p_value_disagrees", "same_for_each", "short_list", "whole_or_nothing", "whole_table"]
