@@ -1,0 +1,43 @@
+"""The doubt checks (agent/feedback/doubts.py) on DABench's own right answers: an answer
+check that doubts a right answer costs a send-back, or an attempt, every time that shape of
+question is asked. Each of the 257 questions whose labels give every ``@name`` of its
+format is answered with its labels, over its table's row count, and none may be doubted."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+
+from kernel_analyst.agent.feedback.answers import AnswerCase
+from kernel_analyst.agent.feedback.decisions import QuestionFacts
+from kernel_analyst.agent.feedback.doubts import doubtful
+from kernel_analyst.claims import Grounding
+from tests.conftest import SHARED
+
+DABENCH = SHARED / "datasets" / "dabench"
+
+
+def test_no_right_answer_of_dabench_is_doubted() -> None:
+    questions = {q["id"]: q for q in map(json.loads, (DABENCH / "da-dev-questions.jsonl").read_text().splitlines())}
+    rows: dict[str, int] = {}
+    asked = 0
+    doubted: list[str] = []
+    for label in map(json.loads, (DABENCH / "da-dev-labels.jsonl").read_text().splitlines()):
+        q = questions[label["id"]]
+        named = set(re.findall(r"@(\w+)\[", q["format"]))
+        given = dict(label["common_answers"])
+        if not named <= set(given):
+            continue  # the labels check only some of the format's items
+        if q["file_name"] not in rows:
+            rows[q["file_name"]] = len(pd.read_csv(DABENCH / "da-dev-tables" / q["file_name"],
+                                                   encoding_errors="replace", on_bad_lines="skip"))
+        answer = "\n".join(f"@{name}[{value}]" for name, value in given.items())
+        text = f"{q['question']}\n{q['constraints']}\n{q['format']}"
+        reason = doubtful(AnswerCase(answer, Grounding(), QuestionFacts(text, table_rows=(rows[q["file_name"]],))))
+        asked += 1
+        if reason is not None:
+            doubted.append(f"{label['id']}: {reason.text}")
+    assert asked >= 200, asked
+    assert doubted == []
