@@ -20,7 +20,8 @@ DABENCH = SHARED / "datasets" / "dabench"
 
 
 def test_no_right_answer_of_dabench_is_doubted() -> None:
-    questions = {q["id"]: q for q in map(json.loads, (DABENCH / "da-dev-questions.jsonl").read_text().splitlines())}
+    lines = (DABENCH / "da-dev-questions.jsonl").read_text().splitlines()
+    questions = {q["id"]: q for q in map(json.loads, lines)}
     rows: dict[str, int] = {}
     asked = 0
     doubted: list[str] = []
