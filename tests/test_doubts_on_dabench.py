@@ -36,7 +36,8 @@ def test_no_right_answer_of_dabench_is_doubted() -> None:
                                                    encoding_errors="replace", on_bad_lines="skip"))
         answer = "\n".join(f"@{name}[{value}]" for name, value in given.items())
         text = f"{q['question']}\n{q['constraints']}\n{q['format']}"
-        reason = doubtful(AnswerCase(answer, Grounding(), QuestionFacts(text, table_rows=(rows[q["file_name"]],))))
+        facts = QuestionFacts(text, table_rows=(rows[q["file_name"]],))
+        reason = doubtful(AnswerCase(answer, Grounding(), facts))
         asked += 1
         if reason is not None:
             doubted.append(f"{label['id']}: {reason.text}")
