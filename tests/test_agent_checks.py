@@ -236,3 +236,22 @@ def test_code_written_for_older_libraries_gets_todays_spelling() -> None:
     assert ".items()" in hint_for(lambda: pd.Series([1]).iteritems())
     other = hint_for(lambda: pd.DataFrame({"a": [1]}).sum(skipnans=True))
     assert "takes no `skipnans`" in other and "inspect.signature" in other
+
+
+def test_a_p_value_unpacked_from_pandas_corr_gets_the_call_that_gives_both() -> None:
+    """DABench hard 142: ``r, p = df['diff'].corr(df['pct'])`` failed four times (the 1.5B
+    model expects a pair); the real error of the installed pandas gets ``pearsonr``."""
+    import pandas as pd
+
+    code = "r_value, p_value = df['a'].corr(df['b'])"
+    df = pd.DataFrame({"a": [1.0, 2.0, 3.0], "b": [2.0, 1.0, 4.0]})
+    try:
+        exec(code, {"df": df})  # the code as the model sent it
+    except TypeError as exc:
+        error = ExecutionError("TypeError", str(exc), [])
+    ex = Execution(code=code, status="error")
+    ex.error = error
+    hint = ErrorTeacher().hint(ex, code, {})
+    assert hint.startswith("pandas' `.corr()` returns the coefficient only") and "r, p = pearsonr(x, y)" in hint
+    other = "x, y = total"  # the same error elsewhere is not about a correlation
+    assert "pearsonr" not in ErrorTeacher().hint(ex, other, {})

@@ -13,6 +13,8 @@ reads, so an error about reading one is answered with its call:
   (a stray byte-order mark, case, spaces); otherwise the frames' columns are listed;
 - a conversion error shows a value that is not a plain number;
 - a model that refuses missing values (scikit-learn, statsmodels) says how to drop or fill them;
+- ``r, p = df['a'].corr(df['b'])`` (pandas gives the coefficient only) gets the call that
+  gives both, ``scipy.stats.pearsonr``;
 - a keyword or method the installed libraries no longer have (what a small model learned from
   older examples: ``mean_squared_error(squared=False)``, ``OneHotEncoder(sparse=False)``,
   ``DataFrame.append``) gets today's spelling; another unexpected keyword, how to list what
@@ -52,6 +54,8 @@ _DRIFT = ((re.compile(r"unexpected keyword argument 'squared'"), "hint_rmse"),
 """Errors of code written for older library versions (seen in the 1.5B model's DABench
 cells: ``squared`` 52 times, ``sparse`` 24, ``drop_first`` 18), and today's spelling."""
 _UNEXPECTED_KEYWORD = re.compile(r"unexpected keyword argument '(\w+)'")
+_UNPACK_ONE = re.compile(r"cannot unpack non-iterable (?:numpy\.)?float(?:64)? object")
+_CORR_CALL = re.compile(r"\.corr(?:with)?\(")
 
 
 @dataclass
@@ -71,6 +75,8 @@ class ErrorTeacher:
         key = (ex.error.ename, _DIGITS.sub("#", ex.error.evalue))  # positions and counts may differ
         repeated = key == self.last
         self.last = key
+        if _UNPACK_ONE.search(ex.error.evalue) and _CORR_CALL.search(code):
+            return message("hint_corr_pvalue")  # r, p = df.a.corr(df.b): DABench hard 142, four times
         table = self._table_in(code)
         for teach in (self._decode, self._parser, self._separator, self._close_column, self._conversion,
                       self._missing_file, self._missing_values, self._version_drift):
