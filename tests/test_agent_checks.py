@@ -252,6 +252,7 @@ def test_a_p_value_unpacked_from_pandas_corr_gets_the_call_that_gives_both() -> 
     ex = Execution(code=code, status="error")
     ex.error = error
     hint = ErrorTeacher().hint(ex, code, {})
-    assert hint.startswith("pandas' `.corr()` returns the coefficient only") and "r, p = pearsonr(x, y)" in hint
+    assert hint.startswith("pandas' `.corr()` returns the coefficient only")
+    assert "r, p = pearsonr(x, y)" in hint
     other = "x, y = total"  # the same error elsewhere is not about a correlation
     assert "pearsonr" not in ErrorTeacher().hint(ex, other, {})
