@@ -206,3 +206,21 @@ async def test_items_beside_a_call_that_repeats_printed_work_are_the_answer(mana
     assert {"role": "assistant", "content": "@planet_count[1035]"}.items() <= next(
         m for m in history if m["role"] == "assistant" and m.get("content") == "@planet_count[1035]").items()
     assert after.ok and after.text == "There are 1035 planets."
+
+
+async def test_a_partial_answer_in_prose_is_completed_from_the_printed_items(manager: SessionManager) -> None:
+    """DABench hard 271 with the 1.5B model: a cell printed the question's items, the model
+    sent that cell again three times (refused as repeats), and the partial answer it was
+    asked for came in prose without them. The items the cell printed complete it, marked."""
+    count = "print(f\"@planet_count[{len(df)}]\")"
+    replies = [ScriptedReply(code=count), ScriptedReply(code=count), ScriptedReply(code=count),
+               ScriptedReply(code=count), ScriptedReply(text="The output shows how many planets there are.")]
+    with OpenAIServer(replies) as server:
+        analyst = Analyst(_model(server), manager, attempts_on_doubt=1)  # the first attempt's own end
+        answer = await analyst.ask("right-partial-items", "How many planets are there? "
+                                   "Answer as @planet_count[value].", files=[PLANETS])
+        asked = len(server.requests)
+    assert asked == 5 and answer.partial and answer.stop_reason == "max_steps"
+    assert answer.text.endswith("@planet_count[1035]"), answer.text
+    assert any("taken from what cell [2] printed" in n for n in answer.notes), answer.notes
+    assert answer.claims is not None and not answer.claims.unsupported

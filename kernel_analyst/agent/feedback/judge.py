@@ -240,11 +240,7 @@ class Judge:
         reason :data:`SEND_BACK_ALLOWANCE` allows again, sampled). An answer that lacks the form's
         templates the question's cells printed is completed from them first."""
         q = self.question
-        completed_from: tuple[int | None, ...] = ()
-        if self.settings.check_results:
-            printed = printed_since(facts.cells, q.first_cell)
-            answer, cells = AnswerForm.of(q.question).complete(answer, printed)
-            completed_from = tuple(cells)
+        answer, completed_from = self.completed(answer, facts)
         switch = (self.settings.require_work and q.has_files and facts.protocol.active is None
                   and q.cells_before + len(facts.steps) == 0)
         grounding = grounding_of(answer, facts.cells, q)
@@ -269,6 +265,17 @@ class Judge:
             return Accept(answer, grounding, switch, completed_from, doubts)
         sent.update(reason.key for reason in fresh or again)
         return SendBack(answer, fresh or again, text, grounding, switch, resample=not fresh)
+
+    def completed(self, answer: str, facts: TurnFacts) -> tuple[str, tuple[int | None, ...]]:
+        """The answer with the form's items it lacks taken from what this question's cells
+        printed in the form, and those cells' numbers (none taken: the answer as it is). A
+        partial answer too: the step limit or a stall ends in prose more often than not, and
+        items a cell printed are the question's answer (DABench hard 271)."""
+        if not self.settings.check_results:
+            return answer, ()
+        printed = printed_since(facts.cells, self.question.first_cell)
+        answer, cells = AnswerForm.of(self.question.question).complete(answer, printed)
+        return answer, tuple(cells)
 
     def after_reply(self, decision: ReplyDecision, facts: TurnFacts) -> Stop | None:
         """After the loop acted on a reply: stop, or go on (None)."""

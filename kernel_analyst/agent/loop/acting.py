@@ -13,6 +13,7 @@ recorded in the notebook and the events (:meth:`Actor.not_run`).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -237,4 +238,11 @@ def note(turn: Turn, kind: NoteKind, text: str, *, replaces: str | None = None) 
     turn.emit(AgentNote(kind, text))
 
 
-__all__ = ["Actor", "NoteKind", "note"]
+def note_completed(turn: Turn, cells: Sequence[int | None]) -> None:
+    """Say which cells' printed ``@name[value]`` items completed the answer (if any)."""
+    if cells:
+        shown = ", ".join(f"[{c}]" if c is not None else "?" for c in cells)
+        note(turn, "answer_completed", message("answer_completed", cells=shown))
+
+
+__all__ = ["Actor", "NoteKind", "note", "note_completed"]

@@ -39,7 +39,7 @@ from ..results import Answer
 from ..tools.kernel_tool import TOOL_NAME, KernelTool
 from ..tools.observation import ObservationSettings
 from ..tools.undo import UndoTool, enable_checkpoints
-from .acting import Actor, note
+from .acting import Actor, note, note_completed
 from .attempts import Attempts
 from .calling import CUT_KEY, CallLimits, ModelCaller, serves_locally
 from .ending import Outcome, failed, finish, partial, record_answer
@@ -169,9 +169,7 @@ class AnswerLoop:
             if isinstance(decision, Accept):
                 if reply.tool_calls:  # calls that repeated work beside the answer: kept as its prose
                     turn.messages[-1] = AIMessage(str(reply.text), id=reply.id)
-                if decision.completed_from:
-                    cells = ", ".join(f"[{c}]" if c is not None else "?" for c in decision.completed_from)
-                    note(turn, "answer_completed", message("answer_completed", cells=cells))
+                note_completed(turn, decision.completed_from)
                 return Outcome(finish(turn, "answered", decision.answer, claims=decision.grounding), turn,
                                decision.doubts)
             if isinstance(decision, SendBack):

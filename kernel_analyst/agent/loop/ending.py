@@ -24,7 +24,7 @@ from ..feedback.decisions import Reason, Stop
 from ..feedback.judge import Judge
 from ..prompting import message
 from ..results import Answer, StopReason, Timing
-from .acting import Actor, note
+from .acting import Actor, note, note_completed
 from .calling import ModelCaller
 from .state import Turn
 
@@ -92,6 +92,9 @@ async def partial(turn: Turn, judge: Judge, caller: ModelCaller, actor: Actor, s
         if reply is not None:
             await actor.not_run(turn, "no_answer", message("no_partial_answer"))
     turn.error = None  # a failed last call still leaves the cells' partial answer
+    if said:
+        said, cells = judge.completed(said, turn.facts())
+        note_completed(turn, cells)
     text = partial_text(turn, said)
     first_cell = judge.question.first_cell
     claims = ground(text, SourceIndex.from_cells(turn.cells), question=turn.question, files=turn.files,
