@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kernel_analyst import SessionManager
 from kernel_analyst.agent.briefing.uploads import UploadedTable, frame_names, is_table
 from kernel_analyst.agent.feedback.checks import (
     comparisons,
@@ -256,3 +257,23 @@ def test_a_p_value_unpacked_from_pandas_corr_gets_the_call_that_gives_both() -> 
     assert "r, p = pearsonr(x, y)" in hint
     other = "x, y = total"  # the same error elsewhere is not about a correlation
     assert "pearsonr" not in ErrorTeacher().hint(ex, other, {})
+
+
+async def test_a_nan_number_the_step_made_is_told_though_not_printed(manager: SessionManager) -> None:
+    """DABench hard 109: ``ttest_ind`` on a column with gaps gave ``p_value`` NaN, and the
+    cell printed only the verdict from it (``p_value < 0.05`` is False for NaN): "no
+    significant", wrong. The kernel's own variable summaries (a real kernel) name it."""
+    session = await manager.session("checks-nan-variables")
+    code = ("import numpy as np\nfrom scipy.stats import ttest_ind\n"
+            "t_stat, p_value = ttest_ind([1.0, 2.0, np.nan], [3.0, 4.0, 5.0])\nalpha = 0.05\n"
+            "print('significant' if p_value < alpha else 'no significant')")
+    ex = await session.execute(code)
+    assert ex.status == "ok" and ex.text.strip() == "no significant"
+    notes = result_notes(ex)
+    assert [n for n in notes if "NaN" in n] == [
+        "Check: `t_stat`, `p_value` are NaN: computed from values with missing ones among them (scipy's tests, "
+        "correlations and numpy's means give NaN then), and anything computed from NaN is wrong too (`p_value < "
+        "0.05` is False for NaN). Drop the missing values first (`x.dropna()`, or `nan_policy='omit'` in scipy's "
+        "tests) and run it again."], notes
+    fine = await session.execute("t_stat, p_value = ttest_ind([1.0, 2.0, 2.5], [3.0, 4.0, 5.0])")
+    assert result_notes(fine) == []

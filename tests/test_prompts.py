@@ -30,7 +30,7 @@ SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 
            "cpu": "3.2 s", "memory": "1,234 MB of a 4,096 MB limit", "run": "run-0a1b2c3d4e",
            "limit": "4.0 GB", "numbers": "41.2%, 577", "cells": "[3]",
            "wanted": 2, "given": 1, "after": "553 rows", "steps": "2 to 3", "p": "0.9896", "r": "0.99",
-           "bound": "below 0.11 even on 3 rows",
+           "bound": "below 0.11 even on 3 rows", "verb": "are",
            "what": "the same line again and again",
            "variables": "df: pandas.DataFrame (891, 15)", "hint": "\nThe DataFrames' columns are: df: a, b",
            "example": "subset = df[df.x > 1]", "number": 2, "answer": "The mean fare is 32.2.",

@@ -35,6 +35,7 @@ ValueLookup = Callable[[str, str, tuple[Any, ...]], Awaitable[ColumnValues | Non
 _MAX_COMPARISONS = 4
 _MAX_SHOWN_VALUES = 12
 _EMPTY_VALUE = r"(?:nan|NaN|None|NaT|<NA>|\[\]|\{\}|set\(\)|''|\"\"|Series\(\[\],.*\)|Index\(\[\],.*\))"
+_NAN_SCALAR_RE = re.compile(r"(?:np\.float(?:16|32|64)?\()?nan\)?")
 _EMPTY_LINE_RE = re.compile(rf"^\s*(?:[^:=]{{0,80}}[:=]\s*)?{_EMPTY_VALUE}\s*$")
 _EMPTY_FRAME_RE = re.compile(r"^Empty DataFrame$|^Series\(\[\], |^Index\(\[\], ", re.MULTILINE)
 _NUMERIC = ("int", "float", "uint", "complex")
@@ -182,9 +183,17 @@ def result_notes(ex: Execution) -> list[str]:
     if ex.status != "ok":
         return []
     notes = []
-    for info in [*ex.variables.created, *ex.variables.changed]:
+    made = [*ex.variables.created, *ex.variables.changed]
+    for info in made:
         if info.shape and info.shape[0] == 0 and info.type.endswith(("DataFrame", "Series")):
             notes.append(message("check_empty_selection", name=info.name, type=info.type.rsplit(".", 1)[-1]))
+    # a NaN number the step made but did not print: a verdict from it is wrong too (p < 0.05 is
+    # False for NaN: DABench hard 109 printed "no significant" from a t-test on a column with gaps)
+    nan = [f"`{info.name}`" for info in made if info.type.endswith(("float", "float64", "float32"))
+           and _NAN_SCALAR_RE.fullmatch(info.summary.strip())]
+    if nan:
+        verb = "is" if len(nan) == 1 else "are"
+        notes.append(message("check_nan_variables", names=", ".join(nan), verb=verb))
     last = last_output_line(ex)
     if last is not None and (_EMPTY_LINE_RE.match(last) or _EMPTY_FRAME_RE.search(ex.text)):
         notes.append(message("check_empty_result", line=repr(last[:80])))
