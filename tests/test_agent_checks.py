@@ -271,9 +271,9 @@ async def test_a_nan_number_the_step_made_is_told_though_not_printed(manager: Se
     assert ex.status == "ok" and ex.text.strip() == "no significant"
     notes = result_notes(ex)
     assert [n for n in notes if "NaN" in n] == [
-        "Check: `t_stat`, `p_value` are NaN: computed from values with missing ones among them (scipy's tests, "
-        "correlations and numpy's means give NaN then), and anything computed from NaN is wrong too (`p_value < "
-        "0.05` is False for NaN). Drop the missing values first (`x.dropna()`, or `nan_policy='omit'` in scipy's "
-        "tests) and run it again."], notes
+        "Check: `t_stat`, `p_value` are NaN: computed from values with missing ones among them "
+        "(scipy's tests, correlations and numpy's means give NaN then), and anything computed from "
+        "NaN is wrong too (`p_value < 0.05` is False for NaN). Drop the missing values first "
+        "(`x.dropna()`, or `nan_policy='omit'` in scipy's tests) and run it again."], notes
     fine = await session.execute("t_stat, p_value = ttest_ind([1.0, 2.0, 2.5], [3.0, 4.0, 5.0])")
     assert result_notes(fine) == []
