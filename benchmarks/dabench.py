@@ -403,6 +403,10 @@ async def run_records(args: argparse.Namespace, model: BaseChatModel, manager: S
     analyst = Analyst(model, manager, max_steps=args.max_steps, protocol=protocol,  # type: ignore[arg-type]
                       profile_files=getattr(args, "preload", "on") == "on",
                       **analyst_keywords(getattr(args, "analyst", [])))
+    if hasattr(analyst, "remember_question"):  # checkouts before it ($KA_BENCH_TREE) start empty
+        for r in done:  # the attempts' account as the stopped run left it, not empty again
+            first_s = r.first_seconds if r.first_seconds is not None else r.duration_s
+            analyst.remember_question(first_s, r.duration_s - first_s)
 
     def report(r: Record) -> None:
         print(f"  {r.id:>4} {r.stop_reason:<9} {r.steps:>2} steps {r.duration_s:6.1f} s {','.join(r.vias)}",

@@ -160,6 +160,17 @@ def test_attempts_on_doubt_add_at_most_half_the_latest_questions_time() -> None:
     unbounded.extra[-1] += 1000
     assert unbounded.wanted(took(100)) == 3 and unbounded.time_for(took(100)) == 200
 
+    # a restarted service or a resumed benchmark counts the questions it answered before
+    resumed = Attempts(every=1, on_doubt=3, parallel=2, judging=judging)
+    for first_s, extra_s in ((100, 0), (100, 0), (100, 150), (100, 0)):
+        resumed.remember(first_s, extra_s)
+    fresh = took(200)
+    resumed.observe(fresh)
+    assert resumed.credit_s() == 0.5 * 600 + 60 - 150 and resumed.wanted(fresh) == 3
+    empty = Attempts(every=1, on_doubt=3, parallel=2, judging=judging)
+    empty.observe(took(200))
+    assert empty.wanted(took(200)) == 1, "the same question with an empty account is not tried again"
+
 
 async def test_three_attempts_where_two_agree_give_the_agreed_value(manager: SessionManager) -> None:
     share = "print(round(df['survived'].mean(), 4))"

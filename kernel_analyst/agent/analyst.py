@@ -161,6 +161,13 @@ class Analyst:
         if warming is not None:
             await asyncio.shield(warming)
 
+    def remember_question(self, first_s: float, extra_s: float = 0.0) -> None:
+        """Count a question answered before this analyst existed in the attempts' time account
+        (its first attempt's seconds, and what further attempts took): a service or a
+        benchmark that resumes after a restart keeps the share attempts on doubt may add over
+        the latest questions, instead of starting with an empty account."""
+        self._loop.attempts.remember(first_s, extra_s)
+
     def history(self, conversation_id: str) -> list[BaseMessage]:
         """The chat history of a conversation (completed answers only; a copy)."""
         found = self._conversations.get(conversation_id)

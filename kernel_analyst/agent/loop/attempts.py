@@ -92,8 +92,13 @@ class Attempts:
 
     def observe(self, first: Outcome) -> None:
         """Remember how long a question's first attempt took (for the attempts' budget)."""
-        self.recent.append(first.answer.duration_s)
-        self.extra.append(0.0)
+        self.remember(first.answer.duration_s)
+
+    def remember(self, first_s: float, extra_s: float = 0.0) -> None:
+        """Count a question in the account: its first attempt's seconds, and what its further
+        attempts took (a question answered before this process: a resumed run, a restart)."""
+        self.recent.append(max(first_s, 0.0))
+        self.extra.append(max(extra_s, 0.0))
 
     def credit_s(self) -> float:
         """Seconds attempts on doubt may still add: :attr:`share` of the latest questions'
