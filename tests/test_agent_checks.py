@@ -166,6 +166,24 @@ def test_a_conversion_error_shows_the_value_and_then_the_recipe() -> None:
     assert teacher.hint(Execution(code="1", status="ok"), "1", {}) == "" and teacher.last is None
 
 
+def test_a_word_where_a_number_was_expected_is_a_text_column_in_the_computation() -> None:
+    """DABench medium 117: ``df.corr()`` on a table with a ``Country`` column failed on
+    'Denmark', and the 1.5B model left out one country after another (nine steps). The
+    installed pandas' own message; no number to take out of the text here."""
+    import pandas as pd
+
+    table = pd.DataFrame({"Country": ["Denmark", "Norway"], "Score": [7.5, 7.4], "GDP": [1.3, 1.4]})
+    try:
+        table.corr()
+    except ValueError as exc:
+        error = ExecutionError("ValueError", str(exc), [])
+    ex = Execution(code="df.corr()", status="error")
+    ex.error = error
+    hint = ErrorTeacher().hint(ex, ex.code, {})
+    assert hint.startswith("'Denmark' is a word, not a number written oddly"), hint
+    assert "df.select_dtypes('number')" in hint and "leaving out rows does not help" in hint
+
+
 def test_a_key_error_with_a_byte_order_mark_names_the_column() -> None:
     teacher = ErrorTeacher()
     frame = VariableInfo("df", "pandas.DataFrame", [2, 3], ["\ufefffoo", "bar", "baz"])

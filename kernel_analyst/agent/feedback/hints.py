@@ -11,7 +11,8 @@ reads, so an error about reading one is answered with its call:
 - a ``KeyError`` on a DataFrame whose one column name holds the file's delimiter says it
   was read with the wrong separator; a ``KeyError`` close to an existing column names it
   (a stray byte-order mark, case, spaces); otherwise the frames' columns are listed;
-- a conversion error shows a value that is not a plain number;
+- a conversion error shows a value that is not a plain number; one with no digit at all (a
+  country's name) is a text column in a whole-table computation: select the numeric ones;
 - a model that refuses missing values (scikit-learn, statsmodels) says how to drop or fill them;
 - ``r, p = df['a'].corr(df['b'])`` (pandas gives the coefficient only) gets the call that
   gives both, ``scipy.stats.pearsonr``;
@@ -186,6 +187,10 @@ class ErrorTeacher:
             return ""
         found = _VALUE_RE.search(ex.error.evalue) or _LITERAL_RE.search(ex.error.evalue)
         value = repr(found.group(1)) if found else "in the error above"
+        if found and not any(ch.isdigit() for ch in found.group(1)):
+            # 'Denmark': a text column in a whole-table computation (DABench medium 117 left
+            # out one country after another, nine steps, each failing on the next name)
+            return message("hint_text_values", value=value)
         return message("hint_conversion_repeat" if repeated else "hint_conversion", value=value)
 
     def _missing_file(self, ex: Execution, _: UploadedTable | None, __: Mapping[str, VariableInfo],
