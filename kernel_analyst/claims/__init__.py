@@ -11,6 +11,7 @@ Pure (no LLM, no LangChain, no kernel): the agent, ``verify`` and the server all
 - :func:`recheck` re-checks a recorded grounding against re-run cells (``verify``).
 """
 
+from ._scan import parse_mantissa
 from .citations import cell_anchor, cite_markdown
 from .grounding import Claim, ClaimStatus, Derivation, Grounding, Ignored, Source
 from .match import Mention, ground, read_mentions
@@ -34,6 +35,7 @@ __all__ = [
     "cell_parts",
     "cite_markdown",
     "ground",
+    "parse_mantissa",
     "read_mentions",
     "recheck",
 ]

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import re
 
-from ...claims import ClaimStatus
+from ...claims import ClaimStatus, parse_mantissa
 from ..prompting import message
 from .answers import AnswerCase
 from .decisions import Reason
@@ -152,10 +152,10 @@ def _p_student_1(t: float) -> float:
 
 
 def _half_unit(text: str) -> float:
-    """Half the place of the last digit written: how far the rounded value may be off."""
-    mantissa, _, exponent = text.lower().partition("e")
-    decimals = len(mantissa.partition(".")[2])
-    return 0.5 * 10.0 ** (int(exponent or 0) - decimals)
+    """Half the place of the last digit written (the claims' reading of a number): how far
+    the rounded value may be off."""
+    mantissa, _, exponent = text.lower().lstrip("+-").partition("e")
+    return 0.5 * parse_mantissa(mantissa, exponent or None)[1]
 
 
 def doubtful(case: AnswerCase) -> Reason | None:

@@ -73,7 +73,6 @@ from .hints import ErrorTeacher
 from .keeping import Renamed, kept, renamed, table_changes, undone
 from .outcomes import STEP_CHECKS, StepCase, StepCheck, last_step
 from .replies import (
-    FORGET_AFTER,
     NO_STEP,
     NO_STEP_REPLIES,
     REPEATS,
@@ -227,7 +226,8 @@ class Judge:
                          facts.protocol.prompt_protocol)
         for policy in self.policies.replies:
             if (reason := policy(case)) is not None:
-                return Tell(reason, resample=reason.key in RESAMPLE_AFTER, forget=reason.key in FORGET_AFTER)
+                again = reason.key in RESAMPLE_AFTER
+                return Tell(reason, resample=again, forget=again)
         answer = answer_in(case)
         if answer is not None:
             return self.on_answer(answer, facts)

@@ -211,10 +211,9 @@ ReplyPolicy = Callable[[ReplyCase], Reason | None]
 NO_STEP_REPLIES: tuple[ReplyPolicy, ...] = (cut_short, empty_reply, code_in_answer, echoed)
 """Replies that are no step and no answer, asked before whether a reply is an answer."""
 RESAMPLE_AFTER = frozenset({"runaway", "echoed"})
-"""No-step replies a greedy model writes again when asked again: the next call samples."""
-FORGET_AFTER = frozenset({"runaway", "echoed"})
-"""No-step replies that are not read back (the notebook keeps them): text repeated until it
-was cut, or the agent's own words copied, only anchor the next reply."""
+"""No-step replies a greedy model writes again when asked again: the next call samples, and
+the reply is not read back (the notebook keeps it): text repeated until it was cut, or the
+agent's own words copied, only anchor the next reply."""
 
 
 def answer_in(case: ReplyCase) -> str | None:
@@ -259,7 +258,6 @@ def nothing_to_run(reading: Reading) -> Reason:
 
 
 __all__ = [
-    "FORGET_AFTER",
     "IDLE_DIRECTIVES",
     "NO_STEP",
     "NO_STEP_REPLIES",
