@@ -149,6 +149,20 @@ async def test_a_reply_that_copies_the_rollbacks_notice_is_no_answer(manager: Se
     assert notes, "the notebook says the copy ran nothing and was no answer"
 
 
+async def test_a_reply_that_copies_the_question_is_no_answer(manager: SessionManager) -> None:
+    # DABench hard 118: after its step the 1.5B model's reply was the question as the output
+    # restated it, placeholders and all, and it was given as the answer
+    question = "What is the mean distance of the planets? Answer as @mean_distance[value]."
+    computed = "print(round(df['distance'].mean(), 2))"
+    replies = [ScriptedReply(code=computed), ScriptedReply(text=f"The question was: {question}"),
+               ScriptedReply(text="@mean_distance[264.07]")]
+    with OpenAIServer(replies) as server:
+        answer = await Analyst(_model(server), manager).ask("right-question-echo", question, files=[PLANETS])
+        told = _last(server.requests[2])
+    assert answer.ok and answer.text == "@mean_distance[264.07]", answer.text
+    assert told.startswith("Your reply repeated my message instead of answering"), told
+
+
 class _Echoing(OpenAIServer):
     """Replies ``(echo)`` with the last message the model was sent, word for word."""
 

@@ -147,6 +147,27 @@ def test_an_answer_that_quotes_a_little_of_the_message_or_an_output_is_an_answer
     assert not isinstance(decision, Tell)
 
 
+QUESTION = ("Is there a linear relationship between the GDP per capita and the life expectancy score? "
+            "Conduct linear regression and use the R-squared to evaluate the fit.\n"
+            "Finish with the results in exactly this format: @coefficient_determination[R_square], "
+            "@model_fit[model_fit]")
+
+
+def test_a_reply_that_copies_the_question_is_no_answer() -> None:
+    # DABench hard 118 with the 1.5B model: after its step the reply was the question as the
+    # output restated it ("The question was: ..."), placeholders and all, and it was the answer
+    copy = "The question was: " + QUESTION
+    decision = judge().on_reply(read(copy), copy, Facts(told=[QUESTION]))
+    assert isinstance(decision, Tell) and decision.reason.key == "echoed"
+
+
+def test_a_restated_question_with_its_result_is_an_answer() -> None:
+    answer = ("Is there a linear relationship between the GDP per capita and the life expectancy score? "
+              "Conduct linear regression and use the R-squared to evaluate the fit. It is 0.67.")
+    decision = judge().on_reply(read(answer), answer, Facts(told=[QUESTION]))
+    assert not isinstance(decision, Tell)
+
+
 def test_code_alone_under_tools_is_no_answer() -> None:
     reading = read("```python\ndf.shape\n```", protocol="tools")
     decision = judge().on_reply(reading, "```python\ndf.shape\n```", Facts())

@@ -188,12 +188,16 @@ ECHO_SHARE = 0.8
 """A reply whose sentences are nearly all (this share of its characters, or more) copied word
 for word from what the agent told the model echoes it: it is no answer."""
 _SENTENCE = re.compile(r"(?<=[.!?:;])\s+|\n+")
+_ADDS = re.compile(r"\d")
+"""What a reply's own words (those not copied) may hold that makes it more than a copy: a
+number (a restated question followed by its result is an answer)."""
 
 
 def echoed(case: ReplyCase) -> Reason | None:
-    """A reply that repeats what the agent told the model (a send-back, a hint, the notice of
-    a rollback) instead of answering: a small model copies the last message it read, and the
-    copy would be given as the answer, with the agent's own words in it."""
+    """A reply that repeats what the agent told the model (the question, a send-back, a hint,
+    the notice of a rollback) instead of answering: a small model copies the last message it
+    read, and the copy would be given as the answer, with the agent's own words in it. A
+    reply whose few words of its own hold a number adds a result: it is read as an answer."""
     reading = case.reading
     if not case.told or not reading.is_answer:
         return None
@@ -202,6 +206,8 @@ def echoed(case: ReplyCase) -> Reason | None:
     total = sum(len(part) for part in sentences)
     copied = sum(len(part) for part in sentences if len(part) >= 20 and part in told)
     if total < 40 or copied < ECHO_SHARE * total:
+        return None
+    if any(_ADDS.search(part) for part in sentences if part not in told):
         return None
     return Reason("echoed", message("echoed"))
 

@@ -128,12 +128,13 @@ class Turn:
                          lookup=self.session.column_values, told=self.told())
 
     def told(self) -> tuple[str, ...]:
-        """The agent's own words to the model since the question (send-backs, hints, the
-        notice of a rollback; not the outputs of its code, which an answer may quote), for
-        the judge to tell an echo from an answer."""
+        """The agent's own words to the model since the question (the question itself, which
+        each output restates; send-backs, hints, the notice of a rollback; not the outputs of
+        its code, which an answer may quote), for the judge to tell an echo from an answer."""
         output = message("code_output", step=0).split("(")[0]
-        return tuple(text for m in self.messages[self.question_at + 1:]
-                     if m.type == "human" and (text := str(m.text)) and not text.startswith(output))
+        said = [text for m in self.messages[self.question_at + 1:]
+                if m.type == "human" and (text := str(m.text)) and not text.startswith(output)]
+        return (self.question, *said)
 
 
 __all__ = ["Conversation", "EventCallback", "Turn"]
