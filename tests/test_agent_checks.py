@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kernel_analyst import SessionManager
+from kernel_analyst.agent.briefing.note import describe_variables
 from kernel_analyst.agent.briefing.uploads import UploadedTable, frame_names, is_table
 from kernel_analyst.agent.feedback.checks import (
     comparisons,
@@ -19,7 +20,7 @@ from kernel_analyst.agent.feedback.form import AnswerForm
 from kernel_analyst.agent.feedback.hints import ErrorTeacher
 from kernel_analyst.eda import detect
 from kernel_analyst.kernels import Execution, ExecutionError, VariableChanges, VariableInfo
-from tests.conftest import MESSY
+from tests.conftest import MESSY, SHARED
 
 TIPS = VariableInfo(
     "df",
@@ -191,6 +192,34 @@ def test_a_key_error_with_a_byte_order_mark_names_the_column() -> None:
     ex.error = ExecutionError("KeyError", "'foo'", [])
     hint = teacher.hint(ex, ex.code, {"df": frame})
     assert hint.startswith("There is no column 'foo'; the closest is '\\ufefffoo'")
+
+
+def test_names_that_are_not_columns_each_get_the_column_they_mean() -> None:
+    """DSEval's countries of the world: the 1.5B model wrote ``'Density'`` and
+    ``'Land Area (Km2)'`` for ``'Density\\n(P/Km2)'`` and ``'Land Area(Km2)'`` in three cells
+    in a row. The installed pandas' own messages, on the set's own file."""
+    import pandas as pd
+
+    world = pd.read_csv(SHARED / "datasets/dseval-kaggle/problems/_inputs/countries-of-the-world-2023/"
+                        "world-data-2023.csv")
+    frame = VariableInfo("world_data", "pandas.DataFrame", list(world.shape), list(world.columns))
+    asked = ["Density", "Land Area (Km2)", "Arable Land (%)"]
+    for code in ("world_data[asked]", "world_data.loc[:, asked]", "world_data[asked[:1]]"):
+        try:
+            eval(code, {"world_data": world, "asked": asked})
+        except KeyError as exc:
+            error = ExecutionError("KeyError", str(exc), [])
+        ex = Execution(code=code, status="error")
+        ex.error = error
+        hint = ErrorTeacher().hint(ex, code, {"world_data": frame})
+        if code.endswith("[:1]]"):
+            assert hint.startswith("There is no column 'Density'; the closest is 'Density\\n(P/Km2)'"), hint
+            continue
+        assert hint.startswith("These names are not columns: 'Density' is 'Density\\n(P/Km2)'; "
+                               "'Land Area (Km2)' is 'Land Area(Km2)' "), hint
+        assert "No column is close to 'Arable Land (%)'" in hint, hint
+        assert "world_data: Country, 'Density\\n(P/Km2)', Abbreviation, Agricultural Land( %)" in hint, hint
+    assert "columns: Country, 'Density\\n(P/Km2)', Abbreviation," in describe_variables([frame])
 
 
 def test_a_missing_file_lists_the_uploads() -> None:

@@ -43,7 +43,9 @@ SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 
            "line": "'nan'", "form": "@mean_fare[value]",
            "problems": "missing: @mean_fare[...]", "reply": 3, "output": "891", "text": "The mean is 32.2.",
            "files": "`titanic.csv`", "before": "1,035", "renamed": "`df` renamed `df_work`", "old": "`df`",
-           "new": "`df_work`"}
+           "new": "`df_work`", "pairs": "'Density' is 'Density\\n(P/Km2)'",
+           "none": " No column is close to 'Arable Land (%)': pick one from the list.",
+           "keys": "'Arable Land (%)'"}
 
 
 def render_all() -> str:

@@ -68,6 +68,12 @@ def _too_large(files: Sequence[FileInfo], memory_mb: int | None) -> list[FileInf
     return [f for f in files if over_pandas_share(f.size, memory_mb) and not f.name.startswith("outputs/")]
 
 
+def written_column(column: str) -> str:
+    """A column as the model should write it: plain, or quoted where it holds a newline, a
+    tab or spaces at its ends (``'Density\\n(P/Km2)'``), which would not show in a list."""
+    return repr(column) if column != " ".join(column.split()) else column
+
+
 def describe_variables(variables: list[VariableInfo]) -> str:
     """One entry per variable (DataFrames with their columns) for the model."""
     if not variables:
@@ -77,7 +83,8 @@ def describe_variables(variables: list[VariableInfo]) -> str:
         line = info.describe()
         if info.columns:
             cols = info.columns[:_MAX_LISTED_COLUMNS]
-            line += " columns: " + ", ".join(cols) + (", ..." if len(info.columns) > len(cols) else "")
+            cut = ", ..." if len(info.columns) > len(cols) else ""
+            line += " columns: " + ", ".join(map(written_column, cols)) + cut
         lines.append(line)
     more = len(variables) - len(lines)
     return "; ".join(lines) + (f"; ... and {more} more" if more > 0 else "")
@@ -98,4 +105,4 @@ def _size(size: int) -> str:
 
 
 __all__ = ["describe_files", "describe_variables", "question_markdown", "refresh_variables",
-           "track_variables"]
+           "track_variables", "written_column"]

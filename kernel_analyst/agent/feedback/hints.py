@@ -10,7 +10,9 @@ reads, so an error about reading one is answered with its call:
 - a ``ParserError`` gives the call whose options were checked on the file;
 - a ``KeyError`` on a DataFrame whose one column name holds the file's delimiter says it
   was read with the wrong separator; a ``KeyError`` close to an existing column names it
-  (a stray byte-order mark, case, spaces); otherwise the frames' columns are listed;
+  (a stray byte-order mark, case, spaces, a unit the real name goes on with), each of the
+  names when it lists several; otherwise the frames' columns are listed (quoted where a
+  name holds a newline or spaces at its ends);
 - a conversion error shows a value that is not a plain number; one with no digit at all (a
   country's name) is a text column in a whole-table computation: select the numeric ones;
 - a model that refuses missing values (scikit-learn, statsmodels) says how to drop or fill them;
@@ -35,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ...kernels import Execution, VariableInfo
+from ..briefing.note import written_column
 from ..briefing.uploads import UploadedTable
 from ..prompting import message
 
@@ -162,21 +165,26 @@ class ErrorTeacher:
 
     def _close_column(self, ex: Execution, _: UploadedTable | None, variables: Mapping[str, VariableInfo],
                       repeated: bool) -> str:
+        """Names that are not columns, each with the column it is close to: the spelling, case,
+        spaces or invisible characters, or the unit the real name goes on with
+        (``'Density'`` for ``'Density\\n(P/Km2)'``: DSEval's countries of the world, where the
+        1.5B model wrote the short names in three cells in a row)."""
         assert ex.error is not None
         if ex.error.ename != "KeyError":
             return ""
-        key = ex.error.evalue.strip().strip("'\"")
         columns = [c for info in variables.values() for c in (info.columns or [])]
-        if not key or key in columns:
+        keys = [key for key in _missing_keys(ex.error.evalue) if key and key not in columns]
+        matches = [(key, match) for key in keys if (match := _closest(key, columns)) is not None]
+        if not matches:
             return ""
-        folded = {_fold(c): c for c in columns}
-        match = folded.get(_fold(key))
-        if match is None:
-            close = difflib.get_close_matches(key, columns, n=1, cutoff=0.8)
-            match = close[0] if close else None
-        if match is None:
-            return ""
-        text = message("hint_close_column", key=repr(key), column=repr(match))
+        if len(keys) == 1:
+            text = message("hint_close_column", key=repr(keys[0]), column=repr(matches[0][1]))
+        else:
+            found = {key for key, _ in matches}
+            pairs = "; ".join(f"{key!r} is {match!r}" for key, match in matches)
+            lost = ", ".join(repr(key) for key in keys if key not in found)
+            text = message("hint_close_columns", pairs=pairs,
+                           none=" " + message("hint_no_close_column", keys=lost) if lost else "")
         return text + "\n" + _columns_hint(variables)
 
     def _conversion(self, ex: Execution, _: UploadedTable | None, __: Mapping[str, VariableInfo],
@@ -235,6 +243,39 @@ def _literals(code: str) -> set[str]:
             if isinstance(node, ast.Constant) and isinstance(node.value, str)}
 
 
+_KEY_LIST = re.compile(r"^\"?(\[.*\]) not in index\"?$|^\"?None of \[Index\((\[.*?\]), dtype=", re.DOTALL)
+
+
+def _missing_keys(evalue: str) -> list[str]:
+    """The names a ``KeyError`` says are missing: one (``'foo'``), or a list (pandas'
+    ``"['a', 'b'] not in index"`` and ``"None of [Index(['a', 'b'], dtype=...)] are in the
+    [columns]"``)."""
+    text = evalue.strip()
+    found = _KEY_LIST.match(text)
+    if found is None:
+        return [text.strip("'\"")]
+    try:
+        names = ast.literal_eval(found.group(1) or found.group(2))
+    except (SyntaxError, ValueError):
+        return []
+    return [name for name in names if isinstance(name, str)]
+
+
+def _closest(key: str, columns: list[str]) -> str | None:
+    """The column ``key`` most likely means: the same name but for case, spaces and invisible
+    characters; the one column that begins with it and goes on after a space, a newline or a
+    bracket (a unit); else one at least 80% alike."""
+    folded = {_fold(c): c for c in columns}
+    if (match := folded.get(_fold(key))) is not None:
+        return match
+    goes_on = re.compile(re.escape(key.strip()) + r"\s*[\n(\[]", re.IGNORECASE)
+    prefix = [c for c in columns if goes_on.match(c.strip())]
+    if len(prefix) == 1:
+        return prefix[0]
+    close = difflib.get_close_matches(_fold(key), list(folded), n=1, cutoff=0.8)
+    return folded[close[0]] if close else None
+
+
 def _fold(name: str) -> str:
     return "".join(name.replace("\ufeff", "").split()).casefold()
 
@@ -252,7 +293,8 @@ def _columns_hint(variables: Mapping[str, VariableInfo]) -> str:
     frames = [v for v in variables.values() if v.columns][:_MAX_FRAMES]
     if not frames:
         return ""
-    listed = "; ".join(f"{v.name}: {', '.join((v.columns or [])[:_MAX_COLUMNS])}" for v in frames)
+    listed = "; ".join(f"{v.name}: " + ", ".join(map(written_column, (v.columns or [])[:_MAX_COLUMNS]))
+                       for v in frames)
     return message("key_error_columns", frames=listed)
 
 
