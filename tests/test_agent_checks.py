@@ -3,6 +3,7 @@ found in code, empty results, the form a question asks for, and the hints after 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -183,6 +184,53 @@ def test_a_word_where_a_number_was_expected_is_a_text_column_in_the_computation(
     hint = ErrorTeacher().hint(ex, ex.code, {})
     assert hint.startswith("'Denmark' is a word, not a number written oddly"), hint
     assert "df.select_dtypes('number')" in hint and "leaving out rows does not help" in hint
+
+
+def test_a_series_method_on_one_number_is_a_statistic_meant_per_group() -> None:
+    """DABench medium 252: ``df['gdpPercap_1992'].skew().idxmax()`` for "which country's ...
+    had the highest skewness", 18 failing cells over its attempts. The installed numpy's own
+    message."""
+    import pandas as pd
+
+    table = pd.DataFrame({"country": ["A", "B", "C"], "gdp": [1.0, 2.0, 7.0]})
+    try:
+        table["gdp"].skew().idxmax()
+    except AttributeError as exc:
+        error = ExecutionError("AttributeError", str(exc), [])
+    ex = Execution(code="df['gdp'].skew().idxmax()", status="error")
+    ex.error = error
+    hint = ErrorTeacher().hint(ex, ex.code, {})
+    assert hint.startswith("`.idxmax` was called on one number"), hint
+    assert "df.groupby(group_col)[col].skew()" in hint
+    ex.error = ExecutionError("AttributeError", "'DataFrame' object has no attribute 'idxmax'", [])
+    assert not ErrorTeacher().hint(ex, ex.code, {}).startswith("`.idxmax`")
+
+
+def test_an_import_the_library_never_had_is_no_matter_of_installing() -> None:
+    """DSEval's students-performance: ``from scipy.stats import cramers_v``, and the 1.5B
+    model's answer told the person to ``pip install scipy``. The installed scipy's message;
+    the recipe is run here to show it works."""
+    import pandas as pd
+
+    try:
+        exec("from scipy.stats import cramers_v", {})
+    except ImportError as exc:
+        error = ExecutionError("ImportError", str(exc), [])
+    ex = Execution(code="from scipy.stats import cramers_v", status="error")
+    ex.error = error
+    hint = ErrorTeacher().hint(ex, ex.code, {})
+    assert hint.startswith("`scipy.stats`, as installed here, has no `cramers_v`"), hint
+    recipe = re.search(r"`(from scipy[^`]+)`, then `([^`]+)`", hint)
+    assert recipe is not None, hint
+    a, b = pd.Series([1, 2, 1, 2, 1, 2]), pd.Series(["x", "y", "x", "y", "x", "y"])
+    namespace = {"pd": pd, "a": a, "b": b}
+    exec(recipe.group(1), namespace)
+    assert eval(recipe.group(2), namespace) == 1.0  # perfectly associated
+    try:
+        exec("import pingouin_not_here", {})
+    except ModuleNotFoundError as exc:
+        ex.error = ExecutionError("ModuleNotFoundError", str(exc), [])
+    assert ErrorTeacher().hint(ex, ex.code, {}).startswith("`pingouin_not_here` is not installed here")
 
 
 def test_a_key_error_with_a_byte_order_mark_names_the_column() -> None:

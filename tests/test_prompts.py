@@ -45,7 +45,8 @@ SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 
            "files": "`titanic.csv`", "before": "1,035", "renamed": "`df` renamed `df_work`", "old": "`df`",
            "new": "`df_work`", "pairs": "'Density' is 'Density\\n(P/Km2)'",
            "none": " No column is close to 'Arable Land (%)': pick one from the list.",
-           "keys": "'Arable Land (%)'"}
+           "keys": "'Arable Land (%)'", "attribute": "idxmax",
+           "module": "scipy.stats", "recipe": ""}
 
 
 def render_all() -> str:

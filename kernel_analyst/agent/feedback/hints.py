@@ -18,6 +18,10 @@ reads, so an error about reading one is answered with its call:
 - a model that refuses missing values (scikit-learn, statsmodels) says how to drop or fill them;
 - ``r, p = df['a'].corr(df['b'])`` (pandas gives the coefficient only) gets the call that
   gives both, ``scipy.stats.pearsonr``;
+- an import of a name the installed library does not have (``from scipy.stats import
+  cramers_v``) says nothing can be installed, with the call that does it where one is known;
+- a Series method called on one number (``df[col].skew().idxmax()``: the whole column's
+  statistic where one per group was meant) gets the ``groupby`` that makes one per group;
 - a keyword or method the installed libraries no longer have (what a small model learned from
   older examples: ``mean_squared_error(squared=False)``, ``OneHotEncoder(sparse=False)``,
   ``DataFrame.append``) gets today's spelling; another unexpected keyword, how to list what
@@ -60,6 +64,16 @@ cells: ``squared`` 52 times, ``sparse`` 24, ``drop_first`` 18), and today's spel
 _UNEXPECTED_KEYWORD = re.compile(r"unexpected keyword argument '(\w+)'")
 _UNPACK_ONE = re.compile(r"cannot unpack non-iterable (?:numpy\.)?float(?:64)? object")
 _CORR_CALL = re.compile(r"\.corr(?:with)?\(")
+_NO_SUCH_NAME = re.compile(r"^cannot import name '([\w.]+)' from '([\w.]+)'")
+_NO_MODULE = re.compile(r"^No module named '([\w.]+)'")
+_RECIPES = {("scipy.stats", "cramers_v"): (
+    "Cramér's V of two columns: `from scipy.stats.contingency import association`, then "
+    "`association(pd.crosstab(a, b), method='cramer')`.")}
+"""What a small model imports that its library never had, and the call that does it."""
+_ONE_NUMBER = re.compile(r"^'(?:numpy\.)?(?:float|int)(?:\d+)?' object has no attribute "
+                         r"'(idxmax|idxmin|nlargest|nsmallest|sort_values|index|iloc|loc|values|items|"
+                         r"head|tail|max|min|argmax|argmin)'")
+"""Series methods called on a number: a whole column's statistic taken for one per group."""
 
 
 @dataclass
@@ -81,6 +95,18 @@ class ErrorTeacher:
         self.last = key
         if _UNPACK_ONE.search(ex.error.evalue) and _CORR_CALL.search(code):
             return message("hint_corr_pvalue")  # r, p = df.a.corr(df.b): DABench hard 142, four times
+        missing = _NO_SUCH_NAME.match(ex.error.evalue) if ex.error.ename == "ImportError" else None
+        if missing is not None:  # from scipy.stats import cramers_v: DSEval students-performance
+            name, module = missing.groups()
+            recipe = _RECIPES.get((module, name))
+            return message("hint_no_such_name", module=module, name=name,
+                           recipe=f" {recipe}" if recipe else "")
+        absent = _NO_MODULE.match(ex.error.evalue) if ex.error.ename == "ModuleNotFoundError" else None
+        if absent is not None:
+            return message("hint_no_module", module=absent.group(1))
+        one = _ONE_NUMBER.search(ex.error.evalue) if ex.error.ename == "AttributeError" else None
+        if one is not None:  # df[col].skew().idxmax(): DABench medium 252, 18 cells in its attempts
+            return message("hint_one_number", attribute=one.group(1))
         table = self._table_in(code)
         for teach in (self._decode, self._parser, self._separator, self._close_column, self._conversion,
                       self._missing_file, self._missing_values, self._version_drift):
