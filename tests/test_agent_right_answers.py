@@ -163,6 +163,25 @@ async def test_a_reply_that_copies_the_question_is_no_answer(manager: SessionMan
     assert told.startswith("Your reply repeated my message instead of answering"), told
 
 
+async def test_an_average_no_cell_took_goes_back_and_the_mean_answers(manager: SessionManager) -> None:
+    # the conversation benchmark's penguins with the 1.5B model: "the lightest on average"
+    # answered with the island of the single lightest penguin (Dream; by the mean: Torgersen)
+    question = "On which island are the penguins the lightest on average?"
+    lightest = "print(df[df['body_mass_g'] == df['body_mass_g'].min()]['island'].values[0])"
+    averaged = "print(df.groupby('island')['body_mass_g'].mean().idxmin())"
+    replies = [ScriptedReply(code=lightest), ScriptedReply(text="Dream"),
+               ScriptedReply(code=averaged), ScriptedReply(text="Torgersen")]
+    with OpenAIServer(replies) as server:
+        answer = await Analyst(_model(server), manager, attempts_on_doubt=1).ask(
+            "right-average", question, files=[SEABORN / "penguins.csv"])
+        told = _last(server.requests[2])
+    assert "none of this question's cells computes one" in told, told
+    assert answer.ok and answer.text == "Torgersen", answer.text
+    printed = [o.get("text", "") for c in _cells(answer.notebook_path) if c["cell_type"] == "code"
+               for o in c.get("outputs", [])]
+    assert "Dream\n" in printed and "Torgersen\n" in printed, printed
+
+
 class _Echoing(OpenAIServer):
     """Replies ``(echo)`` with the last message the model was sent, word for word."""
 

@@ -490,6 +490,25 @@ def test_one_value_for_every_group_is_doubtful() -> None:
         assert isinstance(judge(question).on_answer(fine, seen), Accept), fine
 
 
+def test_an_average_no_cell_took_is_doubtful() -> None:
+    """The conversation benchmark's penguins: "On which island are the penguins the
+    lightest on average?" answered with the single lightest penguin's island."""
+    question = "On which island are the penguins the lightest on average?"
+    took_min = "print(df[df.body_mass_g == df.body_mass_g.min()]['island'].values[0])"
+    facts = Facts(steps=[step(1, took_min, printed="Dream\n")], cells=[cell(1, took_min, "Dream\n")])
+    decision = judge(question, has_files=True).on_answer("Dream", facts)
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["doubtful"]
+    assert "none of this question's cells computes one" in decision.text
+    for code in ("print(df.groupby('island')['body_mass_g'].mean().idxmin())",
+                 "s = df.groupby('island')['body_mass_g']\nprint((s.sum() / s.count()).idxmin())"):
+        seen = Facts(steps=[step(1, code, printed="Torgersen\n")], cells=[cell(1, code, "Torgersen\n")])
+        assert isinstance(judge(question, has_files=True).on_answer("Torgersen", seen), Accept), code
+    rmse = "from sklearn.metrics import root_mean_squared_error as f\nprint(round(f(y, p), 2))"
+    seen = Facts(steps=[step(1, rmse, printed="3.1\n")], cells=[cell(1, rmse, "3.1\n")])
+    asked = "What is the root mean squared error of the model?"
+    assert isinstance(judge(asked, has_files=True).on_answer("3.1", seen), Accept), "no average asked"
+
+
 def test_a_p_value_that_cannot_go_with_its_correlation_is_doubtful() -> None:
     """DABench medium 11: the 1.5B model's own p-value formula printed 0.9896 beside a
     correlation of 0.99 (on 3 rows that correlation's p is below 0.12; on the table's 400 it

@@ -1,7 +1,7 @@
 """Answers that are grounded but doubtful: results that cannot be what the question asked.
 
 A small model that filters the wrong way still prints a number, and the number is in a
-cell: grounding cannot see the slip. Four shapes of result give it away often enough to
+cell: grounding cannot see the slip. Shapes of result give it away often enough to
 check each answer for them (one reason, ``doubtful``, naming what was seen):
 
 - **the whole or nothing of a subset**: a question asks for a share (percent, proportion,
@@ -13,6 +13,9 @@ check each answer for them (one reason, ``doubtful``, naming what was seen):
   non-zero number (``@class1_outliers[20], @class2_outliers[20], @class3_outliers[20]``:
   DABench medium 180, where the 1.5B model ran the same selection of the whole table for
   each class);
+- **an average nobody took**: the question asks for an average (a mean) and none of its
+  own cells computes one, nor anything built on one (a test of means, a z-score, a sum
+  over a count): a minimum or one row's value given instead;
 - **a p-value that cannot go with its correlation**: a correlation's two-sided p-value is
   a function of the coefficient and the rows it was computed on (Pearson's and Spearman's
   through Student's t with n - 2 degrees of freedom), so ``@correlation_coefficient[0.99]
@@ -158,9 +161,35 @@ def _half_unit(text: str) -> float:
     return 0.5 * parse_mantissa(mantissa, exponent or None)[1]
 
 
+_AVERAGE_ASKED = re.compile(r"\b(?:average|mean)\b(?![\s_-]*(?:squared|absolute))", re.I)
+_AVERAGING = re.compile(r"mean|average|avg|describe|pivot_table|\.agg|/|zscore|std|scale|normaliz|ttest|"
+                        r"anova|f_oneway|mannwhitney|kruskal", re.I)
+"""What code that takes an average (or a statistic built on one) holds somewhere: a call, a
+test of means, or a division (a sum over a count)."""
+
+
+def no_average(case: AnswerCase) -> str | None:
+    """The question asks for an average and none of its own cells takes one: the lightest
+    single penguin's island given for the island "the penguins are the lightest on average"
+    (the conversation benchmark's penguins, where the 1.5B model took ``.min()``)."""
+    q = case.question
+    if not q.has_files or not case.steps or not _AVERAGE_ASKED.search(q.question):
+        return None
+    own = [_source(cell) for cell in case.cells[q.first_cell:] if cell.get("cell_type") == "code"
+           and ((cell.get("metadata") or {}).get("kernel_analyst") or {}).get("role") != "profile"]
+    if not own or any(_AVERAGING.search(code) for code in own):
+        return None
+    return message("doubt_no_average")
+
+
+def _source(cell: dict[str, object]) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
 def doubtful(case: AnswerCase) -> Reason | None:
     """The first doubt found, as a reason (or None)."""
-    for check in (whole_or_nothing, whole_table, short_list, same_for_each, p_value_disagrees):
+    for check in (whole_or_nothing, whole_table, short_list, same_for_each, p_value_disagrees, no_average):
         if (text := check(case)) is not None:
             return Reason("doubtful", text)
     return None
