@@ -233,6 +233,29 @@ def test_an_import_the_library_never_had_is_no_matter_of_installing() -> None:
     assert ErrorTeacher().hint(ex, ex.code, {}).startswith("`pingouin_not_here` is not installed here")
 
 
+def test_text_compared_with_a_date_or_a_number_gets_the_conversion() -> None:
+    """DSEval's netflix-userbase: ``netflix['Last Payment Date'] > datetime.now() - ...`` on
+    the text dates, twice. The installed pandas' own messages, and Python's."""
+    import datetime
+
+    import pandas as pd
+
+    dates = pd.Series(["15-06-22", "16-06-22"])
+    cases = ((lambda: dates > datetime.datetime.now(), "pd.to_datetime"),
+             (lambda: dates > 5, "pd.to_numeric"),
+             (lambda: pd.Series(["a"], dtype=object) > 5, "pd.to_numeric"))
+    for compare, convert in cases:
+        try:
+            compare()
+        except TypeError as exc:
+            error = ExecutionError("TypeError", str(exc), [])
+        ex = Execution(code="df[df.x > y]", status="error")
+        ex.error = error
+        hint = ErrorTeacher().hint(ex, ex.code, {})
+        assert hint.startswith("The column holds text, and text is not compared with"), (error.evalue, hint)
+        assert convert in hint, hint
+
+
 def test_a_key_error_with_a_byte_order_mark_names_the_column() -> None:
     teacher = ErrorTeacher()
     frame = VariableInfo("df", "pandas.DataFrame", [2, 3], ["\ufefffoo", "bar", "baz"])

@@ -20,6 +20,8 @@ reads, so an error about reading one is answered with its call:
   gives both, ``scipy.stats.pearsonr``;
 - an import of a name the installed library does not have (``from scipy.stats import
   cramers_v``) says nothing can be installed, with the call that does it where one is known;
+- a text column compared with a number or a date gets the conversion (``pd.to_datetime``,
+  ``pd.to_numeric``);
 - a Series method called on one number (``df[col].skew().idxmax()``: the whole column's
   statistic where one per group was meant) gets the ``groupby`` that makes one per group;
 - a keyword or method the installed libraries no longer have (what a small model learned from
@@ -70,6 +72,10 @@ _RECIPES = {("scipy.stats", "cramers_v"): (
     "Cramér's V of two columns: `from scipy.stats.contingency import association`, then "
     "`association(pd.crosstab(a, b), method='cramer')`.")}
 """What a small model imports that its library never had, and the call that does it."""
+_TEXT_COMPARED = re.compile(r"^Invalid comparison between dtype=(?:str|object) and (\w+)|"
+                            r"^'[<>]=?' not supported between instances of 'str' and '(\w+)'")
+"""A text column compared with a number or a date (pandas' and Python's words)."""
+_DATE_TYPES = ("datetime", "Timestamp", "date", "datetime64")
 _ONE_NUMBER = re.compile(r"^'(?:numpy\.)?(?:float|int)(?:\d+)?' object has no attribute "
                          r"'(idxmax|idxmin|nlargest|nsmallest|sort_values|index|iloc|loc|values|items|"
                          r"head|tail|max|min|argmax|argmin)'")
@@ -104,6 +110,12 @@ class ErrorTeacher:
         absent = _NO_MODULE.match(ex.error.evalue) if ex.error.ename == "ModuleNotFoundError" else None
         if absent is not None:
             return message("hint_no_module", module=absent.group(1))
+        compared = _TEXT_COMPARED.search(ex.error.evalue) if ex.error.ename == "TypeError" else None
+        if compared is not None:  # text dates against datetime.now(): DSEval netflix-userbase, twice
+            dates = (compared.group(1) or compared.group(2)) in _DATE_TYPES
+            return message("hint_text_compared", kind="dates" if dates else "numbers",
+                           convert="df[col] = pd.to_datetime(df[col])" if dates
+                           else "df[col] = pd.to_numeric(df[col], errors='coerce')")
         one = _ONE_NUMBER.search(ex.error.evalue) if ex.error.ename == "AttributeError" else None
         if one is not None:  # df[col].skew().idxmax(): DABench medium 252, 18 cells in its attempts
             return message("hint_one_number", attribute=one.group(1))
