@@ -76,6 +76,7 @@ async def test_a_hanging_server_ends_the_question_within_the_deadline(manager: S
         assert answer.stop_reason == "error" and answer.partial
         assert answer.text == "The model call failed before an answer. The last result (step 1) was: 42"
         assert answer.error is not None and "sent nothing for 1.5 s" in answer.error
+        assert "(its server does not show its slots" in answer.error, answer.error
         assert answer.claims is not None and answer.claims.all_grounded
         later = await analyst.ask("stream-hang", "And now?")  # the conversation goes on
         again = server.requests[2]["messages"]
@@ -105,6 +106,9 @@ async def test_a_server_seen_at_work_is_waited_for_and_a_stuck_one_is_not(
             reads = server.slot_reads
         assert answer.stop_reason == "error" and answer.error is not None, slots
         assert "sent nothing for 1 s" in answer.error and took < 15, (slots, took)
+        why = {"stuck": "(its server's slots did not move for 0.6 s)",
+               "none": "(its server does not show its slots (/slots: HTTP 501))"}[slots]
+        assert why in answer.error, answer.error  # what the look saw, for the person and the log
         assert (reads >= 2) if slots == "stuck" else (reads == 0), (slots, reads)  # looked at, and again
 
 

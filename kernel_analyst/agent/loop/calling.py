@@ -89,6 +89,13 @@ class ModelStalled(TimeoutError):
     """The model sent nothing for ``CallLimits.timeout_s`` seconds (and its server, if it
     says, did nothing either)."""
 
+    def __init__(self, seconds: float, why: str) -> None:
+        super().__init__(f"no reply for {seconds:g} s: {why}")
+        self.seconds = seconds
+        """The wait that ran out."""
+        self.why = why
+        """What the look at the server saw (or why it could not look)."""
+
 
 class _EventFailed(Exception):
     """An event callback raised while the reply streamed: its error, not the model's."""
@@ -135,7 +142,7 @@ class ModelCaller:
                     turn.remade += 1
                     continue
                 log.warning("model call failed in %s", turn.conversation_id, exc_info=True)
-                turn.error = (message("model_stalled", seconds=f"{self.limits.timeout_s:g}")
+                turn.error = (message("model_stalled", seconds=f"{self.limits.timeout_s:g}", why=exc.why)
                               if isinstance(exc, ModelStalled) else
                               f"the model call failed: {type(exc).__name__}: {exc}")
                 return None
@@ -229,8 +236,12 @@ class ModelCaller:
                 done, _ = await asyncio.wait({step}, timeout=self.limits.timeout_s)
                 if done:
                     return step.result()
-                if windows >= QUEUE_WINDOWS or not await self._working(step):
-                    raise ModelStalled(f"no reply for {self.limits.timeout_s:g} s")
+                if windows >= QUEUE_WINDOWS:
+                    raise ModelStalled(self.limits.timeout_s, f"its server was at work, but {windows} more "
+                                       f"waits of {self.limits.timeout_s:g} s brought no reply")
+                if not await self._working(step):
+                    raise ModelStalled(self.limits.timeout_s, self.watch.problem or
+                                       f"its server's slots did not move for {LOOK_S:g} s")
                 windows += 1
                 log.info("the model server is at work but has not answered this call for %g s; "
                          "waiting (%d of %d more)", self.limits.timeout_s, windows, QUEUE_WINDOWS)
@@ -242,6 +253,7 @@ class ModelCaller:
     async def _working(self, step: asyncio.Future[Any]) -> bool:
         """Whether the server's slots move while the call waits up to ``LOOK_S`` longer,
         looked at every ``LOOK_EVERY_S`` (or the chunk came meanwhile)."""
+        self.watch.problem = None if self.watch.root else self.watch.problem
         before = await self.watch.progress()
         if before is None:
             return False

@@ -44,6 +44,8 @@ class ServerWatch:
     def __init__(self, base_url: str | None) -> None:
         self.root = _root(base_url)
         """The server's root URL (without ``/v1``); None: nothing to look at."""
+        self.problem: str | None = None if self.root else "its server cannot be looked at"
+        """Why the last look saw nothing (for the message of a call that waited in vain)."""
 
     @classmethod
     def of(cls, model: Any) -> ServerWatch:
@@ -57,16 +59,19 @@ class ServerWatch:
             return None
         try:
             return await asyncio.to_thread(self._read)
-        except urllib.error.HTTPError:  # 404 or 501: a server without /slots never gets looked at again
+        except urllib.error.HTTPError as exc:  # 404 or 501: a server without /slots is not looked at again
             self.root = None
-        except (OSError, ValueError):
-            log.info("the model server's /slots could not be read", exc_info=True)
+            self.problem = f"its server does not show its slots (/slots: HTTP {exc.code})"
+        except (OSError, ValueError) as exc:
+            log.warning("the model server's /slots could not be read", exc_info=True)
+            self.problem = f"its server's /slots could not be read: {type(exc).__name__}: {exc}"
         return None
 
     def _read(self) -> Progress | None:
         with urllib.request.urlopen(f"{self.root}/slots", timeout=_READ_S) as reply:
             slots = json.loads(reply.read())
         if not isinstance(slots, list):
+            self.problem = "its server's /slots is not a list of slots"
             return None
         return tuple(_done(slot) for slot in slots if isinstance(slot, dict))
 
