@@ -25,10 +25,13 @@ log = logging.getLogger(__name__)
 
 QUEUE_WINDOWS = 5
 """Further windows of ``timeout_s`` a call may wait while the server is seen at work."""
-LOOK_S = 60.0
+LOOK_S = 180.0
 """How long the server is watched, at most, for a sign of work before a further window is
-granted (llama.cpp's counters stand still while it reads a batch of some prompt: 10-15 s
-seen on 2 cores)."""
+granted. llama.cpp's counters stand still while it reads a batch of prompts (up to 2,048
+tokens, over all slots): 10-15 s seen on 2 cores with one conversation, 35-46 s with four
+reading long prompts at once, and about twice that with a test run beside them, where two
+DSEval calls ended after 60 s of standing counters; a server that is stuck costs this much
+once more."""
 LOOK_EVERY_S = 5.0
 """How often it is looked at meanwhile."""
 _READ_S = 3.0
