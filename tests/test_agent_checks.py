@@ -231,6 +231,11 @@ def test_an_import_the_library_never_had_is_no_matter_of_installing() -> None:
     except ModuleNotFoundError as exc:
         ex.error = ExecutionError("ModuleNotFoundError", str(exc), [])
     assert ErrorTeacher().hint(ex, ex.code, {}).startswith("`pingouin_not_here` is not installed here")
+    ex.error = ExecutionError("NameError", "name 'cramers_v' is not defined", [])  # called, never imported
+    hint = ErrorTeacher().hint(ex, ex.code, {})
+    assert hint.startswith("No library gives `cramers_v`") and recipe.group(0) in hint, hint
+    ex.error = ExecutionError("NameError", "name 'total' is not defined", [])
+    assert "No library gives" not in ErrorTeacher().hint(ex, ex.code, {})
 
 
 def test_text_compared_with_a_date_or_a_number_gets_the_conversion() -> None:

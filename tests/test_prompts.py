@@ -46,7 +46,7 @@ SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 
            "new": "`df_work`", "pairs": "'Density' is 'Density\\n(P/Km2)'",
            "none": " No column is close to 'Arable Land (%)': pick one from the list.",
            "keys": "'Arable Land (%)'", "attribute": "idxmax",
-           "module": "scipy.stats", "recipe": "",
+           "module": "scipy.stats", "recipe": " Cramér's V of two columns: ...",
            "kind": "dates", "convert": "df[col] = pd.to_datetime(df[col])"}
 
 

@@ -68,6 +68,7 @@ _UNPACK_ONE = re.compile(r"cannot unpack non-iterable (?:numpy\.)?float(?:64)? o
 _CORR_CALL = re.compile(r"\.corr(?:with)?\(")
 _NO_SUCH_NAME = re.compile(r"^cannot import name '([\w.]+)' from '([\w.]+)'")
 _NO_MODULE = re.compile(r"^No module named '([\w.]+)'")
+_UNDEFINED = re.compile(r"^name '(\w+)' is not defined")
 _RECIPES = {("scipy.stats", "cramers_v"): (
     "Cramér's V of two columns: `from scipy.stats.contingency import association`, then "
     "`association(pd.crosstab(a, b), method='cramer')`.")}
@@ -107,6 +108,10 @@ class ErrorTeacher:
             recipe = _RECIPES.get((module, name))
             return message("hint_no_such_name", module=module, name=name,
                            recipe=f" {recipe}" if recipe else "")
+        undefined = _UNDEFINED.match(ex.error.evalue) if ex.error.ename == "NameError" else None
+        known = [recipe for (_, name), recipe in _RECIPES.items() if undefined and name == undefined.group(1)]
+        if known and undefined:  # cramers_v(...) called as if a library had put it there (DSEval)
+            return message("hint_undefined_known", name=undefined.group(1), recipe=f" {known[0]}")
         absent = _NO_MODULE.match(ex.error.evalue) if ex.error.ename == "ModuleNotFoundError" else None
         if absent is not None:
             return message("hint_no_module", module=absent.group(1))
