@@ -253,7 +253,6 @@ class ModelCaller:
     async def _working(self, step: asyncio.Future[Any]) -> bool:
         """Whether the server's slots move while the call waits up to ``LOOK_S`` longer,
         looked at every ``LOOK_EVERY_S`` (or the chunk came meanwhile)."""
-        self.watch.problem = None if self.watch.root else self.watch.problem
         before = await self.watch.progress()
         if before is None:
             return False

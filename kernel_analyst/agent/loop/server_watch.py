@@ -60,6 +60,7 @@ class ServerWatch:
         not reachable), and from then on for a server without the endpoint."""
         if self.root is None:
             return None
+        self.problem = None
         try:
             return await asyncio.to_thread(self._read)
         except urllib.error.HTTPError as exc:  # 404 or 501: a server without /slots is not looked at again
