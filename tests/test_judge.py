@@ -509,6 +509,32 @@ def test_an_average_no_cell_took_is_doubtful() -> None:
     assert isinstance(judge(asked, has_files=True).on_answer("3.1", seen), Accept), "no average asked"
 
 
+def test_a_share_among_a_subset_over_the_whole_table_is_doubtful() -> None:
+    """The conversation benchmark's mpg: "Of the remaining European cars, what percent get
+    more than 30 mpg?" divided by the whole table's rows (4.34%; among the European cars:
+    25%)."""
+    question = "Of the remaining European cars, what percent get more than 30 mpg?"
+    cars = VariableInfo("df", "pandas.DataFrame", [392, 9], ["mpg", "origin", "name"])
+    facts = QuestionFacts(question, (), True, 1, 0, (392,), {"df": cars})
+    whole = ("euro_df = df[df.origin == 'europe']\neuro_df = euro_df[euro_df.mpg > 30]\n"
+             "print(len(euro_df) / len(df) * 100)")
+    subset = ("euro = df[df.origin == 'europe']\nprint(len(euro[euro.mpg > 30]) / len(euro) * 100)")
+    for code, printed, answer, doubted in ((whole, "4.336734693877551\n", "4.34%", True),
+                                           (subset, "25.0\n", "25.0%", False)):
+        seen = Facts(steps=[step(1, code, printed=printed)], cells=[cell(1, code, printed)])
+        judged = Judge(JudgeSettings(tool_name=TOOL), facts).on_answer(answer, seen)
+        if doubted:
+            assert isinstance(judged, SendBack) and [r.key for r in judged.reasons] == ["doubtful"], judged
+            assert "divides by the rows of the whole table (`len(df)`)" in judged.text
+        else:
+            assert isinstance(judged, Accept), judged
+    overall = QuestionFacts("What percent of the cars get more than 30 mpg?", (), True, 1, 0, (392,),
+                            {"df": cars})
+    code = "print(len(df[df.mpg > 30]) / len(df) * 100)"
+    seen = Facts(steps=[step(1, code, printed="18.1\n")], cells=[cell(1, code, "18.1\n")])
+    assert isinstance(Judge(JudgeSettings(tool_name=TOOL), overall).on_answer("18.1%", seen), Accept)
+
+
 def test_a_p_value_that_cannot_go_with_its_correlation_is_doubtful() -> None:
     """DABench medium 11: the 1.5B model's own p-value formula printed 0.9896 beside a
     correlation of 0.99 (on 3 rows that correlation's p is below 0.12; on the table's 400 it

@@ -47,7 +47,7 @@ SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 
            "none": " No column is close to 'Arable Land (%)': pick one from the list.",
            "keys": "'Arable Land (%)'", "attribute": "idxmax",
            "module": "scipy.stats", "recipe": " Cramér's V of two columns: ...",
-           "kind": "dates", "convert": "df[col] = pd.to_datetime(df[col])"}
+           "kind": "dates", "table": "df", "convert": "df[col] = pd.to_datetime(df[col])"}
 
 
 def render_all() -> str:

@@ -6,6 +6,8 @@ check each answer for them (one reason, ``doubtful``, naming what was seen):
 
 - **the whole or nothing of a subset**: a question asks for a share (percent, proportion,
   rate) and the answer is 0% or 100% (``len(late) / len(late) * 100``);
+- **a share among a subset over the whole table**: "Of the remaining European cars, what
+  percent ...?" computed as ``len(fast_european) / len(df)``;
 - **the table's own row count** given as the count of some of its rows (the filter never
   applied);
 - **a list shorter than asked**: "the 2 worst scores" answered with one value;
@@ -68,6 +70,28 @@ def whole_or_nothing(case: AnswerCase) -> str | None:
         if claim.kind == "percent" and claim.value in (0.0, 100.0):
             return message("doubt_whole_share", value=claim.text)
     return None
+
+
+_AMONG_RE = re.compile(r"^\W*(?:of|among|for)\s+(?:the|all|these|those)\b", re.I)
+"""A question that names its subset first ("Of the remaining European cars, what percent
+...?"): the share's denominator is that subset."""
+_WHOLE_DENOMINATOR = re.compile(r"/\s*(?:len\(\s*(\w+)\s*(?:\.index)?\s*\)|(\w+)\.shape\[0\])")
+
+
+def whole_denominator(case: AnswerCase) -> str | None:
+    """A share among a subset ("Of the remaining European cars, what percent get more than
+    30 mpg?") divided by the rows of the whole table: ``len(europe_fast) / len(df)`` (the
+    conversation benchmark's mpg, the after tree: 4.34% for 25%)."""
+    q = case.question
+    if not q.frames or not _SHARE_RE.search(q.question) or not _AMONG_RE.search(q.question):
+        return None
+    dividing = [code for code in _own_code(case) if "/" in code]
+    if not dividing:
+        return None
+    latest = dividing[-1]  # the cell that computed the share given, most likely
+    whole = [name for found in _WHOLE_DENOMINATOR.finditer(latest) for name in found.groups()
+             if name and name in q.frames]
+    return message("doubt_whole_denominator", table=whole[0]) if whole else None
 
 
 def whole_table(case: AnswerCase) -> str | None:
@@ -175,11 +199,16 @@ def no_average(case: AnswerCase) -> str | None:
     q = case.question
     if not q.has_files or not case.steps or not _AVERAGE_ASKED.search(q.question):
         return None
-    own = [_source(cell) for cell in case.cells[q.first_cell:] if cell.get("cell_type") == "code"
-           and ((cell.get("metadata") or {}).get("kernel_analyst") or {}).get("role") != "profile"]
+    own = _own_code(case)
     if not own or any(_AVERAGING.search(code) for code in own):
         return None
     return message("doubt_no_average")
+
+
+def _own_code(case: AnswerCase) -> list[str]:
+    """The code of the question's own cells (not the loading of files)."""
+    return [_source(cell) for cell in case.cells[case.question.first_cell:] if cell.get("cell_type") == "code"
+            and ((cell.get("metadata") or {}).get("kernel_analyst") or {}).get("role") != "profile"]
 
 
 def _source(cell: dict[str, object]) -> str:
@@ -189,7 +218,8 @@ def _source(cell: dict[str, object]) -> str:
 
 def doubtful(case: AnswerCase) -> Reason | None:
     """The first doubt found, as a reason (or None)."""
-    for check in (whole_or_nothing, whole_table, short_list, same_for_each, p_value_disagrees, no_average):
+    for check in (whole_or_nothing, whole_denominator, whole_table, short_list, same_for_each,
+                  p_value_disagrees, no_average):
         if (text := check(case)) is not None:
             return Reason("doubtful", text)
     return None
