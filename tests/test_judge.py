@@ -535,6 +535,24 @@ def test_a_share_among_a_subset_over_the_whole_table_is_doubtful() -> None:
     assert isinstance(Judge(JudgeSettings(tool_name=TOOL), overall).on_answer("18.1%", seen), Accept)
 
 
+def test_a_yes_no_question_answered_with_a_number_alone_is_doubtful() -> None:
+    """The conversation benchmark's titanic: "Were most of the passengers who boarded there
+    travelling in first class?" answered "56.92%"."""
+    question = "Were most of the passengers who boarded there travelling in first class?"
+    code = "print(df[df.embark_town == 'Cherbourg'].pclass.value_counts(normalize=True).iloc[0] * 100)"
+    printed = "56.92307692307692\n"
+    seen = Facts(steps=[step(1, code, printed=printed)], cells=[cell(1, code, printed)])
+    decision = judge(question, has_files=True).on_answer("56.92%", seen)
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["doubtful"], decision
+    assert "asks yes or no, and the answer does not say which" in decision.text
+    for answer in ("Yes: 56.92% of them.", "No, only 56.92%.", "It wasn't: 56.92%."):
+        assert isinstance(judge(question, has_files=True).on_answer(answer, seen), Accept), answer
+    formed = question + " Answer as @most_first_class[share]."  # the form's to judge
+    printed = "@most_first_class[56.92]\n"
+    seen = Facts(steps=[step(1, code, printed=printed)], cells=[cell(1, code, printed)])
+    assert isinstance(judge(formed, has_files=True).on_answer("@most_first_class[56.92]", seen), Accept)
+
+
 def test_a_p_value_that_cannot_go_with_its_correlation_is_doubtful() -> None:
     """DABench medium 11: the 1.5B model's own p-value formula printed 0.9896 beside a
     correlation of 0.99 (on 3 rows that correlation's p is below 0.12; on the table's 400 it

@@ -18,6 +18,8 @@ check each answer for them (one reason, ``doubtful``, naming what was seen):
 - **an average nobody took**: the question asks for an average (a mean) and none of its
   own cells computes one, nor anything built on one (a test of means, a z-score, a sum
   over a count): a minimum or one row's value given instead;
+- **a yes/no question left open**: "Were most of them in first class?" answered with a
+  number alone;
 - **a p-value that cannot go with its correlation**: a correlation's two-sided p-value is
   a function of the coefficient and the rows it was computed on (Pearson's and Spearman's
   through Student's t with n - 2 degrees of freedom), so ``@correlation_coefficient[0.99]
@@ -205,6 +207,22 @@ def no_average(case: AnswerCase) -> str | None:
     return message("doubt_no_average")
 
 
+_YES_NO_ASKED = re.compile(r"^\W*(?:is|are|was|were|does|do|did|has|have|had|can|could|will|would|should)\b",
+                           re.I)
+_VERDICT = re.compile(r"\b(?:yes|no|true|false|not|none|neither|nor)\b|n't\b", re.I)
+
+
+def no_verdict(case: AnswerCase) -> str | None:
+    """A yes/no question ("Were most of the passengers who boarded there travelling in
+    first class?") answered with a number alone (56.92%), which leaves the question open
+    (the conversation benchmark's titanic). A question that gives its answer's form is the
+    form's to judge."""
+    q = case.question.question
+    if not _YES_NO_ASKED.search(q) or AnswerForm.of(q).names or _VERDICT.search(case.answer):
+        return None
+    return message("doubt_no_verdict")
+
+
 def _own_code(case: AnswerCase) -> list[str]:
     """The code of the question's own cells (not the loading of files)."""
     return [_source(cell) for cell in case.cells[case.question.first_cell:] if cell.get("cell_type") == "code"
@@ -219,7 +237,7 @@ def _source(cell: dict[str, object]) -> str:
 def doubtful(case: AnswerCase) -> Reason | None:
     """The first doubt found, as a reason (or None)."""
     for check in (whole_or_nothing, whole_denominator, whole_table, short_list, same_for_each,
-                  p_value_disagrees, no_average):
+                  p_value_disagrees, no_average, no_verdict):
         if (text := check(case)) is not None:
             return Reason("doubtful", text)
     return None
