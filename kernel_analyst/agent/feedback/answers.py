@@ -65,6 +65,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...claims import Claim, ClaimStatus, Grounding, SourceIndex, ground
+from ...kernels.trail import cell_meta
 from ..prompting import message
 from .checks import empty_answer
 from .decisions import QuestionFacts, Reason
@@ -302,10 +303,7 @@ def printed_since(cells: Sequence[dict[str, Any]], since: int, *,
     results), as (its execution count, the text), oldest first; cells whose role is in
     ``skip_roles`` (``profile``) left out."""
     found: list[tuple[int | None, str]] = []
-    for cell in cells[since:]:
-        meta = (cell.get("metadata") or {}).get("kernel_analyst") or {}
-        if cell.get("cell_type") != "code" or (isinstance(meta, dict) and meta.get("role") in skip_roles):
-            continue
+    for cell in _code_cells(cells, since, skip_roles):
         parts = []
         for output in cell.get("outputs") or []:
             if output.get("output_type") == "stream":
@@ -315,6 +313,18 @@ def printed_since(cells: Sequence[dict[str, Any]], since: int, *,
         count = cell.get("execution_count")
         found.append((count if isinstance(count, int) else None, "".join(parts)))
     return found
+
+
+def code_since(cells: Sequence[dict[str, Any]], since: int, *, skip_roles: tuple[str, ...] = ()) -> list[str]:
+    """The source of each code cell from position ``since`` on, oldest first; cells whose
+    role is in ``skip_roles`` (``profile``) left out."""
+    return [_text(cell.get("source", "")) for cell in _code_cells(cells, since, skip_roles)]
+
+
+def _code_cells(cells: Sequence[dict[str, Any]], since: int,
+                skip_roles: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [cell for cell in cells[since:]
+            if cell.get("cell_type") == "code" and cell_meta(cell).get("role") not in skip_roles]
 
 
 def _text(value: Any) -> str:
@@ -327,6 +337,6 @@ def grounding_of(answer: str, cells: Sequence[dict[str, Any]], question: Questio
                   prefer_from=question.first_cell)
 
 
-__all__ = ["AnswerCase", "AnswerCheck", "empty", "failed_last_step", "grounding_of", "no_work",
+__all__ = ["AnswerCase", "AnswerCheck", "code_since", "empty", "failed_last_step", "grounding_of", "no_work",
            "printed_since", "profile_only", "stale", "uncomputed_verdicts", "unsupported",
            "unsupported_values", "wrong_form"]

@@ -42,7 +42,7 @@ import re
 
 from ...claims import ClaimStatus, parse_mantissa
 from ..prompting import message
-from .answers import AnswerCase
+from .answers import AnswerCase, code_since
 from .decisions import Reason
 from .form import AnswerForm
 
@@ -225,13 +225,7 @@ def no_verdict(case: AnswerCase) -> str | None:
 
 def _own_code(case: AnswerCase) -> list[str]:
     """The code of the question's own cells (not the loading of files)."""
-    return [_source(cell) for cell in case.cells[case.question.first_cell:] if cell.get("cell_type") == "code"
-            and ((cell.get("metadata") or {}).get("kernel_analyst") or {}).get("role") != "profile"]
-
-
-def _source(cell: dict[str, object]) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else str(source)
+    return code_since(case.cells, case.question.first_cell, skip_roles=("profile",))
 
 
 def doubtful(case: AnswerCase) -> Reason | None:
