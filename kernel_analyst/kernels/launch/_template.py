@@ -217,15 +217,19 @@ class Templates:
             return live
         starting = self._starting.get(key)
         if starting is None:
+            # registered before any await: callers that come meanwhile wait for this start
+            # instead of each starting (and counting) a template of their own
             if live is not None:
                 self.restarts += 1
-                await live.aclose()
-            starting = self._starting[key] = asyncio.ensure_future(self._start(key, timeout))
+            starting = self._starting[key] = asyncio.ensure_future(self._start(key, timeout, ended=live))
         return await asyncio.shield(starting)
 
-    async def _start(self, key: TemplateKey, timeout: float) -> TemplateProcess:
+    async def _start(self, key: TemplateKey, timeout: float,
+                     ended: TemplateProcess | None = None) -> TemplateProcess:
         template = TemplateProcess(key, self.preload, self.startup)
         try:
+            if ended is not None:
+                await ended.aclose()
             await template.start(timeout)
         except ForkError as exc:
             if exc.permanent:
