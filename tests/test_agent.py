@@ -222,6 +222,31 @@ async def test_a_partial_answer_quotes_the_last_result_when_the_model_says_nothi
                            "was: 7")
 
 
+async def test_the_question_s_time_ends_it_like_the_step_limit(manager: SessionManager) -> None:
+    # Each step sleeps past the question's time: after the first reply the judge stops the
+    # answer, asks for an answer without code, and says why it is partial.
+    def reply(call: ModelCall) -> Any:
+        if str(call.last_message.content).startswith("The time for this question"):
+            return "The first step printed 0."
+        return tool_call(f"import time; time.sleep(0.6); print({call.index})")
+
+    model = ScriptedChatModel(function=reply)
+    analyst = Analyst(model, manager, max_steps=10, attempts_on_doubt=1, question_timeout=0.5)
+    answer = await analyst.ask(SCRATCH + "-time", "Keep going")
+
+    assert answer.stop_reason == "max_steps" and answer.partial and len(answer.steps) == 1
+    assert str(model.calls[1].last_message.content).startswith(
+        "The time for this question (0.5 s) is up. Answer now, without code")
+    assert answer.text == ("Partial answer (the question's time was up before a full answer): "
+                           "The first step printed 0.")
+    assert any("ran for its 0.5 s (question_timeout)" in n for n in answer.notes), answer.notes
+    assert_history_is_valid(analyst.history(SCRATCH + "-time"))
+    with pytest.raises(ValueError, match="question_timeout_s"):
+        Analyst(model, manager, question_timeout=0)
+    assert Analyst(model, manager).settings.question_timeout_s == 1800.0
+    assert Analyst(model, manager, question_timeout=None).settings.question_timeout_s is None
+
+
 async def test_step_limit_inside_one_reply_then_an_answer(manager: SessionManager) -> None:
     model = ScriptedChatModel(script=[tool_calls("a = 1", "b = 2", "c = 3"), "Done with a and b."])
     analyst = Analyst(model, manager, max_steps=2)

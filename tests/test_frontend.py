@@ -98,6 +98,31 @@ def test_flags_are_defined_once() -> None:
         parser.parse_args(["--attempts-time-share", "-1"])
 
 
+def test_the_question_timeout_reaches_the_analyst(tmp_path: Path) -> None:
+    from kernel_analyst.agent.loop.settings import QUESTION_TIMEOUT_S
+    from kernel_analyst.agent.testing import ScriptedChatModel
+    from kernel_analyst.frontend.models import build_analyst
+    from kernel_analyst.frontend.settings import DEFAULT_QUESTION_TIMEOUT_S
+    from kernel_analyst.kernels import SessionManager
+    from kernel_analyst.server.config import ServerConfig
+
+    assert DEFAULT_QUESTION_TIMEOUT_S == QUESTION_TIMEOUT_S
+    for seconds in (90.0, None):
+        settings = ServerConfig(question_timeout_s=seconds).model_settings
+        analyst = build_analyst(ScriptedChatModel(script=[]), SessionManager(tmp_path), settings)
+        assert analyst.settings.question_timeout_s == seconds
+    parser = argparse.ArgumentParser()
+    add_model_flags(parser, required=False)
+    assert model_settings(parser.parse_args([])).question_timeout_s == QUESTION_TIMEOUT_S
+    assert model_settings(parser.parse_args(["--question-timeout", "none"])).question_timeout_s is None
+    assert model_settings(parser.parse_args(["--question-timeout", "600"])).question_timeout_s == 600.0
+    for bad in ("0", "-5", "soon"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--question-timeout", bad])
+    with pytest.raises(ValueError, match="question timeout"):
+        ModelSettings(question_timeout_s=0)
+
+
 def test_the_attempts_time_share_reaches_the_analyst(tmp_path: Path) -> None:
     from kernel_analyst.agent.loop.attempts import TIME_SHARE
     from kernel_analyst.agent.testing import ScriptedChatModel

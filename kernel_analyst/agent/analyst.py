@@ -37,7 +37,7 @@ from .events import AgentEvent, FinalAnswer
 from .feedback.judge import MAX_IDLE_REPLIES
 from .loop.answer import AnswerLoop
 from .loop.figures import ImagesMode, images_enabled
-from .loop.settings import TIME_SHARE, AnalystSettings
+from .loop.settings import QUESTION_TIMEOUT_S, TIME_SHARE, AnalystSettings
 from .loop.state import Conversation, EventCallback
 from .protocols import ProtocolName
 from .results import Answer
@@ -67,10 +67,11 @@ class Analyst:
     ``parallel_attempts``, ``attempts_time_share`` (the share of the latest questions' time
     that attempts on doubt may add; None: unbounded), ``max_reply_tokens`` (one reply's
     tokens), ``model_timeout`` (seconds a model call may wait for the reply's next piece),
-    ``offer_undo`` (offer the model the undo step), ``context_tokens`` (the model's context:
-    how much of a table's profile its note holds), ``warm_prefix`` (have a local model server
-    cache the shared prompt prefix beside the first question). Nothing starts before the
-    first question.
+    ``question_timeout`` (seconds one question's answer may take before it ends with what
+    the cells show, attempts aside; None: no bound), ``offer_undo`` (offer the model the
+    undo step), ``context_tokens`` (the model's context: how much of a table's profile its
+    note holds), ``warm_prefix`` (have a local model server cache the shared prompt prefix
+    beside the first question). Nothing starts before the first question.
     """
 
     def __init__(
@@ -96,6 +97,7 @@ class Analyst:
         attempts_time_share: float | None = TIME_SHARE,
         max_reply_tokens: int = 1024,
         model_timeout: float = 300.0,
+        question_timeout: float | None = QUESTION_TIMEOUT_S,
         offer_undo: bool = False,
         context_tokens: int | None = None,
         warm_prefix: bool | Literal["auto"] = "auto",
@@ -112,7 +114,8 @@ class Analyst:
                                         parallel_attempts=parallel_attempts,
                                         attempts_time_share=attempts_time_share,
                                         max_reply_tokens=max_reply_tokens, model_timeout_s=model_timeout,
-                                        offer_undo=offer_undo, context_tokens=context_tokens,
+                                        question_timeout_s=question_timeout, offer_undo=offer_undo,
+                                        context_tokens=context_tokens,
                                         warm_prefix=warm_prefix)
         self.sends_images = images_enabled(send_images, model)
         """True when figures go to the model as images (see ``send_images``)."""

@@ -18,6 +18,7 @@ from .settings import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_UPLOAD_MB,
     DEFAULT_MODEL_TIMEOUT_S,
+    DEFAULT_QUESTION_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     ENV_NAME,
     IMAGES_MODES,
@@ -149,7 +150,7 @@ def add_database_flag(parser: argparse.ArgumentParser) -> None:
 
 def add_model_flags(parser: argparse.ArgumentParser, *, required: bool, purpose: str = "") -> None:
     """``--model --base-url --max-steps --images --protocol --max-tokens --model-timeout
-    --attempts --attempts-time-share --preload``."""
+    --question-timeout --attempts --attempts-time-share --preload``."""
     group = parser.add_argument_group("model options")
     suffix = f"; {purpose}" if purpose else ""
     group.add_argument("--model", required=required, metavar="PROVIDER:MODEL", help=_MODEL_EXAMPLES + suffix)
@@ -172,6 +173,11 @@ def add_model_flags(parser: argparse.ArgumentParser, *, required: bool, purpose:
                        help="seconds a model call may wait for the reply's next piece, the first included "
                             f"(default {DEFAULT_MODEL_TIMEOUT_S:g}); past it the question ends with what the "
                             "cells show")
+    group.add_argument("--question-timeout", type=_seconds_or_none, default=DEFAULT_QUESTION_TIMEOUT_S,
+                       metavar="SECONDS",
+                       help="seconds one question's answer may take (default "
+                            f"{DEFAULT_QUESTION_TIMEOUT_S:g}); past it the question ends with what the cells "
+                            "show, like the step limit; none: no bound")
     group.add_argument("--attempts", type=int, default=1, metavar="N",
                        help="try every question N times, in forked branches whose answers must agree, "
                             "and give the answer most reach (default 1: a question whose first answer "
@@ -213,7 +219,21 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
     return ModelSettings(spec=args.model, base_url=args.base_url, max_steps=args.max_steps,
                          images=args.images, protocol=args.protocol, preload=args.preload == "on",
                          attempts=args.attempts, attempts_time_share=args.attempts_time_share,
-                         max_tokens=args.max_tokens, model_timeout_s=args.model_timeout)
+                         max_tokens=args.max_tokens, model_timeout_s=args.model_timeout,
+                         question_timeout_s=args.question_timeout)
+
+
+def _seconds_or_none(text: str) -> float | None:
+    """``--question-timeout``: a positive number of seconds, or ``none`` (no bound)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a positive number of seconds, or none; got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"a positive number of seconds, or none; got {text!r}")
+    return value
 
 
 def _share(text: str) -> float | None:

@@ -37,7 +37,8 @@ def build_analyst(model: BaseChatModel, manager: SessionManager, settings: Model
                    protocol=settings.protocol,  # type: ignore[arg-type]
                    profile_files=settings.preload, attempts=settings.attempts,
                    attempts_time_share=settings.attempts_time_share,
-                   max_reply_tokens=settings.max_tokens, model_timeout=settings.model_timeout_s, **options)
+                   max_reply_tokens=settings.max_tokens, model_timeout=settings.model_timeout_s,
+                   question_timeout=settings.question_timeout_s, **options)
 
 
 def describe_model_failure(error: str, settings: ModelSettings) -> str:

@@ -48,6 +48,10 @@ DEFAULT_MODEL_TIMEOUT_S = 300.0
 """Seconds a model call may wait for the reply's next piece, for every front end (the
 library's ``Analyst`` default)."""
 
+DEFAULT_QUESTION_TIMEOUT_S = 1800.0
+"""Seconds one question's answer may take, for every front end (the library's ``Analyst``
+default; a test keeps the two equal)."""
+
 DEFAULT_TIMEOUT_S: float | None = Limits.timeout_s
 """Seconds a cell may run, for every front end (the library's ``Limits.timeout_s``)."""
 
@@ -217,6 +221,9 @@ class ModelSettings:
     """Tokens one model reply may have (``--max-tokens``)."""
     model_timeout_s: float = DEFAULT_MODEL_TIMEOUT_S
     """Seconds a model call may wait for the reply's next piece (``--model-timeout``)."""
+    question_timeout_s: float | None = DEFAULT_QUESTION_TIMEOUT_S
+    """Seconds one question's answer may take before it ends with what the cells show
+    (``--question-timeout``; None: no bound)."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     """More keywords for the model class (``temperature=0``, ``timeout=30`` ...)."""
 
@@ -232,6 +239,9 @@ class ModelSettings:
             raise ValueError(f"max tokens must be at least 16; got {self.max_tokens}")
         if self.model_timeout_s <= 0:
             raise ValueError(f"the model timeout must be positive; got {self.model_timeout_s:g}")
+        if self.question_timeout_s is not None and not self.question_timeout_s > 0:
+            raise ValueError("the question timeout must be positive, or None; "
+                             f"got {self.question_timeout_s:g}")
         if self.images not in IMAGES_MODES:
             raise ValueError(f"images must be one of {', '.join(IMAGES_MODES)}; got {self.images!r}")
         if self.protocol not in PROTOCOL_NAMES:
@@ -252,6 +262,7 @@ class ModelSettings:
 
 
 __all__ = ["DEFAULT_ATTEMPTS_TIME_SHARE", "DEFAULT_MAX_STEPS", "DEFAULT_MAX_TOKENS", "DEFAULT_MAX_UPLOAD_MB",
-           "DEFAULT_MODEL_TIMEOUT_S", "DEFAULT_TIMEOUT_S", "ENV_NAME", "IMAGES_MODES", "PROTOCOL_NAMES",
+           "DEFAULT_MODEL_TIMEOUT_S", "DEFAULT_QUESTION_TIMEOUT_S", "DEFAULT_TIMEOUT_S", "ENV_NAME",
+           "IMAGES_MODES", "PROTOCOL_NAMES",
            "RECOVERY_MODES", "KernelSettings", "ModelSettings", "RecoveryMode", "package_version",
            "upload_limits"]

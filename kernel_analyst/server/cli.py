@@ -111,6 +111,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         images=model.images, protocol=model.protocol, preload=model.preload, attempts=model.attempts,
         attempts_time_share=model.attempts_time_share,
         max_tokens=model.max_tokens, model_timeout_s=model.model_timeout_s,
+        question_timeout_s=model.question_timeout_s,
         gateway_url=kernel.gateway_url,
         gateway_env=dict(kernel.gateway_env),
         gateway_users=dict(kernel.gateway_users), database_url=_database(args.database, kernel),

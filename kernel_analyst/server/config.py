@@ -16,6 +16,7 @@ from ..frontend.settings import (
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MODEL_TIMEOUT_S,
+    DEFAULT_QUESTION_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     RECOVERY_MODES,
     KernelSettings,
@@ -175,6 +176,8 @@ class ServerConfig:
     """Tokens one model reply may have (``--max-tokens``)."""
     model_timeout_s: float = DEFAULT_MODEL_TIMEOUT_S
     """Seconds a model call may wait for the reply's next piece (``--model-timeout``)."""
+    question_timeout_s: float | None = DEFAULT_QUESTION_TIMEOUT_S
+    """Seconds one question's answer may take (``--question-timeout``; None: no bound)."""
     gateway_url: str | None = None
     """Run kernels on this Jupyter Kernel/Enterprise Gateway (token from
     ``KERNEL_ANALYST_GATEWAY_TOKEN``); None: local kernels, unless
@@ -212,7 +215,8 @@ class ServerConfig:
                              images=self.images, protocol=self.protocol, preload=self.preload,
                              attempts=self.attempts, attempts_time_share=self.attempts_time_share,
                              max_tokens=self.max_tokens,
-                             model_timeout_s=self.model_timeout_s)
+                             model_timeout_s=self.model_timeout_s,
+                             question_timeout_s=self.question_timeout_s)
 
     def with_(self, **changes: Any) -> ServerConfig:
         """A copy with some fields changed."""

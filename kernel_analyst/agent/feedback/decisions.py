@@ -247,6 +247,8 @@ class TurnFacts:
     told: Sequence[str] = ()
     """What the agent told the model in its own words in this answer (send-backs, hints, a
     rollback's notice; not its code's outputs), latest last."""
+    elapsed_s: float = 0.0
+    """Seconds since the answer began."""
 
     @property
     def background_pending(self) -> bool:

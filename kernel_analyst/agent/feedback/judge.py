@@ -126,6 +126,8 @@ class JudgeSettings:
     ask to change the data (:mod:`.keeping`)."""
     max_rollbacks: int = 2
     """Failing streaks rolled back per question (then repeats are only told, not undone)."""
+    max_seconds: float | None = None
+    """Seconds one answer may take before it ends with what the cells show (None: no bound)."""
     tool_name: str = TOOL_NAME
     """The Python tool's name, for the messages."""
 
@@ -289,6 +291,9 @@ class Judge:
                 return Stop(Reason("step_limit", message("step_limit", max_steps=self.settings.max_steps)))
         if budget.idle >= self.settings.max_idle:
             return Stop(Reason("stalled", message("stalled", count=budget.idle)))
+        limit = self.settings.max_seconds
+        if limit is not None and facts.elapsed_s >= limit:
+            return Stop(Reason("time_limit", message("time_limit", seconds=f"{limit:g}")))
         return None
 
     def after_output(self, facts: TurnFacts) -> str:
@@ -298,8 +303,11 @@ class Judge:
             return ""
         return message("code_continue") + _question_reminder(self.question.question)
 
-    def partial_request(self) -> str:
-        """What the model is asked when the answer stops: its best answer without code."""
+    def partial_request(self, stop: Stop | None = None) -> str:
+        """What the model is asked when the answer stops (``stop``: why): its best answer
+        without code."""
+        if stop is not None and stop.reason.key == "time_limit":
+            return message("time_limit_answer", seconds=f"{self.settings.max_seconds:g}")
         return message("step_limit_answer", max_steps=self.settings.max_steps)
 
     def partial_answer(self, text: str, *, calls: bool) -> str:

@@ -95,7 +95,8 @@ class AnswerLoop:
     def _judging(settings: AnalystSettings, undo: bool) -> JudgeSettings:
         return JudgeSettings(max_steps=settings.max_steps, undo=undo, require_work=settings.require_work,
                              check_numbers=settings.check_numbers, check_results=settings.check_results,
-                             keep_data=settings.keep_data, tool_name=TOOL_NAME)
+                             keep_data=settings.keep_data, max_seconds=settings.question_timeout_s,
+                             tool_name=TOOL_NAME)
 
     def new_conversation(self) -> Conversation:
         """A conversation's state before its first question."""

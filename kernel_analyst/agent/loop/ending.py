@@ -1,8 +1,8 @@
 """How an answer ends: the :class:`Answer` built from a turn, a partial answer when the steps
 ran out, and the answer's cell in the audit notebook.
 
-An answer never ends with nothing. When the judge stops the answer (the step limit, or
-replies that ran nothing several times in a row), the model is asked once more for an
+An answer never ends with nothing. When the judge stops the answer (the step limit, the
+question's time, or replies that ran nothing several times in a row), the model is asked once more for an
 answer without code; what it says (its prose, never code) is the partial answer, grounded
 in the cells like any answer. If it says nothing usable, the partial answer is the last
 result a cell printed, quoted. Either way the answer is marked partial, in its text, its
@@ -84,7 +84,7 @@ async def partial(turn: Turn, judge: Judge, caller: ModelCaller, actor: Actor, s
     """End with the best partial answer the cells support."""
     note(turn, "partial", stop.reason.text)
     asked = len(turn.messages)
-    turn.messages.append(HumanMessage(judge.partial_request()))
+    turn.messages.append(HumanMessage(judge.partial_request(stop)))
     reply = await caller.call(turn)
     said = judge.partial_answer(str(reply.text), calls=bool(reply.tool_calls)) if reply is not None else ""
     if not said:  # code or nothing: not kept, so the history stays a valid exchange
@@ -95,7 +95,9 @@ async def partial(turn: Turn, judge: Judge, caller: ModelCaller, actor: Actor, s
     if said:
         said, cells = judge.completed(said, turn.facts())
         note_completed(turn, cells)
-    text = partial_text(turn, said)
+    timed = stop.reason.key == "time_limit"
+    text = partial_text(turn, said, key="partial_from_cell_time" if timed else "partial_from_cell",
+                        said_key="partial_answer_time" if timed else "partial_answer")
     first_cell = judge.question.first_cell
     claims = ground(text, SourceIndex.from_cells(turn.cells), question=turn.question, files=turn.files,
                     prefer_from=first_cell) if text else None
@@ -111,11 +113,12 @@ def failed(turn: Turn) -> Answer:
     return finish(turn, "error", text, claims=claims, partial=bool(text))
 
 
-def partial_text(turn: Turn, reply: str, *, key: str = "partial_from_cell") -> str:
-    """The partial answer: the model's last prose, or else the last result a cell printed
-    (said by the message ``key``)."""
+def partial_text(turn: Turn, reply: str, *, key: str = "partial_from_cell",
+                 said_key: str = "partial_answer") -> str:
+    """The partial answer: the model's last prose (said by the message ``said_key``), or else
+    the last result a cell printed (said by the message ``key``)."""
     if reply.strip():
-        return message("partial_answer", text=reply.strip())
+        return message(said_key, text=reply.strip())
     for step in reversed(turn.steps):
         output = step.execution.text.strip()
         if step.execution.status == "ok" and output:
@@ -131,7 +134,8 @@ async def record_answer(turn: Turn, answer: Answer, max_steps: int) -> None:
         text = f"### Answer\n\n{cited}"
     elif answer.stop_reason == "max_steps" and answer.text:
         text = (f"### Partial answer\n\n{cited}\n\n_The limit of {max_steps} steps was reached (or the "
-                "model's replies stopped running code) before a full answer._")
+                "question's time ran out, or the model's replies stopped running code) before a full "
+                "answer._")
     elif answer.stop_reason == "max_steps":
         text = f"### Stopped\n\nThe limit of {max_steps} steps was reached before an answer."
     elif answer.text:

@@ -18,6 +18,11 @@ then takes at most about 1.5 times its single attempt. Attempts asked for every 
 ``frontend.settings.DEFAULT_ATTEMPTS_TIME_SHARE``, keeps their flags free of LangChain; a
 test keeps the two equal.)"""
 
+QUESTION_TIMEOUT_S = 1800.0
+"""Seconds one answer may take by default: a small model on two busy CPU cores answers a hard
+question in 10 to 30 minutes; past this, the answers that went on were the ones that looped
+to the step limit, and the person should not wait longer for them."""
+
 
 @dataclass(frozen=True)
 class AnalystSettings:
@@ -66,6 +71,10 @@ class AnalystSettings:
     """Seconds a model call may wait for the reply's next piece (its first included): a
     server that never answers ends the question with what the cells show. Long enough for a
     small model on two busy CPU cores to read a first request of a few thousand tokens."""
+    question_timeout_s: float | None = QUESTION_TIMEOUT_S
+    """Seconds one answer may take (its model calls and steps; attempts in branches have a
+    budget of their own) before it ends with what the cells show, like the step limit; the
+    check comes after each reply, so a step or call under way finishes first. None: no bound."""
     attempts: int = 1
     """Attempts at every question: more than 1 tries each question that many times in forked
     branches and gives the answer most attempts agree on (:mod:`.attempts`)."""
@@ -108,6 +117,8 @@ class AnalystSettings:
                              f"got {self.attempts_time_share}")
         if self.max_reply_tokens < 16:
             raise ValueError(f"max_reply_tokens must be at least 16; got {self.max_reply_tokens}")
+        if self.question_timeout_s is not None and self.question_timeout_s <= 0:
+            raise ValueError(f"question_timeout_s must be positive, or None; got {self.question_timeout_s}")
         if self.model_timeout_s <= 0:
             raise ValueError(f"model_timeout_s must be positive; got {self.model_timeout_s}")
         if self.checkpoints < 0:

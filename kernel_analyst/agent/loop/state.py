@@ -125,7 +125,8 @@ class Turn:
                          variables=dict(conversation.variables), protocol=conversation.protocol,
                          failed=self.error is not None,
                          pending=lambda: conversation.background.pending(self.session),
-                         lookup=self.session.column_values, told=self.told())
+                         lookup=self.session.column_values, told=self.told(),
+                         elapsed_s=time.monotonic() - self.started)
 
     def told(self) -> tuple[str, ...]:
         """The agent's own words to the model since the question (the question itself, which
