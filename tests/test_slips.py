@@ -11,6 +11,8 @@ POPULATION = ("Calculate the mean and standard deviation of the fare. Calculate 
               "population standard deviation (σ).")  # DABench easy 129
 RMSE = "Evaluate the model with the Root Mean Square Error (RMSE) evaluation metric only."  # hard 30
 SAMPLE = "Report the sample standard deviation of the ages."
+IQR = ("Calculate the mean and standard deviation of the \"Mar.2019\" column. Outliers are to be pruned via the "
+       "interquartile range method before calculating the mean and standard deviation.")  # DABench easy 18
 
 
 @pytest.mark.parametrize(("question", "code", "says"), [
@@ -19,6 +21,10 @@ SAMPLE = "Report the sample standard deviation of the ages."
     (POPULATION, "import statistics\nprint(statistics.stdev(df.Fare))", "`.std(ddof=0)`"),
     (RMSE, "mse = mean_squared_error(y_test, pred)\nprint(round(mse, 2))", "np.sqrt(mean_squared_error"),
     (SAMPLE, "print(np.std(df.age))", "ddof=1"),
+    # the model's own cell on easy 18: the lower bound alone
+    (IQR, "df = df[df['Mar.2019'] > df['Mar.2019'].quantile(0.25) - 1.5 * (df['Mar.2019'].quantile(0.75) "
+          "- df['Mar.2019'].quantile(0.25))]\nprint(df['Mar.2019'].mean())", "Q3 + 1.5 * IQR above"),
+    (IQR, "upper = q3 + iqr * 1.5\nclean = df[df.x <= upper]", "only one of them"),
 ])
 def test_a_slip_is_named_with_what_to_use(question: str, code: str, says: str) -> None:
     found = slips_in(question, code)
@@ -38,6 +44,11 @@ def test_a_slip_is_named_with_what_to_use(question: str, code: str, says: str) -
      "print(np.std(df.hp))"),
     ("What is the standard deviation of the fare?", "print(df.Fare.std())"),  # not asked: no slip
     ("What is the mean squared error?", "print(mean_squared_error(y, p))"),
+    (IQR, "lower = q1 - 1.5 * iqr\nupper = q3 + 1.5 * iqr\nclean = df[(df.x >= lower) & (df.x <= upper)]"),
+    (IQR, "clean = df[~((df.x < (Q1 - 1.5 * IQR)) | (df.x > (Q3 + 1.5 * IQR)))]"),
+    (IQR, "clean = df[df.x.between(q1 - 1.5 * iqr, q3 + 1.5*iqr)]"),
+    (IQR, "q1, q3 = df.x.quantile([0.25, 0.75])\nprint(q3 - q1)"),  # no bound yet
+    ("Count the outliers above the upper fence only, by the IQR rule.", "print((df.x > q3 + 1.5 * iqr).sum())"),
 ])
 def test_code_that_does_what_is_asked_is_no_slip(question: str, code: str) -> None:
     assert slips_in(question, code) == []

@@ -3,8 +3,9 @@
 Some slips give a number that is grounded, plausible and wrong, and no check of the answer
 can tell: the question asks for the *population* standard deviation and pandas' ``.std()``
 divides by n - 1; it asks for the RMSE and the code prints ``mean_squared_error``, its
-square. The 1.5B model did both on DABench (easy 129, medium 8: ``@std_dev_fare[49.69]``
-for 49.67; hard 30: ``@model_rmse[131440262.76]`` for 11464.74). Each :class:`Slip` pairs
+square; it asks for the outliers by the interquartile range and the code keeps one bound of
+the two. The 1.5B model did each on DABench (easy 129, medium 8: ``@std_dev_fare[49.69]``
+for 49.67; hard 30: ``@model_rmse[131440262.76]`` for 11464.74; easy 18: 384.44 for 171.44). Each :class:`Slip` pairs
 words of the question with a call of the code that misses what they ask, and the line the
 model reads beside the step's output says what to use instead. A slip is read only from
 the question's words and the step's code: nothing runs, nothing is guessed about data.
@@ -37,6 +38,9 @@ class Slip:
 
 
 _NP_STD = r"\b(?:np|numpy)\.std\("
+_FENCE = r"\s*\(?\s*(?:1\.5\s*\*|[A-Za-z_][\w.]*\s*\*\s*1\.5\b)"
+"""``1.5 * IQR`` or ``IQR * 1.5`` after the sign of a bound."""
+_LOW, _HIGH = rf"-{_FENCE}", rf"\+{_FENCE}"
 SLIPS: tuple[Slip, ...] = (
     Slip(asks=re.compile(r"\bpopulation (?:standard deviation|std|variance)|\bddof\s*=\s*0", re.I),
          does=re.compile(r"(?<!\bnp)(?<!\bnumpy)\.(?:std|var)\((?![^)]*ddof)|['\"](?:std|var)['\"]|"
@@ -52,6 +56,13 @@ SLIPS: tuple[Slip, ...] = (
          does=re.compile(r"\bmean_squared_error\("),
          unless=re.compile(r"\bsqrt\b|\*\*\s*\(?0?\.5|squared\s*=\s*False|\broot_mean_squared_error\("),
          key="slip_rmse"),
+    # DABench easy 18: `df[df.x > q1 - 1.5 * iqr]` alone, the upper outliers kept (384.44 for 171.44)
+    Slip(asks=re.compile(r"\bIQR\b|\binter-?quartile|\bquartile range", re.I),
+         does=re.compile(rf"{_LOW}|{_HIGH}"),
+         unless=re.compile(rf"(?s)\A(?=.*{_LOW})(?=.*{_HIGH})|\.between\(|\.clip\("),
+         key="slip_iqr_one_side",
+         not_asked=re.compile(r"\bonly\b[^.]{0,40}\b(?:upper|lower|above|below|high|low)\b|"
+                             r"\b(?:upper|lower|above|below)\b[^.]{0,40}\bonly\b", re.I)),
 )
 """The slips looked for, in the order their lines are read."""
 
