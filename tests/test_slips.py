@@ -11,8 +11,8 @@ POPULATION = ("Calculate the mean and standard deviation of the fare. Calculate 
               "population standard deviation (σ).")  # DABench easy 129
 RMSE = "Evaluate the model with the Root Mean Square Error (RMSE) evaluation metric only."  # hard 30
 SAMPLE = "Report the sample standard deviation of the ages."
-IQR = ("Calculate the mean and standard deviation of the \"Mar.2019\" column. Outliers are to be pruned via the "
-       "interquartile range method before calculating the mean and standard deviation.")  # DABench easy 18
+IQR = ("Calculate the mean and standard deviation of the \"Mar.2019\" column. Outliers are to be pruned "
+       "via the interquartile range method before calculating the mean and standard deviation.")  # easy 18
 
 
 @pytest.mark.parametrize(("question", "code", "says"), [
@@ -48,7 +48,8 @@ def test_a_slip_is_named_with_what_to_use(question: str, code: str, says: str) -
     (IQR, "clean = df[~((df.x < (Q1 - 1.5 * IQR)) | (df.x > (Q3 + 1.5 * IQR)))]"),
     (IQR, "clean = df[df.x.between(q1 - 1.5 * iqr, q3 + 1.5*iqr)]"),
     (IQR, "q1, q3 = df.x.quantile([0.25, 0.75])\nprint(q3 - q1)"),  # no bound yet
-    ("Count the outliers above the upper fence only, by the IQR rule.", "print((df.x > q3 + 1.5 * iqr).sum())"),
+    ("Count the outliers above the upper fence only, by the IQR rule.",
+     "print((df.x > q3 + 1.5 * iqr).sum())"),
 ])
 def test_code_that_does_what_is_asked_is_no_slip(question: str, code: str) -> None:
     assert slips_in(question, code) == []
