@@ -13,6 +13,9 @@ RMSE = "Evaluate the model with the Root Mean Square Error (RMSE) evaluation met
 SAMPLE = "Report the sample standard deviation of the ages."
 IQR = ("Calculate the mean and standard deviation of the \"Mar.2019\" column. Outliers are to be pruned "
        "via the interquartile range method before calculating the mean and standard deviation.")  # easy 18
+AGES = ("Create a new column called \"AgeGroup\" that categorizes the passengers into four age groups: "
+        "'Child' (0-12 years old), 'Teenager' (13-19 years old), 'Adult' (20-59 years old), and 'Elderly' "
+        "(60 years old and above).")  # DABench medium 6
 
 
 @pytest.mark.parametrize(("question", "code", "says"), [
@@ -25,6 +28,11 @@ IQR = ("Calculate the mean and standard deviation of the \"Mar.2019\" column. Ou
     (IQR, "df = df[df['Mar.2019'] > df['Mar.2019'].quantile(0.25) - 1.5 * (df['Mar.2019'].quantile(0.75) "
           "- df['Mar.2019'].quantile(0.25))]\nprint(df['Mar.2019'].mean())", "Q3 + 1.5 * IQR above"),
     (IQR, "upper = q3 + iqr * 1.5\nclean = df[df.x <= upper]", "only one of them"),
+    # the model's own cell on medium 6: the last group is (59, 60]
+    (AGES, "df['AgeGroup'] = pd.cut(df['Age'], bins=[0, 12, 19, 59, 60], labels=['Child', 'Teenager', "
+           "'Adult', 'Elderly'])", "float('inf')"),
+    ("Group the cars by weight: light (under 2500), medium, heavy (4000+).",
+     "df['w'] = pd.cut(df.weight, [0, 2500, 4000, 5000])", "no group (NaN)"),
 ])
 def test_a_slip_is_named_with_what_to_use(question: str, code: str, says: str) -> None:
     found = slips_in(question, code)
@@ -48,6 +56,11 @@ def test_a_slip_is_named_with_what_to_use(question: str, code: str, says: str) -
     (IQR, "clean = df[~((df.x < (Q1 - 1.5 * IQR)) | (df.x > (Q3 + 1.5 * IQR)))]"),
     (IQR, "clean = df[df.x.between(q1 - 1.5 * iqr, q3 + 1.5*iqr)]"),
     (IQR, "q1, q3 = df.x.quantile([0.25, 0.75])\nprint(q3 - q1)"),  # no bound yet
+    (AGES, "df['AgeGroup'] = pd.cut(df['Age'], bins=[0, 12, 19, 59, np.inf], labels=labels)"),
+    (AGES, "df['AgeGroup'] = pd.cut(df['Age'], bins=[0, 12, 19, 59, df['Age'].max()], labels=labels)"),
+    (AGES, "df['AgeGroup'] = pd.cut(df['Age'], bins=[0, 12, 19, 59, float('inf')], labels=labels)"),
+    ("Split the ages into four groups: 0-12, 13-19, 20-59, 60-80.",
+     "df['g'] = pd.cut(df.Age, [0, 12, 19, 59, 80])"),  # closed groups: no slip
     ("Count the outliers above the upper fence only, by the IQR rule.",
      "print((df.x > q3 + 1.5 * iqr).sum())"),
 ])

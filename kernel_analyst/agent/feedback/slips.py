@@ -64,6 +64,12 @@ SLIPS: tuple[Slip, ...] = (
          key="slip_iqr_one_side",
          not_asked=re.compile(r"\bonly\b[^.]{0,40}\b(?:upper|lower|above|below|high|low)\b|"
                              r"\b(?:upper|lower|above|below)\b[^.]{0,40}\bonly\b", re.I)),
+    # DABench medium 6: "'Elderly' (60 years old and above)" as `pd.cut(df.Age, bins=[0, 12, 19, 59, 60])`
+    Slip(asks=re.compile(r"\b\d[\d,.]*(?:\s+[a-z]+){0,3}\s+(?:and|or) "
+                         r"(?:above|older|over|more|higher|greater)\b|\b\d+\s*\+(?![\d\s])", re.I),
+         does=re.compile(r"\bcut\((?:[^()]|\([^()]*\))*?\[[^\]\[]*\d\s*\]"),
+         unless=re.compile(r"\binf\b|\.max\(\)|\bmax\("),
+         key="slip_open_bin"),
 )
 """The slips looked for, in the order their lines are read."""
 
