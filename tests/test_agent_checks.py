@@ -368,3 +368,22 @@ async def test_a_nan_number_the_step_made_is_told_though_not_printed(manager: Se
         "(`x.dropna()`, or `nan_policy='omit'` in scipy's tests) and run it again."], notes
     fine = await session.execute("t_stat, p_value = ttest_ind([1.0, 2.0, 2.5], [3.0, 4.0, 5.0])")
     assert result_notes(fine) == []
+
+
+def test_the_nan_numbers_a_question_left_are_those_not_made_again() -> None:
+    from kernel_analyst.agent.feedback.checks import nan_numbers
+    from kernel_analyst.kernels import Execution, VariableInfo
+    from kernel_analyst.kernels.execution import VariableChanges
+
+    def made(code: str, *infos: VariableInfo, status: str = "ok", deleted: tuple[str, ...] = ()) -> Execution:
+        return Execution(code=code, status=status,  # type: ignore[arg-type]
+                         variables=VariableChanges(created=list(infos), deleted=list(deleted)))
+
+    nan = VariableInfo("skewness", "numpy.float64", [], summary="np.float64(nan)")
+    p_nan = VariableInfo("p", "float", summary="nan")
+    fine = VariableInfo("skewness", "numpy.float64", [], summary="np.float64(7.35)")
+    assert nan_numbers([made("a", nan), made("b", p_nan)]) == ["skewness", "p"]
+    assert nan_numbers([made("a", nan), made("b", fine)]) == []  # computed again without the gaps
+    assert nan_numbers([made("a", nan), made("b", deleted=("skewness",))]) == []
+    assert nan_numbers([made("a", nan, status="error")]) == []  # a failed step made nothing
+    assert nan_numbers([made("a", VariableInfo("n", "int", summary="3"))]) == []

@@ -214,6 +214,29 @@ async def test_a_verdict_judged_by_eye_is_computed_before_it_is_given(manager: S
     assert [s.execution.text.strip() for s in result.steps] == ["p-value: 0.0", "@is_normal[False]"]
 
 
+async def test_a_verdict_from_a_nan_goes_back_to_be_computed_without_the_gaps(
+        manager: SessionManager) -> None:
+    """DABench easy 19 with the 1.5B model: ``skew`` of a column with gaps is NaN, and the
+    rule ``-0.5 <= skewness <= 0.5`` printed False, given as the answer (the step's NaN note
+    did not stop it). The answer goes back; the skewness without the gaps gives it."""
+    question = ("Does the planets' distance follow a normal distribution? Assume it does if the skewness is "
+                "between -0.5 and 0.5. Answer as @is_normal[answer], 'Yes' or 'No'.")
+    rule = "print('@is_normal[' + ('Yes' if -0.5 <= skewness <= 0.5 else 'No') + ']')"
+    replies = [ScriptedReply(code=f"from scipy.stats import skew\nskewness = skew(df['distance'])\n{rule}"),
+               ScriptedReply(text="@is_normal[No]"),
+               ScriptedReply(code="skewness = skew(df['distance'].dropna())\n"
+                                  f"print(round(skewness, 2))\n{rule}"),
+               ScriptedReply(text="@is_normal[No]")]
+    with OpenAIServer(replies) as server:
+        analyst = Analyst(_model(server), manager)
+        result = await analyst.ask("right-nan", question, files=[PLANETS])
+        requests = server.requests
+    told = _last(requests[2])
+    assert "`skewness` is NaN in the kernel" in told and "Drop the missing values first" in told, told
+    assert result.ok and result.text.strip() == "@is_normal[No]" and result.notes
+    assert [s.execution.text.strip() for s in result.steps] == ["@is_normal[No]", "7.35\n@is_normal[No]"]
+
+
 async def test_items_beside_a_call_that_repeats_printed_work_are_the_answer(manager: SessionManager) -> None:
     """DABench medium 219 with the 1.5B model: the right ``@name[value]`` items written beside
     the tool called again with the code that printed them; the call was refused as a repeat

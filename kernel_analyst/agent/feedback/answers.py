@@ -95,6 +95,8 @@ class AnswerCase:
     """The Python tool's name, for the feedback."""
     failed: str | None = None
     """The error of this question's last step, if it did not end ``ok`` (one line)."""
+    nan: tuple[str, ...] = ()
+    """Numbers this question's steps left NaN (their names)."""
 
     @property
     def cells_run(self) -> int:
@@ -111,6 +113,18 @@ def failed_last_step(case: AnswerCase) -> Reason | None:
     if case.failed is None:
         return None
     return Reason("failed", message("feedback_failed_last", error=case.failed))
+
+
+def rests_on_nan(case: AnswerCase) -> Reason | None:
+    """The question's steps left a number NaN, and the answer is not "NaN" itself: a verdict
+    or a count from it is wrong (DABench easy 19: ``skew`` of a column with gaps is NaN, and
+    ``-0.5 <= skewness <= 0.5`` printed False, given as the answer; hard 109 the same from a
+    t-test's p-value)."""
+    if not case.nan or empty_answer(case.answer) is not None:
+        return None
+    names = ", ".join(f"`{name}`" for name in case.nan[:4])
+    return Reason("from_nan", message("feedback_from_nan", names=names,
+                                      verb="is" if len(case.nan) == 1 else "are"))
 
 
 def no_work(case: AnswerCase) -> Reason | None:
@@ -338,5 +352,5 @@ def grounding_of(answer: str, cells: Sequence[dict[str, Any]], question: Questio
 
 
 __all__ = ["AnswerCase", "AnswerCheck", "code_since", "empty", "failed_last_step", "grounding_of", "no_work",
-           "printed_since", "profile_only", "stale", "uncomputed_verdicts", "unsupported",
+           "printed_since", "profile_only", "rests_on_nan", "stale", "uncomputed_verdicts", "unsupported",
            "unsupported_values", "wrong_form"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,8 +189,7 @@ def result_notes(ex: Execution) -> list[str]:
             notes.append(message("check_empty_selection", name=info.name, type=info.type.rsplit(".", 1)[-1]))
     # a NaN number the step made but did not print: a verdict from it is wrong too (p < 0.05 is
     # False for NaN: DABench hard 109 printed "no significant" from a t-test on a column with gaps)
-    nan = [f"`{info.name}`" for info in made if info.type.endswith(("float", "float64", "float32"))
-           and _NAN_SCALAR_RE.fullmatch(info.summary.strip())]
+    nan = [f"`{info.name}`" for info in made if is_nan_number(info)]
     if nan:
         verb = "is" if len(nan) == 1 else "are"
         notes.append(message("check_nan_variables", names=", ".join(nan), verb=verb))
@@ -198,6 +197,26 @@ def result_notes(ex: Execution) -> list[str]:
     if last is not None and (_EMPTY_LINE_RE.match(last) or _EMPTY_FRAME_RE.search(ex.text)):
         notes.append(message("check_empty_result", line=repr(last[:80])))
     return notes
+
+
+def is_nan_number(info: VariableInfo) -> bool:
+    """The variable is a float that is NaN."""
+    return (info.type.endswith(("float", "float64", "float32"))
+            and bool(_NAN_SCALAR_RE.fullmatch(info.summary.strip())))
+
+
+def nan_numbers(executions: Sequence[Execution]) -> list[str]:
+    """The names of the NaN numbers ``executions`` (in order) left: made NaN by one of them and
+    not made again since."""
+    nan: dict[str, bool] = {}
+    for ex in executions:
+        if ex.status != "ok":
+            continue
+        for info in (*ex.variables.created, *ex.variables.changed):
+            nan[info.name] = is_nan_number(info)
+        for name in ex.variables.deleted:
+            nan.pop(name, None)
+    return [name for name, is_nan in nan.items() if is_nan]
 
 
 def last_output_line(ex: Execution) -> str | None:
@@ -219,5 +238,6 @@ def empty_answer(text: str) -> str | None:
     return stripped if re.fullmatch(_EMPTY_VALUE + r"\.?", stripped) else None
 
 
-__all__ = ["Comparison", "ValueLookup", "comparison_notes", "comparisons", "empty_answer", "last_output_line",
+__all__ = ["Comparison", "ValueLookup", "comparison_notes", "comparisons", "empty_answer", "is_nan_number",
+           "last_output_line", "nan_numbers",
            "never_matches_by_type", "result_notes"]

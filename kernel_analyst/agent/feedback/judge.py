@@ -43,12 +43,14 @@ from .answers import (
     no_work,
     printed_since,
     profile_only,
+    rests_on_nan,
     stale,
     uncomputed_verdicts,
     unsupported,
     unsupported_values,
     wrong_form,
 )
+from .checks import nan_numbers
 from .decisions import (
     Accept,
     ActionDecision,
@@ -145,6 +147,7 @@ class Registered:
 
 ANSWER_CHECKS: tuple[Registered, ...] = (
     Registered(failed_last_step, "check_results"),
+    Registered(rests_on_nan, "check_results"),
     Registered(no_work, "require_work"),
     Registered(unsupported, "check_numbers"),
     Registered(unsupported_values, "check_numbers"),
@@ -248,7 +251,8 @@ class Judge:
         grounding = grounding_of(answer, facts.cells, q)
         case = AnswerCase(answer, grounding, q, facts.cells, len(facts.steps),
                           "code" if switch else facts.protocol.prompt_protocol, self.settings.tool_name,
-                          failed=_last_failure(facts.steps))
+                          failed=_last_failure(facts.steps),
+                          nan=tuple(nan_numbers([step.execution for step in facts.steps])))
         checks = [r.check for r in self.policies.answers if getattr(self.settings, r.setting)]
         reasons = [reason for check in checks if (reason := check(case)) is not None]
         sent = self.budget.sent
