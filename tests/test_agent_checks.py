@@ -146,6 +146,22 @@ def test_the_form_a_question_asks_for() -> None:
     assert dabench.problems("Run `print('@mean_fare[1]')`; it is 34.65.") == ["missing: @mean_fare[...]"]
 
 
+
+def test_a_verdict_in_words_the_question_does_not_offer_is_not_its_form() -> None:
+    # DABench easy 19: the cell printed `@is_normal[ False ]`, the answer was @is_normal[False]
+    easy19 = AnswerForm.of('@is_normal[answer], where "answer" is a string value which can either be "Yes" '
+                           'or "No", depending on whether the skewness lies within the boundaries.')
+    assert easy19.words == ("Yes", "No")
+    assert easy19.problems("@is_normal[False]") == [
+        'the question writes the verdict as "Yes" or "No", not @is_normal[False]']
+    assert easy19.problems("@is_normal[No]") == easy19.problems("@is_normal[no]") == []
+    true_false = AnswerForm.of("@has_nan[boolean] where \"boolean\" is True or False")
+    assert true_false.words == ("True", "False") and true_false.problems("@has_nan[yes]") != []
+    assert AnswerForm.of("@normal[yes/no] and @p[value]").problems("@normal[True] @p[0.2]") != []
+    # no words offered, or a value that is no verdict word: nothing to say
+    assert AnswerForm.of("@is_normal[value]").problems("@is_normal[False]") == []
+    assert easy19.problems("@is_normal[not normal]") == []
+
 def test_table_names_and_endings() -> None:
     assert is_table("a.csv") and is_table("b.CSV.gz") and is_table("c.parquet") and not is_table("d.png")
     tables = [UploadedTable("sales-2024.csv", None), UploadedTable("2023.csv", None)]

@@ -10,7 +10,10 @@ one feedback message:
 - where the question gives a number of decimals, a value inside a template has no more
   than that many;
 - a value that only stands for one (``@r[r_value]``, ``@mean[value]``, ``@x[<x>]``: the
-  template's own placeholder copied) is no value.
+  template's own placeholder copied) is no value;
+- where the question names the words a verdict is written in ("Yes" or "No", True or
+  False), a verdict in the other pair is not its form (DABench easy 19: ``@is_normal[False]``
+  for "Yes" or "No").
 
 :meth:`AnswerForm.complete` fills the templates an answer lacks from what the question's
 cells printed in the form (``@skewness[-0.03]`` on a cell's output): a small model often
@@ -37,6 +40,10 @@ _DECIMAL_NUMBER_RE = re.compile(r"-?\d+\.(\d+)")
 _PLACEHOLDER_RE = re.compile(r"^\s*(?:<[^>]*>|\{[^}]*\}|\.\.\.|\w*value\w*|val|number|x|\?+)\s*$",
                              re.IGNORECASE)
 """A template's placeholder copied as the value: ``value``, ``r_value``, ``<x>``, ``{mean}``."""
+_VERDICT_WORDS = ("yes", "no", "true", "false")
+_WORD_PAIR_RE = re.compile(r"""(?<![\w'"])["']?(yes|no|true|false)["']?\s*(?:,?\s*or|/)\s*"""
+                           r"""["']?(yes|no|true|false)\b""", re.IGNORECASE)
+"""Two verdict words the question offers: ``"Yes" or "No"``, ``True or False``, ``yes/no``."""
 _GENERIC = frozenset({"name"})
 """Template names that describe the form rather than ask for an answer ("write each
 @name[value] as shown", as DABench's prompt says)."""
@@ -55,13 +62,17 @@ class AnswerForm:
     """The ``@name[...]`` templates it gives, in order."""
     decimals: int | None = None
     """The decimals it asks values to be rounded to, when it says (the smallest it names)."""
+    words: tuple[str, ...] = ()
+    """The verdict words it offers (``Yes``, ``No``), as it writes them; none: it names none."""
 
     @classmethod
     def of(cls, question: str) -> AnswerForm:
         """Read the form from the question's text."""
         names = tuple(dict.fromkeys(n for n in _TEMPLATE_RE.findall(question) if n not in _GENERIC))
         found = [int(m) if m.isdigit() else _NUMBER_WORDS[m.lower()] for m in _DECIMALS_RE.findall(question)]
-        return cls(names, min(found) if found else None)
+        words = tuple(dict.fromkeys(w for pair in _WORD_PAIR_RE.findall(question) for w in pair)
+                      if names else ())
+        return cls(names, min(found) if found else None, words)
 
     @property
     def template(self) -> str:
@@ -80,6 +91,12 @@ class AnswerForm:
             found = [f"missing: {', '.join(f'@{n}[...]' for n in missing if n not in given)}"] \
                 if len(placeholders) < len(missing) else []
             return found + ([f"placeholders, not values: {', '.join(placeholders)}"] if placeholders else [])
+        offered = {w.lower() for w in self.words}
+        other = [f"@{name}[{value}]" for name, value in given.items() if name in self.names
+                 and value.strip().lower() in _VERDICT_WORDS and value.strip().lower() not in offered]
+        if offered and other:
+            said = " or ".join(f'"{w}"' for w in self.words)
+            return [f"the question writes the verdict as {said}, not {', '.join(other)}"]
         if self.decimals is None:
             return []
         long = [f"@{name}[{value}]" for name, value in given.items() if name in self.names
