@@ -403,3 +403,25 @@ def test_the_nan_numbers_a_question_left_are_those_not_made_again() -> None:
     assert nan_numbers([made("a", nan), made("b", deleted=("skewness",))]) == []
     assert nan_numbers([made("a", nan, status="error")]) == []  # a failed step made nothing
     assert nan_numbers([made("a", VariableInfo("n", "int", summary="3"))]) == []
+
+
+def test_a_filter_an_earlier_question_asked_for_is_named_when_carried_on() -> None:
+    from kernel_analyst.agent.feedback.checks import carried_filter_notes
+
+    tips = {"df": VariableInfo("df", "pandas.DataFrame", [176, 7],
+                               columns=["total_bill", "tip", "sex", "smoker", "day", "time", "size"])}
+    earlier = ("On which day is the average tip highest?",
+               "Of the Saturday dinners, what percent were at smokers' tables?")
+    saturday = "df_saturday = df[df['day'] == 'Sat']\nprint(df_saturday['tip'].max())"
+    # the conversation benchmark's tips question 4, on the 1.5B model's own cell
+    notes = carried_filter_notes(saturday, tips, "What was the bill of the customer who tipped the highest "
+                                 "percent of their bill?", earlier)
+    assert notes == ["Check: df['day'] == 'Sat' keeps only the rows an earlier question asked about; this "
+                     "question does not ask for them. Unless it means those rows, compute it on all of `df`."]
+    for goes_on in ("Of those, what was the highest tip?", "And their largest bill?",
+                    "What was the highest tip on Saturday?"):  # the rows meant, or named again
+        assert carried_filter_notes(saturday, tips, goes_on, earlier) == [], goes_on
+    # a value no earlier question named is the model's own reading of this question
+    assert carried_filter_notes("x = df[df['smoker'] == 'Yes']", tips, "What is the mean tip of smokers?",
+                                earlier) == []
+    assert carried_filter_notes(saturday, tips, "What was the largest bill?", ()) == []

@@ -172,6 +172,41 @@ async def comparison_notes(code: str, variables: Mapping[str, VariableInfo],
     return notes
 
 
+_WORD_RE = re.compile(r"[^\W\d_]{3,}")
+_GROUP_REFERENCE = re.compile(r"\b(?:of|among|for|in|from|with) (?:them|those|these|that group|this group)\b|"
+                              r"^\s*(?:and\s+)?(?:they|their|those|these|them)\b|\bthe same\b|\bremaining\b",
+                              re.IGNORECASE)
+"""Words by which a question goes on with the previous one's rows ("Of those, ...")."""
+
+
+def _mentions(text: str, literal: str) -> bool:
+    """``text`` has a word that ``literal`` (a text value, 3 letters or more) is or begins, or
+    that begins it: ``'Sat'`` in "Saturday", ``'Dinner'`` in "dinners"."""
+    value = literal.strip().lower()
+    if len(value) < 3:
+        return False
+    return any(word.startswith(value) or value.startswith(word)
+               for word in (w.lower() for w in _WORD_RE.findall(text)))
+
+
+def carried_filter_notes(code: str, variables: Mapping[str, VariableInfo], question: str,
+                         earlier: Sequence[str]) -> list[str]:
+    """One line for each filter of ``code`` on a text value an earlier question named and this
+    one does not (tips: "Of the Saturday dinners, what percent ...?" then "What was the bill
+    of the customer who tipped the highest percent?", computed on ``df[df['day'] == 'Sat']``
+    again). Not said when the question goes on with the previous rows ("Of those, ...")."""
+    if _GROUP_REFERENCE.search(question):
+        return []
+    frames = {name: info for name, info in variables.items() if info.columns}
+    notes = []
+    for comparison in comparisons(code, frames):
+        texts = [v for v in comparison.values if isinstance(v, str)]
+        carried = [v for v in texts if not _mentions(question, v) and any(_mentions(q, v) for q in earlier)]
+        if carried and len(carried) == len(texts):
+            notes.append(message("check_carried", comparison=comparison.text, frame=comparison.frame))
+    return notes
+
+
 def _values(facts: ColumnValues) -> str:
     shown = ", ".join(repr(v) for v in facts.values[:_MAX_SHOWN_VALUES])
     more = facts.distinct - min(len(facts.values), _MAX_SHOWN_VALUES)
@@ -238,6 +273,5 @@ def empty_answer(text: str) -> str | None:
     return stripped if re.fullmatch(_EMPTY_VALUE + r"\.?", stripped) else None
 
 
-__all__ = ["Comparison", "ValueLookup", "comparison_notes", "comparisons", "empty_answer", "is_nan_number",
-           "last_output_line", "nan_numbers",
-           "never_matches_by_type", "result_notes"]
+__all__ = ["Comparison", "ValueLookup", "carried_filter_notes", "comparison_notes", "comparisons",
+           "empty_answer", "is_nan_number", "last_output_line", "nan_numbers", "never_matches_by_type", "result_notes"]

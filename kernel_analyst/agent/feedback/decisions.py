@@ -210,6 +210,8 @@ class QuestionFacts:
     earlier answers relied on), by name."""
     asks_change: bool = False
     """The question asks to change the data (:mod:`.intent`): its steps may shrink them."""
+    earlier: tuple[str, ...] = ()
+    """The conversation's earlier questions, in order."""
 
 
 @dataclass(frozen=True)

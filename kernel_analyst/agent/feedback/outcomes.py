@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ...kernels import VariableInfo
 from ..prompting import message
-from .checks import ValueLookup, comparison_notes, result_notes
+from .checks import ValueLookup, carried_filter_notes, comparison_notes, result_notes
 from .decisions import Reason, StepFacts
 from .hints import ErrorTeacher
 from .slips import slips_in
@@ -46,6 +46,8 @@ class StepCase:
     """Whether the checks of results that cannot be right run."""
     question: str = ""
     """The question the step is for (what :func:`slips` reads)."""
+    earlier: tuple[str, ...] = ()
+    """The conversation's earlier questions (what :func:`carried_filters` reads)."""
 
     @property
     def ran(self) -> bool:
@@ -79,6 +81,15 @@ async def slips(case: StepCase) -> list[Reason]:
     return slips_in(case.question, case.step.code)
 
 
+async def carried_filters(case: StepCase) -> list[Reason]:
+    """A filter an earlier question asked for, carried into a question that does not ask
+    for it (:func:`.checks.carried_filter_notes`)."""
+    if not case.check_results or not case.ran or not case.question or not case.earlier:
+        return []
+    notes = carried_filter_notes(case.step.code, case.variables, case.question, case.earlier)
+    return [Reason("check_carried", note) for note in notes]
+
+
 async def error_hint(case: StepCase) -> list[Reason]:
     """What went wrong in terms of the data, and what to run instead (:mod:`.hints`)."""
     if not case.step.observed:
@@ -106,7 +117,8 @@ async def side_effects(case: StepCase) -> list[Reason]:
     return [Reason("no_replay_hint", message("no_replay_rule"))]
 
 
-STEP_CHECKS: tuple[StepCheck, ...] = (wrong_values, empty_results, slips, error_hint, timed_out, side_effects)
+STEP_CHECKS: tuple[StepCheck, ...] = (wrong_values, empty_results, carried_filters, slips, error_hint,
+                                      timed_out, side_effects)
 """The policies after a step, in the order the model reads their lines."""
 
 

@@ -128,6 +128,7 @@ class AnswerLoop:
             raise
         conversation.history = without_images(turn.messages[1:])
         conversation.turns += 1
+        conversation.asked.append(question)
         await record_answer(turn, outcome.answer, self.settings.max_steps)
         return outcome.answer
 
@@ -149,7 +150,8 @@ class AnswerLoop:
         frames = {name: info for name, info in conversation.variables.items()
                   if info.type.endswith("DataFrame")}
         facts = QuestionFacts(question, tuple(briefing.uploaded), briefing.has_files, briefing.cells_before,
-                              briefing.first_cell, rows, frames, asks_to_change(question))
+                              briefing.first_cell, rows, frames, asks_to_change(question),
+                              tuple(conversation.asked))
         return turn, Judge(self.judging, facts, teacher=conversation.teacher)
 
     async def _run(self, turn: Turn, judge: Judge) -> Outcome:

@@ -287,7 +287,8 @@ def _clone(conversation: Conversation) -> Conversation:
     protocol = dataclasses.replace(conversation.protocol)
     teacher = ErrorTeacher(last=conversation.teacher.last, tables=dict(conversation.teacher.tables))
     return Conversation(protocol, list(conversation.history), {}, conversation.turns, teacher,
-                        BackgroundSteps(), dict(conversation.changes), dict(conversation.origins))
+                        BackgroundSteps(), dict(conversation.changes), dict(conversation.origins),
+                        asked=list(conversation.asked))
 
 
 def _adopt(conversation: Conversation, attempt: Conversation) -> None:

@@ -52,6 +52,8 @@ class Conversation:
     """Each changed table's rows before its first change."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """One answer at a time."""
+    asked: list[str] = field(default_factory=list)
+    """The questions of its completed answers, in order."""
 
 
 @dataclass
