@@ -274,4 +274,5 @@ def empty_answer(text: str) -> str | None:
 
 
 __all__ = ["Comparison", "ValueLookup", "carried_filter_notes", "comparison_notes", "comparisons",
-           "empty_answer", "is_nan_number", "last_output_line", "nan_numbers", "never_matches_by_type", "result_notes"]
+           "empty_answer", "is_nan_number", "last_output_line", "nan_numbers", "never_matches_by_type",
+           "result_notes"]
