@@ -147,6 +147,28 @@ def test_an_answer_that_quotes_a_little_of_the_message_or_an_output_is_an_answer
     assert not isinstance(decision, Tell)
 
 
+
+def test_a_reply_that_copies_a_send_back_with_a_word_changed_is_no_answer() -> None:
+    # the conversation benchmark's brussels-hotels with the 1.5B model: the send-back, its first
+    # words and its error swapped, was given as the answer
+    sent = ("Your answer was not accepted yet:\n- Your last code failed (AttributeError: 'DataFrame' object "
+            "has no attribute 'Occupancy_rate'), so no output shows what it was meant to compute. Fix it and "
+            "run it, or say plainly which part you could not compute.")
+    copy = ("The question was not accepted yet:\n- Your last code failed (KeyError: 'Occupancy_rate'), so no "
+            "output shows what it was meant to compute. Fix it and run it, or say plainly which part you "
+            "could not compute.")
+    decision = judge().on_reply(read(copy), copy, Facts(told=[sent]))
+    assert isinstance(decision, Tell) and decision.reason.key == "echoed"
+    # the same copy with a number of its own adds a result; an answer in its own words is one
+    for answer in (copy.replace("KeyError: 'Occupancy_rate'", "the rate is 81.2%"),
+                   "I could not compute it: the table has no column Occupancy_rate, so no output shows it."):
+        assert not isinstance(judge().on_reply(read(answer), answer, Facts(told=[sent])), Tell), answer
+    question = "Did non-smokers tip a higher percent of the bill than smokers, on average?"
+    for answer in ("Yes, non-smokers tip a higher percent of the bill than smokers, on average.",
+                   "Non-smokers did not tip a higher percent of the bill than smokers, on average."):
+        assert not isinstance(judge().on_reply(read(answer), answer, Facts(told=[question])), Tell), answer
+
+
 QUESTION = ("Is there a linear relationship between the GDP per capita and the life expectancy score? "
             "Conduct linear regression and use the R-squared to evaluate the fit.\n"
             "Finish with the results in exactly this format: @coefficient_determination[R_square], "

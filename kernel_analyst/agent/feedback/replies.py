@@ -188,6 +188,10 @@ ECHO_SHARE = 0.8
 """A reply whose sentences are nearly all (this share of its characters, or more) copied word
 for word from what the agent told the model echoes it: it is no answer."""
 _SENTENCE = re.compile(r"(?<=[.!?:;])\s+|\n+")
+_WORD = re.compile(r"\w+")
+_RUN = 4
+_VERDICTS = frozenset({"yes", "no", "not", "true", "false", "none"})
+"""Words in a row a paraphrased copy shares with the agent's message, at least."""
 _ADDS = re.compile(r"\d")
 """What a reply's own words (those not copied) may hold that makes it more than a copy: a
 number (a restated question followed by its result is an answer)."""
@@ -205,11 +209,33 @@ def echoed(case: ReplyCase) -> Reason | None:
     sentences = [part for part in (" ".join(part.split()) for part in _SENTENCE.split(reading.text)) if part]
     total = sum(len(part) for part in sentences)
     copied = sum(len(part) for part in sentences if len(part) >= 20 and part in told)
-    if total < 40 or copied < ECHO_SHARE * total:
+    if total < 40:
         return None
-    if any(_ADDS.search(part) for part in sentences if part not in told):
-        return None
-    return Reason("echoed", message("echoed"))
+    if copied >= ECHO_SHARE * total:
+        if any(_ADDS.search(part) for part in sentences if part not in told):
+            return None
+        return Reason("echoed", message("echoed"))
+    return Reason("echoed", message("echoed")) if _paraphrased(reading.text, told) else None
+
+
+def _paraphrased(text: str, told: str) -> bool:
+    """Nearly every word of ``text`` is in a run of :data:`_RUN` words the agent wrote in that
+    order, and its other words hold no number and no verdict ("Yes, non-smokers tip more ..."
+    restates the question and answers it): a copy with a word or two changed (conversation
+    benchmark, brussels-hotels: "The question was not accepted yet: - Your last code failed
+    (KeyError: ...)", the send-back with its error swapped, was the answer)."""
+    words = _WORD.findall(text.lower())
+    said = _WORD.findall(told.lower())
+    if len(words) < 2 * _RUN:
+        return False
+    runs = {tuple(said[i:i + _RUN]) for i in range(len(said) - _RUN + 1)}
+    covered = [False] * len(words)
+    for i in range(len(words) - _RUN + 1):
+        if tuple(words[i:i + _RUN]) in runs:
+            covered[i:i + _RUN] = [True] * _RUN
+    own = [word for word, copied in zip(words, covered, strict=True) if not copied]
+    return sum(covered) >= ECHO_SHARE * len(words) and not any(
+        _ADDS.search(word) or word in _VERDICTS for word in own)
 
 
 ReplyPolicy = Callable[[ReplyCase], Reason | None]
