@@ -425,3 +425,18 @@ def test_a_filter_an_earlier_question_asked_for_is_named_when_carried_on() -> No
     assert carried_filter_notes("x = df[df['smoker'] == 'Yes']", tips, "What is the mean tip of smokers?",
                                 earlier) == []
     assert carried_filter_notes(saturday, tips, "What was the largest bill?", ()) == []
+
+
+def test_a_column_written_as_an_attribute_it_is_not_gets_its_real_name() -> None:
+    import pandas as pd
+
+    # the conversation benchmark's brussels-hotels: `df.Occupancy_rate` for 'Occupancy rate', three times
+    hotels = pd.DataFrame({"Quartier": ["All"], "Occupancy rate": [0.61]})
+    frames = {"df": VariableInfo("df", "pandas.DataFrame", [1, 2], columns=list(hotels.columns))}
+    hint = _hint_after(lambda: hotels.Occupancy_rate, "print(df.Occupancy_rate.max())", frames)
+    assert hint.startswith("There is no column 'Occupancy_rate'; the closest is 'Occupancy rate'"), hint
+    assert "`df['Occupancy rate']`" in hint
+    grouped = _hint_after(lambda: hotels.groupby("Quartier").Occupancy_rat, "...", frames)
+    assert "the closest is 'Occupancy rate'" in grouped, grouped
+    # a method that does not exist is no column: nothing close, no column hint
+    assert "closest" not in _hint_after(lambda: hotels.not_a_method_at_all(), "...", frames)

@@ -77,6 +77,9 @@ _TEXT_COMPARED = re.compile(r"^Invalid comparison between dtype=(?:str|object) a
                             r"^'[<>]=?' not supported between instances of 'str' and '(\w+)'")
 """A text column compared with a number or a date (pandas' and Python's words)."""
 _DATE_TYPES = ("datetime", "Timestamp", "date", "datetime64")
+_NO_ATTRIBUTE = re.compile(r"^'(?:DataFrame|Series|DataFrameGroupBy|SeriesGroupBy)' object has no attribute "
+                           r"'([^']+)'")
+"""A column written as an attribute that is not one (``df.Occupancy_rate``)."""
 _ONE_NUMBER = re.compile(r"^'(?:numpy\.)?(?:float|int)(?:\d+)?' object has no attribute "
                          r"'(idxmax|idxmin|nlargest|nsmallest|sort_values|index|iloc|loc|values|items|"
                          r"head|tail|max|min|argmax|argmin)'")
@@ -213,14 +216,21 @@ class ErrorTeacher:
         (``'Density'`` for ``'Density\\n(P/Km2)'``: DSEval's countries of the world, where the
         1.5B model wrote the short names in three cells in a row)."""
         assert ex.error is not None
-        if ex.error.ename != "KeyError":
+        attribute = _NO_ATTRIBUTE.match(ex.error.evalue) if ex.error.ename == "AttributeError" else None
+        if ex.error.ename != "KeyError" and attribute is None:
             return ""
         columns = [c for info in variables.values() for c in (info.columns or [])]
-        keys = [key for key in _missing_keys(ex.error.evalue) if key and key not in columns]
+        named = [attribute.group(1)] if attribute is not None else _missing_keys(ex.error.evalue)
+        keys = [key for key in named if key and key not in columns]
         matches = [(key, match) for key in keys if (match := _closest(key, columns)) is not None]
         if not matches:
             return ""
-        if len(keys) == 1:
+        if attribute is not None:  # df.Occupancy_rate for 'Occupancy rate' (conversation benchmark)
+            column = matches[0][1]
+            text = message("hint_close_column", key=repr(keys[0]), column=repr(column))
+            if not column.isidentifier():
+                text += " " + message("hint_column_brackets", column=repr(column))
+        elif len(keys) == 1:
             text = message("hint_close_column", key=repr(keys[0]), column=repr(matches[0][1]))
         else:
             found = {key for key, _ in matches}
