@@ -8,6 +8,7 @@ so a flag has one spelling, one help text and one default everywhere.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from ..kernels.allowlist import normalise_allowlist
@@ -225,27 +226,24 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
 
 def _seconds_or_none(text: str) -> float | None:
     """``--question-timeout``: a positive number of seconds, or ``none`` (no bound)."""
-    if text.strip().lower() == "none":
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a positive number of seconds, or none; got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"a positive number of seconds, or none; got {text!r}")
-    return value
+    return _number_or_none(text, lambda value: 0 < value < float("inf"), "a positive number of seconds")
 
 
 def _share(text: str) -> float | None:
     """``--attempts-time-share``: a number 0 or more, or ``none`` (no bound)."""
+    return _number_or_none(text, lambda value: value >= 0, "a number 0 or more")
+
+
+def _number_or_none(text: str, valid: Callable[[float], bool], wanted: str) -> float | None:
+    """A flag's number that ``valid`` accepts, or None for ``none``."""
     if text.strip().lower() == "none":
         return None
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"a number 0 or more, or none; got {text!r}") from None
-    if value < 0 or value != value:
-        raise argparse.ArgumentTypeError(f"a number 0 or more, or none; got {text!r}")
+        raise argparse.ArgumentTypeError(f"{wanted}, or none; got {text!r}") from None
+    if not valid(value):  # NaN is valid for none of them
+        raise argparse.ArgumentTypeError(f"{wanted}, or none; got {text!r}")
     return value
 
 
