@@ -575,6 +575,36 @@ def test_a_yes_no_question_answered_with_a_number_alone_is_doubtful() -> None:
     assert isinstance(judge(formed, has_files=True).on_answer("@most_first_class[56.92]", seen), Accept)
 
 
+def test_a_verdict_the_code_printed_as_written_is_doubtful() -> None:
+    """The conversation benchmark's tips with the 1.5B model: the cell printed its sentence
+    "Non-smokers tipped a higher percent ..." beside 99.08% and 101.49% (which say the
+    opposite), compared nothing, and the answer was "Yes"."""
+    question = "Did non-smokers tip a higher percent of the bill than smokers, on average?"
+    written = ("a = df[df.smoker == 'No'].pct.mean()\nb = df[df.smoker == 'Yes'].pct.mean()\n"
+               "print(f'Non-smokers tipped a higher percent of the bill than smokers: {a:.2f}% and "
+               "{b:.2f}%')")
+    printed = "Non-smokers tipped a higher percent of the bill than smokers: 15.52% and 16.32%\n"
+    seen = Facts(steps=[step(1, written, printed=printed)], cells=[cell(1, written, printed)])
+    decision = judge(question, has_files=True).on_answer("Yes, 15.52% against 16.32%.", seen)
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["doubtful"], decision
+    assert 'printed as it was written ("Non-smokers tipped a higher percent' in decision.text
+    # compared in code, or no verdict written: nothing to doubt
+    compared = written.replace("print(f'Non-smokers tipped a higher percent of the bill than smokers: ",
+                               "print(a > b, f'")
+    means = "a = df[df.smoker == 'No'].pct.mean()\nb = df[df.smoker == 'Yes'].pct.mean()\nprint(a, b)"
+    for code, out in ((compared, "False 15.52% and 16.32%\n"), (means, "15.52 16.32\n")):
+        seen = Facts(steps=[step(1, code, printed=out)], cells=[cell(1, code, out)])
+        assert isinstance(judge(question, has_files=True).on_answer("No: 15.52% against 16.32%.", seen),
+                          Accept), code
+    # a form offering verdict words: `print("@is_normal[Yes]")` with no rule applied
+    formed = ("Is the fare normal? Assume so if the skewness is within 0.5. @is_normal[answer], \"Yes\" or "
+              "\"No\".")
+    code = "s = df.Fare.skew()\nprint(s)\nprint('@is_normal[Yes]')"
+    seen = Facts(steps=[step(1, code, printed="4.79\n@is_normal[Yes]\n")],
+                 cells=[cell(1, code, "4.79\n@is_normal[Yes]\n")])
+    decision = judge(formed, has_files=True).on_answer("@is_normal[Yes]", seen)
+    assert isinstance(decision, SendBack) and "doubtful" in [r.key for r in decision.reasons], decision
+
 def test_a_p_value_that_cannot_go_with_its_correlation_is_doubtful() -> None:
     """DABench medium 11: the 1.5B model's own p-value formula printed 0.9896 beside a
     correlation of 0.99 (on 3 rows that correlation's p is below 0.12; on the table's 400 it

@@ -20,6 +20,10 @@ check each answer for them (one reason, ``doubtful``, naming what was seen):
   over a count): a minimum or one row's value given instead;
 - **a yes/no question left open**: "Were most of them in first class?" answered with a
   number alone;
+- **a verdict written, not computed**: a yes/no question answered from a sentence the code
+  printed as written (``print(f"Non-smokers tipped a higher percent ... {a:.2f}% ... {b:.2f}%")``
+  with 99.08 and 101.49), none of the question's cells comparing anything (a filter's
+  comparison selects rows and decides nothing);
 - **a p-value that cannot go with its correlation**: a correlation's two-sided p-value is
   a function of the coefficient and the rows it was computed on (Pearson's and Spearman's
   through Student's t with n - 2 degrees of freedom), so ``@correlation_coefficient[0.99]
@@ -37,6 +41,7 @@ one still doubtful at the end is what the analyst's extra attempts are for.
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 
@@ -223,6 +228,53 @@ def no_verdict(case: AnswerCase) -> str | None:
     return message("doubt_no_verdict")
 
 
+_WRITTEN_VERDICT = re.compile(r"\b(?:yes|no|not|true|false|higher|lower|more|less|greater|larger|smaller|"
+                              r"bigger|significant(?:ly)?|normal(?:ly)?|correlated)\b", re.I)
+
+
+def written_verdict(case: AnswerCase) -> str | None:
+    """A yes/no question (or one whose form offers verdict words) answered while the verdict
+    was only ever text the code printed as written: no cell of the question compares
+    anything (the conversation benchmark's tips: "Yes, non-smokers tipped a higher percent"
+    from a print of that sentence beside 99.08% and 101.49%)."""
+    q = case.question.question
+    if not case.steps or not (_YES_NO_ASKED.search(q) or AnswerForm.of(q).words):
+        return None
+    if not _VERDICT.search(case.answer) and not _WRITTEN_VERDICT.search(case.answer):
+        return None
+    trees = []
+    for code in _own_code(case):
+        try:
+            trees.append(ast.parse(code))
+        except SyntaxError:
+            return None
+    nodes = [node for tree in trees for node in ast.walk(tree)]
+    filters = {id(inner) for node in nodes if isinstance(node, ast.Subscript)
+               for inner in ast.walk(node.slice)}
+    decides = [node for node in nodes if isinstance(node, (ast.If, ast.IfExp))
+               or (isinstance(node, ast.Compare) and id(node) not in filters)]
+    if not nodes or decides:
+        return None  # compared in code (a filter's comparison selects rows; it decides nothing)
+    prints = [node for node in nodes
+              if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "print"]
+    written = [text for node in prints for text in _literal_text(node) if _WRITTEN_VERDICT.search(text)]
+    if not written:
+        return None
+    return message("doubt_written_verdict", text=" ".join(written[0].split())[:120])
+
+
+def _literal_text(call: ast.Call) -> list[str]:
+    """The text a ``print`` call writes as it is in the code (its string parts, f-strings'
+    too), one piece per argument."""
+    pieces = []
+    for arg in call.args:
+        parts = arg.values if isinstance(arg, ast.JoinedStr) else [arg]
+        text = "".join(p.value for p in parts if isinstance(p, ast.Constant) and isinstance(p.value, str))
+        if text.strip():
+            pieces.append(text)
+    return pieces
+
+
 def _own_code(case: AnswerCase) -> list[str]:
     """The code of the question's own cells (not the loading of files)."""
     return code_since(case.cells, case.question.first_cell, skip_roles=("profile",))
@@ -231,7 +283,7 @@ def _own_code(case: AnswerCase) -> list[str]:
 def doubtful(case: AnswerCase) -> Reason | None:
     """The first doubt found, as a reason (or None)."""
     for check in (whole_or_nothing, whole_denominator, whole_table, short_list, same_for_each,
-                  p_value_disagrees, no_average, no_verdict):
+                  p_value_disagrees, no_average, no_verdict, written_verdict):
         if (text := check(case)) is not None:
             return Reason("doubtful", text)
     return None
