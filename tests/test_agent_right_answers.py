@@ -237,27 +237,33 @@ async def test_a_verdict_from_a_nan_goes_back_to_be_computed_without_the_gaps(
     assert [s.execution.text.strip() for s in result.steps] == ["@is_normal[No]", "7.35\n@is_normal[No]"]
 
 
-async def test_a_filter_carried_from_the_previous_question_is_named(manager: SessionManager) -> None:
+async def test_a_filter_carried_from_the_previous_question_is_named_and_sent_back(
+        manager: SessionManager) -> None:
     """The conversation benchmark's tips with the 1.5B model: after "Of the Saturday dinners
-    ...", the next question (about every bill) ran on ``df[df['day'] == 'Sat']`` again. The
-    step's output says so, and the answer comes from the whole table."""
+    ...", the next question (about every bill) ran on ``df[df['day'] == 'Sat']`` again, and
+    the model answered from it though the step's output said so. The step's output says so,
+    the answer from those rows goes back, and the answer comes from the whole table."""
     saturday = "sat = df[df['day'] == 'Sat']\nprint(round((sat['smoker'] == 'Yes').mean() * 100, 2))"
     replies = [ScriptedReply(code=saturday), ScriptedReply(text="48.28% of the Saturday bills."),
                ScriptedReply(code="sat = df[df['day'] == 'Sat']\nprint(round(sat['total_bill'].mean(), 2))"),
+               ScriptedReply(text="The average bill was 20.44."),
                ScriptedReply(code="print(round(df['total_bill'].mean(), 2))"),
                ScriptedReply(text="The average bill was 19.79.")]
     with OpenAIServer(replies) as server:
         analyst = Analyst(_model(server), manager)
-        await analyst.ask("right-carried", "Of the Saturday bills, what percent were at smokers' tables?",
-                          files=[SEABORN / "tips.csv"])
+        first = await analyst.ask("right-carried",
+                                  "Of the Saturday bills, what percent were at smokers' tables?",
+                                  files=[SEABORN / "tips.csv"])
         first_told = [_last(r) for r in server.requests]
         result = await analyst.ask("right-carried", "What was the average bill?")
         requests = server.requests
-    assert not any("earlier question asked about" in told for told in first_told)
+    assert first.ok and not any("earlier question asked about" in told for told in first_told)
     told = json.dumps(requests[3]["messages"][-1])
     assert "df['day'] == 'Sat' keeps only the rows an earlier question asked about" in told, told
+    sent_back = _last(requests[4])
+    assert "The answer comes from the rows of df['day'] == 'Sat'" in sent_back, sent_back
     assert [s.execution.text.strip() for s in result.steps] == ["20.44", "19.79"]
-    assert result.ok and "19.79" in result.text
+    assert result.ok and result.text == "The average bill was 19.79."
 
 
 async def test_items_beside_a_call_that_repeats_printed_work_are_the_answer(manager: SessionManager) -> None:

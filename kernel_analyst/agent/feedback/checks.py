@@ -189,22 +189,29 @@ def _mentions(text: str, literal: str) -> bool:
                for word in (w.lower() for w in _WORD_RE.findall(text)))
 
 
-def carried_filter_notes(code: str, variables: Mapping[str, VariableInfo], question: str,
-                         earlier: Sequence[str]) -> list[str]:
-    """One line for each filter of ``code`` on a text value an earlier question named and this
-    one does not (tips: "Of the Saturday dinners, what percent ...?" then "What was the bill
-    of the customer who tipped the highest percent?", computed on ``df[df['day'] == 'Sat']``
-    again). Not said when the question goes on with the previous rows ("Of those, ...")."""
+def carried_filters(code: str, variables: Mapping[str, VariableInfo], question: str,
+                    earlier: Sequence[str]) -> list[Comparison]:
+    """The filters of ``code`` on a text value an earlier question named and this one does
+    not (tips: "Of the Saturday dinners, what percent ...?" then "What was the bill of the
+    customer who tipped the highest percent?", computed on ``df[df['day'] == 'Sat']`` again);
+    none when the question goes on with the previous rows ("Of those, ...")."""
     if _GROUP_REFERENCE.search(question):
         return []
     frames = {name: info for name, info in variables.items() if info.columns}
-    notes = []
+    found = []
     for comparison in comparisons(code, frames):
         texts = [v for v in comparison.values if isinstance(v, str)]
         carried = [v for v in texts if not _mentions(question, v) and any(_mentions(q, v) for q in earlier)]
         if carried and len(carried) == len(texts):
-            notes.append(message("check_carried", comparison=comparison.text, frame=comparison.frame))
-    return notes
+            found.append(comparison)
+    return found
+
+
+def carried_filter_notes(code: str, variables: Mapping[str, VariableInfo], question: str,
+                         earlier: Sequence[str]) -> list[str]:
+    """One line for each of :func:`carried_filters`, after the step."""
+    return [message("check_carried", comparison=c.text, frame=c.frame)
+            for c in carried_filters(code, variables, question, earlier)]
 
 
 def _values(facts: ColumnValues) -> str:
@@ -273,6 +280,6 @@ def empty_answer(text: str) -> str | None:
     return stripped if re.fullmatch(_EMPTY_VALUE + r"\.?", stripped) else None
 
 
-__all__ = ["Comparison", "ValueLookup", "carried_filter_notes", "comparison_notes", "comparisons",
-           "empty_answer", "is_nan_number", "last_output_line", "nan_numbers", "never_matches_by_type",
-           "result_notes"]
+__all__ = ["Comparison", "ValueLookup", "carried_filter_notes", "carried_filters", "comparison_notes",
+           "comparisons", "empty_answer", "is_nan_number", "last_output_line", "nan_numbers",
+           "never_matches_by_type", "result_notes"]

@@ -20,6 +20,9 @@ check each answer for them (one reason, ``doubtful``, naming what was seen):
   over a count): a minimum or one row's value given instead;
 - **a yes/no question left open**: "Were most of them in first class?" answered with a
   number alone;
+- **rows an earlier question asked about**: the question's last cell keeps only the rows of
+  a value an earlier question named and this one does not (``df[df.day == 'Sat']`` after
+  "Of the Saturday dinners ...", for a question about every bill);
 - **a verdict written, not computed**: a yes/no question answered from a sentence the code
   printed as written (``print(f"Non-smokers tipped a higher percent ... {a:.2f}% ... {b:.2f}%")``
   with 99.08 and 101.49), none of the question's cells comparing anything (a filter's
@@ -48,6 +51,7 @@ import re
 from ...claims import ClaimStatus, parse_mantissa
 from ..prompting import message
 from .answers import AnswerCase, code_since
+from .checks import carried_filters
 from .decisions import Reason
 from .form import AnswerForm
 
@@ -263,6 +267,18 @@ def written_verdict(case: AnswerCase) -> str | None:
     return message("doubt_written_verdict", text=" ".join(written[0].split())[:120])
 
 
+def carried_filter(case: AnswerCase) -> str | None:
+    """The question's last cell keeps only rows an earlier question asked about, and this
+    question does not ask for them (the conversation benchmark's tips: the line after the
+    step said so, and the model answered from ``df[df.day == 'Sat']`` anyway)."""
+    q = case.question
+    own = _own_code(case) if q.earlier and case.steps else []
+    found = carried_filters(own[-1], q.frames, q.question, q.earlier) if own else []
+    if not found:
+        return None
+    return message("doubt_carried", comparison=found[0].text, frame=found[0].frame)
+
+
 def _literal_text(call: ast.Call) -> list[str]:
     """The text a ``print`` call writes as it is in the code (its string parts, f-strings'
     too), one piece per argument."""
@@ -283,7 +299,7 @@ def _own_code(case: AnswerCase) -> list[str]:
 def doubtful(case: AnswerCase) -> Reason | None:
     """The first doubt found, as a reason (or None)."""
     for check in (whole_or_nothing, whole_denominator, whole_table, short_list, same_for_each,
-                  p_value_disagrees, no_average, no_verdict, written_verdict):
+                  p_value_disagrees, no_average, no_verdict, written_verdict, carried_filter):
         if (text := check(case)) is not None:
             return Reason("doubtful", text)
     return None
