@@ -31,6 +31,10 @@ AGES = ("Create a new column called \"AgeGroup\" that categorizes the passengers
     # the model's own cell on medium 6: the last group is (59, 60]
     (AGES, "df['AgeGroup'] = pd.cut(df['Age'], bins=[0, 12, 19, 59, 60], labels=['Child', 'Teenager', "
            "'Adult', 'Elderly'])", "float('inf')"),
+    # DABench easy 33: the two-sample test, and its statistic taken as the p-value
+    ("Use the Kolmogorov-Smirnov test to assess the normality of the \"row m/z\" column.",
+     "print(ks_2samp(row_mz, 'norm'))", "`scipy.stats.kstest(x, 'norm'"),
+    ("Is the difference significant?", "p_value, t = stats.ttest_ind(a, b)", "statistic first"),
     ("Group the cars by weight: light (under 2500), medium, heavy (4000+).",
      "df['w'] = pd.cut(df.weight, [0, 2500, 4000, 5000])", "no group (NaN)"),
 ])
@@ -57,6 +61,9 @@ def test_a_slip_is_named_with_what_to_use(question: str, code: str, says: str) -
     (IQR, "clean = df[df.x.between(q1 - 1.5 * iqr, q3 + 1.5*iqr)]"),
     (IQR, "q1, q3 = df.x.quantile([0.25, 0.75])\nprint(q3 - q1)"),  # no bound yet
     (AGES, "df['AgeGroup'] = pd.cut(df['Age'], bins=[0, 12, 19, 59, np.inf], labels=labels)"),
+    ("Is the difference significant?", "t, p_value = stats.ttest_ind(a, b)"),
+    ("Is it normal?", "stat, p = shapiro(x)\npval = p"),
+    ("Perform a two-sample Kolmogorov-Smirnov test to compare the distributions.", "print(ks_2samp(a, b))"),
     (AGES, "df['AgeGroup'] = pd.cut(df['Age'], bins=[0, 12, 19, 59, df['Age'].max()], labels=labels)"),
     (AGES, "df['AgeGroup'] = pd.cut(df['Age'], bins=[0, 12, 19, 59, float('inf')], labels=labels)"),
     ("Split the ages into four groups: 0-12, 13-19, 20-59, 60-80.",
@@ -66,3 +73,10 @@ def test_a_slip_is_named_with_what_to_use(question: str, code: str, says: str) -
 ])
 def test_code_that_does_what_is_asked_is_no_slip(question: str, code: str) -> None:
     assert slips_in(question, code) == []
+
+
+def test_two_slips_of_one_line_are_both_named() -> None:
+    # DABench easy 33 as the 1.5B model wrote it: the two-sample test, its statistic as the p-value
+    found = slips_in("Use the Kolmogorov-Smirnov test to assess the normality of the \"row m/z\" column.",
+                     "ks_test_p_value, normality_decision = ks_2samp(row_mz, 'norm')")
+    assert len(found) == 2 and "statistic first" in found[0].text and "kstest" in found[1].text, found

@@ -42,6 +42,9 @@ _NP_STD = r"\b(?:np|numpy)\.std\("
 _FENCE = r"\s*\(?\s*(?:1\.5\s*\*|[A-Za-z_][\w.]*\s*\*\s*1\.5\b)"
 """``1.5 * IQR`` or ``IQR * 1.5`` after the sign of a bound."""
 _LOW, _HIGH = rf"-{_FENCE}", rf"\+{_FENCE}"
+_TESTS = (r"(?:ttest_\w+|ks_2samp|kstest|shapiro|normaltest|pearsonr|spearmanr|kendalltau|mannwhitneyu|"
+          r"f_oneway|kruskal|levene|bartlett|wilcoxon|jarque_bera|skewtest|kurtosistest)")
+"""scipy.stats' tests that return the statistic, then the p-value."""
 SLIPS: tuple[Slip, ...] = (
     Slip(asks=re.compile(r"\bpopulation (?:standard deviation|std|variance)|\bddof\s*=\s*0", re.I),
          does=re.compile(r"(?<!\bnp)(?<!\bnumpy)\.(?:std|var)\((?![^)]*ddof)|['\"](?:std|var)['\"]|"
@@ -64,6 +67,17 @@ SLIPS: tuple[Slip, ...] = (
          key="slip_iqr_one_side",
          not_asked=re.compile(r"\bonly\b[^.]{0,40}\b(?:upper|lower|above|below|high|low)\b|"
                              r"\b(?:upper|lower|above|below)\b[^.]{0,40}\bonly\b", re.I)),
+    # DABench easy 33: `ks_test_p_value, normality_decision = ks_2samp(row_mz, 'norm')`
+    Slip(asks=re.compile(""),
+         does=re.compile(rf"(?m)^\s*(?:p|\w*p_?val\w*)\s*,\s*\w+\s*=\s*(?:[\w.]+\.)?{_TESTS}\(", re.I),
+         unless=re.compile(r"(?!)"),
+         key="slip_statistic_first"),
+    Slip(asks=re.compile(r"\bKolmogorov|\bK-?S test\b", re.I),
+         does=re.compile(r"\bks_2samp\("),
+         unless=re.compile(r"(?!)"),
+         key="slip_ks_one_sample",
+         not_asked=re.compile(r"\btwo[- ]sample|\bcompare the distributions?\b|\bbetween (?:the )?two\b",
+                              re.I)),
     # DABench medium 6: "'Elderly' (60 years old and above)" as `pd.cut(df.Age, bins=[0, 12, 19, 59, 60])`
     Slip(asks=re.compile(r"\b\d[\d,.]*(?:\s+[a-z]+){0,3}\s+(?:and|or) "
                          r"(?:above|older|over|more|higher|greater)\b|\b\d+\s*\+(?![\d\s])", re.I),
