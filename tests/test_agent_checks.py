@@ -440,3 +440,13 @@ def test_a_column_written_as_an_attribute_it_is_not_gets_its_real_name() -> None
     assert "the closest is 'Occupancy rate'" in grouped, grouped
     # a method that does not exist is no column: nothing close, no column hint
     assert "closest" not in _hint_after(lambda: hotels.not_a_method_at_all(), "...", frames)
+
+
+def test_the_columns_a_step_coerces_to_numbers() -> None:
+    from kernel_analyst.agent.feedback.coercion import coerced_columns
+
+    assert coerced_columns("df['n'] = pd.to_numeric(df['No. of cases'], errors='coerce')") == ["No. of cases"]
+    assert coerced_columns("x = pd.to_numeric(df['a'].astype(str).str.strip(), errors='coerce')") == ["a"]
+    assert coerced_columns("x = pd.to_numeric(df['a'])") == []  # raises instead: the conversion hint's case
+    assert coerced_columns("x = pd.to_numeric(values, errors='coerce')") == []  # no column to read
+    assert coerced_columns("x = (") == []

@@ -13,7 +13,7 @@ import pandas as pd
 
 from kernel_analyst import Analyst, SessionManager
 from kernel_analyst.agent import load_chat_model
-from tests.conftest import SEABORN
+from tests.conftest import SEABORN, SHARED
 from tests.openai_server import OpenAIServer, ScriptedReply
 
 PLANETS = SEABORN / "planets.csv"  # 1,035 rows; 808 with a distance
@@ -264,6 +264,30 @@ async def test_a_filter_carried_from_the_previous_question_is_named_and_sent_bac
     assert "The answer comes from the rows of df['day'] == 'Sat'" in sent_back, sent_back
     assert [s.execution.text.strip() for s in result.steps] == ["20.44", "19.79"]
     assert result.ok and result.text == "The average bill was 19.79."
+
+
+async def test_a_conversion_that_makes_nan_of_most_of_a_column_is_told(manager: SessionManager) -> None:
+    """DABench easy 55 with the 1.5B model: ``pd.to_numeric(..., errors='coerce')`` on counts
+    written with their ranges (``'630308[495000-801000]'``) left the plain zeros, and the
+    mean of those was the answer (2200 for 2,081,990). The step's output says so, from the
+    uploaded file's own rows."""
+    table = SHARED / "datasets" / "dabench" / "da-dev-tables" / "estimated_numbers.csv"
+    coerced = "cases = pd.to_numeric(df['No. of cases'], errors='coerce')\nprint(int(cases.mean()))"
+    extracted = ("cases = pd.to_numeric(df['No. of cases'].astype(str).str.extract(r'(\\d+)')[0])\n"
+                 "print(int(cases.mean()))")
+    replies = [ScriptedReply(code=coerced), ScriptedReply(code=extracted),
+               ScriptedReply(text="@mean_cases[2081990]")]
+    with OpenAIServer(replies) as server:
+        analyst = Analyst(_model(server), manager)
+        result = await analyst.ask("right-coerced",
+                                   "What is the mean number of cases recorded? @mean_cases[mean]",
+                                   files=[table])
+        requests = server.requests
+    told = json.dumps(requests[1]["messages"][-1])
+    assert "made NaN of 544 of the 856 values of 'No. of cases'" in told, told
+    assert "'630308[495000-801000]'" in told
+    assert "made NaN" not in json.dumps(requests[2]["messages"][-1])  # the extraction loses nothing
+    assert result.ok and result.text == "@mean_cases[2081990]"
 
 
 async def test_items_beside_a_call_that_repeats_printed_work_are_the_answer(manager: SessionManager) -> None:

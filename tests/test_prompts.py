@@ -38,7 +38,7 @@ SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 
            "state": "finished", "action": "wait", "var": "df", "rows": "891 rows; ",
            "problem": "the file is empty", "encoding": "cp1252", "sep": "`;`", "column": "'survived'",
            "key": "'Survived'", "value": "'630308[495000-801000]'", "comparison": "df['smoker'] == True",
-           "frame": "df",
+           "frame": "df", "total": "856",
            "dtype": "str", "values": "'No', 'Yes'",
            "items": "@is_normal[True]", "reason": "No output of this conversation shows these numbers: 0.85.",
            "line": "'nan'", "form": "@mean_fare[value]",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from ...kernels import VariableInfo
 from ..prompting import message
 from .checks import ValueLookup, carried_filter_notes, comparison_notes, result_notes
+from .coercion import coerced_notes
 from .decisions import Reason, StepFacts
 from .hints import ErrorTeacher
 from .slips import slips_in
@@ -90,6 +91,13 @@ async def carried_filters(case: StepCase) -> list[Reason]:
     return [Reason("check_carried", note) for note in notes]
 
 
+async def coerced(case: StepCase) -> list[Reason]:
+    """A conversion that silently makes NaN of most of a column (:mod:`.coercion`)."""
+    if not case.check_results or not case.ran or "coerce" not in case.step.code:
+        return []
+    return [Reason("check_coerced", note) for note in coerced_notes(case.step.code, case.teacher.tables)]
+
+
 async def error_hint(case: StepCase) -> list[Reason]:
     """What went wrong in terms of the data, and what to run instead (:mod:`.hints`)."""
     if not case.step.observed:
@@ -117,8 +125,8 @@ async def side_effects(case: StepCase) -> list[Reason]:
     return [Reason("no_replay_hint", message("no_replay_rule"))]
 
 
-STEP_CHECKS: tuple[StepCheck, ...] = (wrong_values, empty_results, carried_filters, slips, error_hint,
-                                      timed_out, side_effects)
+STEP_CHECKS: tuple[StepCheck, ...] = (wrong_values, empty_results, coerced, carried_filters, slips,
+                                      error_hint, timed_out, side_effects)
 """The policies after a step, in the order the model reads their lines."""
 
 

@@ -1,0 +1,103 @@
+"""After a step: a conversion that silently makes NaN of most of a column.
+
+``pd.to_numeric(df[col], errors='coerce')`` turns every value that is not a plain number
+into NaN without a word. On a column of counts written with their ranges
+(``'630308[495000-801000]'``: DABench's ``estimated_numbers.csv``, six questions) that is
+nearly every value: the 1.5B model converted, dropped the NaN rows and answered with the
+mean of the few plain values left (``@mean_cases[2200]`` for 2,081,990). No error is raised,
+so no hint comes; the result is grounded and wrong.
+
+The check reads the column's first rows from the uploaded file itself, on this host, with
+the loader's own reading options (:meth:`~kernel_analyst.eda.LoadPlan.read_csv_kwargs`), and
+says how many of its values the conversion loses, with one of them. Nothing runs in the
+kernel, and a file that cannot be read this way (not a delimited file, gone, another
+column name) is simply not checked.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+
+from ..briefing.uploads import UploadedTable
+from ..prompting import message
+
+ROWS = 5000
+"""Rows of the file read to judge a conversion, at most."""
+LOST_SHARE = 0.2
+"""A conversion that makes NaN of this share of a column's values (or more) is told."""
+
+
+def coerced_columns(code: str) -> list[str]:
+    """The columns ``code`` converts with ``pd.to_numeric(frame[col], errors='coerce')``."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args and _name(node.func) == "to_numeric"):
+            continue
+        coerce = any(k.arg == "errors" and isinstance(k.value, ast.Constant) and k.value.value == "coerce"
+                     for k in node.keywords)
+        column = _column(node.args[0])
+        if coerce and column is not None:
+            found.append(column)
+    return list(dict.fromkeys(found))
+
+
+def _name(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _column(node: ast.expr) -> str | None:
+    """``col`` of ``frame['col']`` or ``frame['col'].astype(str)`` / ``.str.strip()`` ..."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value
+        while isinstance(node, ast.Attribute):
+            node = node.value
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+            and isinstance(node.slice.value, str):
+        return node.slice.value
+    return None
+
+
+def coerced_notes(code: str, tables: Mapping[str, UploadedTable]) -> list[str]:
+    """One line for each column ``code`` coerces to numbers whose values (in the uploaded
+    file's first :data:`ROWS` rows) are mostly not plain numbers."""
+    notes = []
+    for column in coerced_columns(code):
+        for table in tables.values():
+            lost = _lost(table, column)
+            if lost is not None:
+                count, total, example = lost
+                notes.append(message("check_coerced", column=repr(column), count=f"{count:,}",
+                                     total=f"{total:,}", example=repr(example)))
+                break
+    return notes
+
+
+def _lost(table: UploadedTable, column: str) -> tuple[int, int, str] | None:
+    """(values lost, values present, one lost value) when the conversion loses enough."""
+    kwargs = getattr(table.plan, "read_csv_kwargs", None)
+    if table.source is None or kwargs is None or getattr(table.plan, "compression", None):
+        return None
+    import pandas as pd  # only when a step converts: the agent does not import pandas otherwise
+
+    try:
+        options = {**kwargs(), "nrows": ROWS, "usecols": [column]}
+        options.pop("dtype", None)
+        options.pop("parse_dates", None)
+        values = pd.read_csv(table.source, **options)[column].dropna()
+    except (ValueError, KeyError, OSError, UnicodeDecodeError, pd.errors.ParserError):
+        return None
+    if values.empty:
+        return None
+    numbers = pd.to_numeric(values, errors="coerce")
+    lost = values[numbers.isna()]
+    if len(lost) < max(1, LOST_SHARE * len(values)):
+        return None
+    return len(lost), len(values), str(lost.iloc[0])
+
+
+__all__ = ["LOST_SHARE", "ROWS", "coerced_columns", "coerced_notes"]
