@@ -294,6 +294,12 @@ def test_code_that_just_ran_is_not_run_again() -> None:
     decision = judge().on_action(code("print(len(df))"), facts)
     assert isinstance(decision, Skip) and decision.reason.key == "repeated_success"
     assert isinstance(judge().on_action(code("print(len(df) + 1)"), facts), Run)
+    assert "its output is above" in decision.reason.text
+    # DABench medium 6: a cell of assignments sent again, four times: it printed nothing
+    silent = "df['mean_child'] = df[df.AgeGroup == 'Child'].Fare.mean().round(2)"
+    decision = judge().on_action(code(silent), Facts(steps=[step(1, silent)]))
+    assert isinstance(decision, Skip) and decision.reason.key == "repeated_success"
+    assert "printed nothing" in decision.reason.text and "`print(...)`" in decision.reason.text
 
 
 def test_native_calls_of_unknown_tools_or_without_code_count_as_tries() -> None:

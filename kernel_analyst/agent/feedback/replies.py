@@ -136,10 +136,15 @@ def repeated_failure(case: ActionCase) -> Reason | None:
 
 
 def repeated_success(case: ActionCase) -> Reason | None:
-    """The previous step's code again, after it ran: its output is above."""
+    """The previous step's code again, after it ran: its output is above; or, when it printed
+    nothing (assignments only), that it printed nothing and what to print (DABench medium 6:
+    the same cell of assignments sent four times, each refused as "its output is above", and
+    the answer made up)."""
     last = _ran_just_before(case)
     if last is None or last.execution.status != "ok":
         return None
+    if not last.execution.text.strip() and not last.execution.outputs:
+        return Reason("repeated_success", message("repeated_silent", step=last.index))
     return Reason("repeated_success", message("repeated_success", step=last.index))
 
 
