@@ -195,8 +195,9 @@ for word from what the agent told the model echoes it: it is no answer."""
 _SENTENCE = re.compile(r"(?<=[.!?:;])\s+|\n+")
 _WORD = re.compile(r"\w+")
 _RUN = 4
-_VERDICTS = frozenset({"yes", "no", "not", "true", "false", "none"})
 """Words in a row a paraphrased copy shares with the agent's message, at least."""
+_VERDICTS = frozenset({"yes", "no", "not", "true", "false", "none"})
+"""Words of a reply's own that answer a yes/no question (a restated question with one is an answer)."""
 _ADDS = re.compile(r"\d")
 """What a reply's own words (those not copied) may hold that makes it more than a copy: a
 number (a restated question followed by its result is an answer)."""

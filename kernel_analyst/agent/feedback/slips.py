@@ -4,9 +4,11 @@ Some slips give a number that is grounded, plausible and wrong, and no check of 
 can tell: the question asks for the *population* standard deviation and pandas' ``.std()``
 divides by n - 1; it asks for the RMSE and the code prints ``mean_squared_error``, its
 square; it asks for the outliers by the interquartile range and the code keeps one bound
-of the two. The 1.5B model did each on DABench (easy 129, medium 8:
-``@std_dev_fare[49.69]`` for 49.67; hard 30: ``@model_rmse[131440262.76]`` for 11464.74;
-easy 18: 384.44 for 171.44). Each :class:`Slip` pairs
+of the two; a last group "60 years old and above" binned on edges that end at a number; a
+Kolmogorov-Smirnov test of one column run as the two-sample test; and, whatever it asks, a
+scipy test's result unpacked p-value first. The 1.5B model did each on DABench (easy 129,
+medium 8: ``@std_dev_fare[49.69]`` for 49.67; hard 30: ``@model_rmse[131440262.76]`` for
+11464.74; easy 18: 384.44 for 171.44; medium 6; easy 33). Each :class:`Slip` pairs
 words of the question with a call of the code that misses what they ask, and the line the
 model reads beside the step's output says what to use instead. A slip is read only from
 the question's words and the step's code: nothing runs, nothing is guessed about data.

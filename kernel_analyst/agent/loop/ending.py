@@ -2,10 +2,10 @@
 ran out, and the answer's cell in the audit notebook.
 
 An answer never ends with nothing. When the judge stops the answer (the step limit, the
-question's time, or replies that ran nothing several times in a row), the model is asked once more for an
-answer without code; what it says (its prose, never code) is the partial answer, grounded
-in the cells like any answer. If it says nothing usable, the partial answer is the last
-result a cell printed, quoted. Either way the answer is marked partial, in its text, its
+question's time, or replies that ran nothing several times in a row), the model is asked
+once more for an answer without code; what it says (its prose, never code) is the partial
+answer, grounded in the cells like any answer. If it says nothing usable, the partial answer
+is the last result a cell printed, quoted. Either way the answer is marked partial, in its text, its
 ``partial`` field and the notebook.
 """
 

@@ -20,8 +20,9 @@ test keeps the two equal.)"""
 
 QUESTION_TIMEOUT_S = 1800.0
 """Seconds one answer may take by default: a small model on two busy CPU cores answers a hard
-question in 10 to 30 minutes; past this, the answers that went on were the ones that looped
-to the step limit, and the person should not wait longer for them."""
+question in 10 to 30 minutes; the DABench questions seen going on past this (hard 7, 23, 142,
+300: 32 to 60 minutes) all ended wrong, most at the step limit, and a person should not wait
+longer for them."""
 
 
 @dataclass(frozen=True)
