@@ -610,6 +610,22 @@ def test_a_verdict_the_code_printed_as_written_is_doubtful() -> None:
                  cells=[cell(1, code, "4.79\n@is_normal[Yes]\n")])
     decision = judge(formed, has_files=True).on_answer("@is_normal[Yes]", seen)
     assert isinstance(decision, SendBack) and "doubtful" in [r.key for r in decision.reasons], decision
+    # DABench medium 11: after the p-value went back, the last cell wrote the verdict into its f-string
+    rule = ("Calculate the correlation. Consider the relationship linear if p < 0.05 and |r| >= 0.5. "
+            "@correlation_coefficient[r_value] @p_value[p_value] @relationship_type[relationship_type]")
+    decided = "rel = 'linear' if p < 0.05 and abs(r) >= 0.5 else 'none'\nprint(r, p, rel)"
+    written = ("r, p = pearsonr(df.h, df.l)\nprint(f'@correlation_coefficient[{r:.2f}] @p_value[{p:.4f}] "
+               "@relationship_type[none]')")
+    out = "@correlation_coefficient[0.99] @p_value[0.0000] @relationship_type[none]"
+    answer = "@correlation_coefficient[0.99] @p_value[0.0000] @relationship_type[none]"
+    seen = Facts(steps=[step(1, decided, printed="0.99 0.9896 none\n"), step(2, written, printed=out + "\n")],
+                 cells=[cell(1, decided, "0.99 0.9896 none"), cell(2, written, out)])
+    decision = judge(rule, has_files=True).on_answer(answer, seen)
+    assert isinstance(decision, SendBack) and "@relationship_type[none]" in decision.text, decision
+    computed = written.replace("@relationship_type[none]", "@relationship_type[{rel}]")
+    seen = Facts(steps=[step(1, decided, printed="x\n"), step(2, computed, printed=out + "\n")],
+                 cells=[cell(1, decided, "x"), cell(2, computed, out)])
+    assert isinstance(judge(rule, has_files=True).on_answer(answer, seen), Accept)
 
 def test_a_p_value_that_cannot_go_with_its_correlation_is_doubtful() -> None:
     """DABench medium 11: the 1.5B model's own p-value formula printed 0.9896 beside a

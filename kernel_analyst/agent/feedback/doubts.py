@@ -23,7 +23,9 @@ check each answer for them (one reason, ``doubtful``, naming what was seen):
 - **rows an earlier question asked about**: the question's last cell keeps only the rows of
   a value an earlier question named and this one does not (``df[df.day == 'Sat']`` after
   "Of the Saturday dinners ...", for a question about every bill);
-- **a verdict written, not computed**: a yes/no question answered from a sentence the code
+- **a verdict written, not computed**: a form's verdict item the question's last cell wrote
+  into its print as it stands, comparing nothing (``@relationship_type[none]``); a yes/no
+  question answered from a sentence the code
   printed as written (``print(f"Non-smokers tipped a higher percent ... {a:.2f}% ... {b:.2f}%")``
   with 99.08 and 101.49), none of the question's cells comparing anything (a filter's
   comparison selects rows and decides nothing);
@@ -232,39 +234,57 @@ def no_verdict(case: AnswerCase) -> str | None:
     return message("doubt_no_verdict")
 
 
+_WORD_VALUE = re.compile(r"^[a-z][a-z _-]*$")
+"""An item's value that is a word (a verdict), not a number."""
 _WRITTEN_VERDICT = re.compile(r"\b(?:yes|no|not|true|false|higher|lower|more|less|greater|larger|smaller|"
                               r"bigger|significant(?:ly)?|normal(?:ly)?|correlated)\b", re.I)
 
 
 def written_verdict(case: AnswerCase) -> str | None:
-    """A yes/no question (or one whose form offers verdict words) answered while the verdict
-    was only ever text the code printed as written: no cell of the question compares
-    anything (the conversation benchmark's tips: "Yes, non-smokers tipped a higher percent"
-    from a print of that sentence beside 99.08% and 101.49%)."""
+    """A verdict that was only text the code printed as written: a yes/no question (or one
+    whose form offers verdict words) answered while no cell of the question compares
+    anything, from a sentence printed as it stands (the conversation benchmark's tips: "Yes,
+    non-smokers tipped a higher percent" from a print of that sentence beside 99.08% and
+    101.49%); or a form's verdict item printed as written (``@relationship_type[none]`` in an
+    f-string) by the question's last cell, which compares nothing (DABench medium 11, after
+    its p-value was sent back)."""
     q = case.question.question
-    if not case.steps or not (_YES_NO_ASKED.search(q) or AnswerForm.of(q).words):
+    own = _own_code(case) if case.steps else []
+    if not own:
         return None
-    if not _VERDICT.search(case.answer) and not _WRITTEN_VERDICT.search(case.answer):
+    form = AnswerForm.of(q)
+    given = {name: value.strip().lower() for name, value in form.given(case.answer).items()
+             if name in form.names}
+    items = [f"@{name}[{value}]" for name, value in given.items() if _WORD_VALUE.match(value)]
+    yes_no = bool(_YES_NO_ASKED.search(q) or form.words) and bool(
+        _VERDICT.search(case.answer) or _WRITTEN_VERDICT.search(case.answer))
+    if not yes_no and not items:
         return None
-    trees = []
-    for code in _own_code(case):
-        try:
-            trees.append(ast.parse(code))
-        except SyntaxError:
-            return None
-    nodes = [node for tree in trees for node in ast.walk(tree)]
+    last, written = _written(own[-1])
+    if last is None or (yes_no and not items and any(_written(code)[0] is None for code in own)):
+        return None  # compared in code, or a cell that cannot be read
+    for text in written:
+        if any(item in text.lower() for item in items) or (yes_no and _WRITTEN_VERDICT.search(text)):
+            return message("doubt_written_verdict", text=" ".join(text.split())[:120])
+    return None
+
+
+def _written(code: str) -> tuple[bool | None, list[str]]:
+    """(True, the text its prints write as it stands) for a cell that compares nothing;
+    (None, []) for one that compares (or cannot be read). A filter's comparison selects rows
+    and decides nothing."""
+    try:
+        nodes = list(ast.walk(ast.parse(code)))
+    except SyntaxError:
+        return None, []
     filters = {id(inner) for node in nodes if isinstance(node, ast.Subscript)
                for inner in ast.walk(node.slice)}
-    decides = [node for node in nodes if isinstance(node, (ast.If, ast.IfExp))
-               or (isinstance(node, ast.Compare) and id(node) not in filters)]
-    if not nodes or decides:
-        return None  # compared in code (a filter's comparison selects rows; it decides nothing)
+    if any(isinstance(node, (ast.If, ast.IfExp))
+           or (isinstance(node, ast.Compare) and id(node) not in filters) for node in nodes):
+        return None, []
     prints = [node for node in nodes
               if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "print"]
-    written = [text for node in prints for text in _literal_text(node) if _WRITTEN_VERDICT.search(text)]
-    if not written:
-        return None
-    return message("doubt_written_verdict", text=" ".join(written[0].split())[:120])
+    return True, [text for node in prints for text in _literal_text(node)]
 
 
 def carried_filter(case: AnswerCase) -> str | None:
