@@ -35,6 +35,11 @@ AGES = ("Create a new column called \"AgeGroup\" that categorizes the passengers
     ("Use the Kolmogorov-Smirnov test to assess the normality of the \"row m/z\" column.",
      "print(ks_2samp(row_mz, 'norm'))", "`scipy.stats.kstest(x, 'norm'"),
     ("Is the difference significant?", "p_value, t = stats.ttest_ind(a, b)", "statistic first"),
+    # the conversation benchmark's brussels-hotels, the 1.5B model's own cell
+    ("In which month of the year is the occupancy rate highest on average?",
+     "grouped = df.groupby('Date')['Occupancy rate'].mean()\nprint(grouped.idxmax().strftime('%B'))",
+     ".dt.month"),
+    ("At which hour are most rides picked up?", "print(df['pickup'].value_counts().idxmax())", ".dt.hour"),
     ("Group the cars by weight: light (under 2500), medium, heavy (4000+).",
      "df['w'] = pd.cut(df.weight, [0, 2500, 4000, 5000])", "no group (NaN)"),
 ])
@@ -62,6 +67,12 @@ def test_a_slip_is_named_with_what_to_use(question: str, code: str, says: str) -
     (IQR, "q1, q3 = df.x.quantile([0.25, 0.75])\nprint(q3 - q1)"),  # no bound yet
     (AGES, "df['AgeGroup'] = pd.cut(df['Age'], bins=[0, 12, 19, 59, np.inf], labels=labels)"),
     ("Is the difference significant?", "t, p_value = stats.ttest_ind(a, b)"),
+    ("In which month is the occupancy highest on average?",
+     "m = pd.to_datetime(df['Date'], format='%d-%m-%y').dt.month\n"
+     "print(df.groupby(m)['Occupancy rate'].mean())"),
+    ("On which date was the occupancy highest?",
+     "print(df.groupby('Date')['Occupancy rate'].mean().idxmax())"),
+    ("At which hour are most rides picked up?", "print(df['hour'].value_counts().idxmax())"),
     ("Is it normal?", "stat, p = shapiro(x)\npval = p"),
     ("Perform a two-sample Kolmogorov-Smirnov test to compare the distributions.", "print(ks_2samp(a, b))"),
     (AGES, "df['AgeGroup'] = pd.cut(df['Age'], bins=[0, 12, 19, 59, df['Age'].max()], labels=labels)"),

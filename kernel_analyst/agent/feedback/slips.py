@@ -5,7 +5,8 @@ can tell: the question asks for the *population* standard deviation and pandas' 
 divides by n - 1; it asks for the RMSE and the code prints ``mean_squared_error``, its
 square; it asks for the outliers by the interquartile range and the code keeps one bound
 of the two; a last group "60 years old and above" binned on edges that end at a number; a
-Kolmogorov-Smirnov test of one column run as the two-sample test; and, whatever it asks, a
+Kolmogorov-Smirnov test of one column run as the two-sample test; a month (an hour) found by
+grouping whole dates; and, whatever it asks, a
 scipy test's result unpacked p-value first. The 1.5B model did each on DABench (easy 129,
 medium 8: ``@std_dev_fare[49.69]`` for 49.67; hard 30: ``@model_rmse[131440262.76]`` for
 11464.74; easy 18: 384.44 for 171.44; medium 6; easy 33). Each :class:`Slip` pairs
@@ -44,6 +45,8 @@ _NP_STD = r"\b(?:np|numpy)\.std\("
 _FENCE = r"\s*\(?\s*(?:1\.5\s*\*|[A-Za-z_][\w.]*\s*\*\s*1\.5\b)"
 """``1.5 * IQR`` or ``IQR * 1.5`` after the sign of a bound."""
 _LOW, _HIGH = rf"-{_FENCE}", rf"\+{_FENCE}"
+_DATEISH = r"['\"][^'\"]*(?i:date|time|pickup|dropoff)[^'\"]*['\"]"
+"""A column named for a date or a moment (``'Date'``, ``'pickup'``, ``'tpep_pickup_datetime'``)."""
 _TESTS = (r"(?:ttest_\w+|ks_2samp|kstest|shapiro|normaltest|pearsonr|spearmanr|kendalltau|mannwhitneyu|"
           r"f_oneway|kruskal|levene|bartlett|wilcoxon|jarque_bera|skewtest|kurtosistest)")
 """scipy.stats' tests that return the statistic, then the p-value."""
@@ -80,6 +83,13 @@ SLIPS: tuple[Slip, ...] = (
          key="slip_ks_one_sample",
          not_asked=re.compile(r"\btwo[- ]sample|\bcompare the distributions?\b|\bbetween (?:the )?two\b",
                               re.I)),
+    # the conversation benchmark's brussels-hotels: "In which month of the year ..." grouped by the
+    # whole date, and the best day's month given (June for October); the issue's "at which hour"
+    Slip(asks=re.compile(r"\b(?:which|what|at what|in what) (?:month|hour|weekday|day of the week|"
+                         r"time of day)\b|\bby (?:month|hour|weekday)\b", re.I),
+         does=re.compile(rf"\bgroupby\(\s*(?:\w+\[)?{_DATEISH}\]?\s*\)|\[{_DATEISH}\]\.value_counts\(\)"),
+         unless=re.compile(r"\.dt\.|\bpd\.Grouper\(|\.resample\(|\.month\b|\.hour\b|\.weekday\b|\.day_name\("),
+         key="slip_date_part"),
     # DABench medium 6: "'Elderly' (60 years old and above)" as `pd.cut(df.Age, bins=[0, 12, 19, 59, 60])`
     Slip(asks=re.compile(r"\b\d[\d,.]*(?:\s+[a-z]+){0,3}\s+(?:and|or) "
                          r"(?:above|older|over|more|higher|greater)\b|\b\d+\s*\+(?![\d\s])", re.I),
