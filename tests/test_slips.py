@@ -35,6 +35,9 @@ AGES = ("Create a new column called \"AgeGroup\" that categorizes the passengers
     ("Use the Kolmogorov-Smirnov test to assess the normality of the \"row m/z\" column.",
      "print(ks_2samp(row_mz, 'norm'))", "`scipy.stats.kstest(x, 'norm'"),
     ("Is the difference significant?", "p_value, t = stats.ttest_ind(a, b)", "statistic first"),
+    # DABench easy 18 on this sitting's tree: pruning done by capping
+    (IQR, "df['Mar.2019'] = df['Mar.2019'].clip(lower=q1 - 1.5 * iqr, upper=q3 + 1.5 * iqr)",
+     "between(low, high)"),
     # the conversation benchmark's brussels-hotels, the 1.5B model's own cell
     ("In which month of the year is the occupancy rate highest on average?",
      "grouped = df.groupby('Date')['Occupancy rate'].mean()\nprint(grouped.idxmax().strftime('%B'))",
@@ -74,6 +77,7 @@ def test_a_slip_is_named_with_what_to_use(question: str, code: str, says: str) -
      "print(df.groupby('Date')['Occupancy rate'].mean().idxmax())"),
     ("At which hour are most rides picked up?", "print(df['hour'].value_counts().idxmax())"),
     ("Is it normal?", "stat, p = shapiro(x)\npval = p"),
+    ("Cap the outliers of the fare at the IQR bounds, then give its mean.", "df.Fare.clip(lo, hi).mean()"),
     ("Perform a two-sample Kolmogorov-Smirnov test to compare the distributions.", "print(ks_2samp(a, b))"),
     (AGES, "df['AgeGroup'] = pd.cut(df['Age'], bins=[0, 12, 19, 59, df['Age'].max()], labels=labels)"),
     (AGES, "df['AgeGroup'] = pd.cut(df['Age'], bins=[0, 12, 19, 59, float('inf')], labels=labels)"),

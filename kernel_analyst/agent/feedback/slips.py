@@ -72,6 +72,13 @@ SLIPS: tuple[Slip, ...] = (
          key="slip_iqr_one_side",
          not_asked=re.compile(r"\bonly\b[^.]{0,40}\b(?:upper|lower|above|below|high|low)\b|"
                              r"\b(?:upper|lower|above|below)\b[^.]{0,40}\bonly\b", re.I)),
+    # DABench easy 18 again: "Outliers are to be pruned" done as `.clip(lower, upper)`, which keeps them
+    Slip(asks=re.compile(r"(?s)(?=.*(?:\bIQR\b|\binter-?quartile|\bquartile range|\boutlier))"
+                         r"(?=.*\b(?:prune|pruned|pruning|remove|removed|removing|exclude|excluded|excluding|drop|"
+                         r"dropped|dropping|discard|discarded|filter out|filtered out|without)\b)", re.I),
+         does=re.compile(r"\.clip\("),
+         unless=re.compile(r"(?!)"),
+         key="slip_clip_removes"),
     # DABench easy 33: `ks_test_p_value, normality_decision = ks_2samp(row_mz, 'norm')`
     Slip(asks=re.compile(""),
          does=re.compile(rf"(?m)^\s*(?:p|\w*p_?val\w*)\s*,\s*\w+\s*=\s*(?:[\w.]+\.)?{_TESTS}\(", re.I),
