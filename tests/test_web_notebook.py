@@ -209,6 +209,10 @@ async def test_a_session_reopens_after_a_reload(browser: Any, server: RunningSer
 
         await page.click("#new-session")
         assert await page.locator("#cells .cell").count() == 0
+        # The New button re-renders the session list when its refresh returns, no session current;
+        # a click in the moment the list is rebuilt may be lost with the button it was aimed at
+        # (a fresh-clone run saw the reopen never come): the click waits for the new list.
+        await page.wait_for_selector(".session.current", state="detached")
         await page.click(f".session[data-id='{sid}'] .session-open")
         await page.wait_for_selector("#status.done:has-text('Reopened: 3 cells')")
         cell = await run_cell(page, "x")  # it goes on where it was
