@@ -627,6 +627,36 @@ def test_a_verdict_the_code_printed_as_written_is_doubtful() -> None:
                  cells=[cell(1, decided, "x"), cell(2, computed, out)])
     assert isinstance(judge(rule, has_files=True).on_answer(answer, seen), Accept)
 
+def test_each_doubt_goes_back_once_on_its_own_account() -> None:
+    """DABench medium 11 asked again: its p-value doubt went back, the next answer's verdict
+    was written into the print as it stood, and that second doubt was accepted unsent,
+    because every doubt drew on one account. Each doubt has its own now; a doubt sent
+    already is not sent again, and the answer keeps it for the attempts."""
+    rule = ("Calculate the correlation. Consider the relationship linear if p < 0.05 and |r| >= 0.5. "
+            "@correlation_coefficient[r_value] @p_value[p_value] @relationship_type[relationship_type]")
+    the_judge = judge(rule, table_rows=(400,))
+    own_formula = "@correlation_coefficient[0.99] @p_value[0.9896] @relationship_type[none]"
+    code = "print(r, p, 'linear' if p < 0.05 and abs(r) >= 0.5 else 'none')"
+    seen = Facts(steps=[step(1, code, printed=own_formula)], cells=[cell(1, code, own_formula)])
+    first = the_judge.on_answer(own_formula, seen)
+    assert isinstance(first, SendBack), first
+    assert [(r.key, r.kind) for r in first.reasons] == [("doubtful", "p_value_disagrees")]
+    written = ("r, p = pearsonr(df.h, df.l)\nprint(f'@correlation_coefficient[{r:.2f}] @p_value[{p:.4f}] "
+               "@relationship_type[none]')")
+    out = "@correlation_coefficient[0.99] @p_value[0.0000] @relationship_type[none]"
+    seen = Facts(steps=[step(1, code, printed=own_formula), step(2, written, printed=out + "\n")],
+                 cells=[cell(1, code, own_formula), cell(2, written, out)])
+    second = the_judge.on_answer(out, seen)
+    assert isinstance(second, SendBack), second
+    assert [(r.key, r.kind) for r in second.reasons] == [("doubtful", "written_verdict")], second.reasons
+    assert "@relationship_type[none]" in second.text and not second.resample
+    third = the_judge.on_answer(out, seen)
+    assert isinstance(third, Accept), third
+    assert [(r.key, r.kind, r.account) for r in third.doubts] == [
+        ("doubtful", "written_verdict", "doubtful:written_verdict")]
+    assert the_judge.budget.sent == {"doubtful:p_value_disagrees": 1, "doubtful:written_verdict": 1}
+
+
 def test_a_p_value_that_cannot_go_with_its_correlation_is_doubtful() -> None:
     """DABench medium 11: the 1.5B model's own p-value formula printed 0.9896 beside a
     correlation of 0.99 (on 3 rows that correlation's p is below 0.12; on the table's 400 it

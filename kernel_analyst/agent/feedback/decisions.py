@@ -40,6 +40,16 @@ class Reason:
     records and events name it, and a send-back reason is given once per question."""
     text: str
     """What the model reads."""
+    kind: str = ""
+    """Which of the key's checks found it, where one key has several (each doubt of
+    :mod:`.doubts`): each kind draws on its own send-back account, so a second doubt is
+    sent back although the first was (DABench medium 11: a p-value doubt went back, and
+    the verdict the code wrote as it stood, found next, went on unsent)."""
+
+    @property
+    def account(self) -> str:
+        """The send-back account the reason draws on: its key, and its kind if it has one."""
+        return f"{self.key}:{self.kind}" if self.kind else self.key
 
 
 # -- after a reply -----------------------------------------------------------------------------

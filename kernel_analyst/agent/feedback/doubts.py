@@ -2,7 +2,8 @@
 
 A small model that filters the wrong way still prints a number, and the number is in a
 cell: grounding cannot see the slip. Shapes of result give it away often enough to
-check each answer for them (one reason, ``doubtful``, naming what was seen):
+check each answer for them (reasons with the key ``doubtful`` and the doubt's name as kind,
+naming what was seen):
 
 - **the whole or nothing of a subset**: a question asks for a share (percent, proportion,
   rate) and the answer is 0% or 100% (``len(late) / len(late) * 100``);
@@ -40,8 +41,9 @@ check each answer for them (one reason, ``doubtful``, naming what was seen):
   are heavier); the coefficient and the p-value are taken at either end of their rounding.
 
 Each is a pure function of the answer, the question and the uploaded tables' row counts;
-a doubtful answer that is right says so and is accepted (each reason goes back once), and
-one still doubtful at the end is what the analyst's extra attempts are for.
+a doubtful answer that is right says so and is accepted (each doubt goes back once, and a
+second doubt found after the first went back goes back too), and one still doubtful at the
+end is what the analyst's extra attempts are for.
 """
 
 from __future__ import annotations
@@ -49,10 +51,11 @@ from __future__ import annotations
 import ast
 import math
 import re
+from collections.abc import Callable
 
 from ...claims import ClaimStatus, parse_mantissa
 from ..prompting import message
-from .answers import AnswerCase, code_since
+from .answers import AnswerCase, AnswerCheck, code_since
 from .checks import carried_filters
 from .decisions import Reason
 from .form import AnswerForm
@@ -316,12 +319,33 @@ def _own_code(case: AnswerCase) -> list[str]:
     return code_since(case.cells, case.question.first_cell, skip_roles=("profile",))
 
 
+DOUBTS: tuple[Callable[[AnswerCase], str | None], ...] = (
+    whole_or_nothing, whole_denominator, whole_table, short_list, same_for_each, p_value_disagrees,
+    no_average, no_verdict, written_verdict, carried_filter)
+"""The doubts, each a pure function of the answer case giving what it saw (or None), in the
+order the model reads them."""
+
+
+def _as_check(doubt: Callable[[AnswerCase], str | None]) -> AnswerCheck:
+    def check(case: AnswerCase) -> Reason | None:
+        text = doubt(case)
+        return None if text is None else Reason("doubtful", text, doubt.__name__)
+
+    check.__name__ = check.__qualname__ = f"doubt_{doubt.__name__}"
+    check.__doc__ = doubt.__doc__
+    return check
+
+
+DOUBT_CHECKS: tuple[AnswerCheck, ...] = tuple(_as_check(doubt) for doubt in DOUBTS)
+"""The doubts as answer checks: each reason has the key ``doubtful`` and the doubt's name as
+its kind, so each doubt is sent back once (:attr:`.Reason.account`)."""
+
+
 def doubtful(case: AnswerCase) -> Reason | None:
     """The first doubt found, as a reason (or None)."""
-    for check in (whole_or_nothing, whole_denominator, whole_table, short_list, same_for_each,
-                  p_value_disagrees, no_average, no_verdict, written_verdict, carried_filter):
-        if (text := check(case)) is not None:
-            return Reason("doubtful", text)
+    for check in DOUBT_CHECKS:
+        if (reason := check(case)) is not None:
+            return reason
     return None
 
 
@@ -343,4 +367,5 @@ def _items_given(answer: str) -> int:
     return max(listed, len(values))  # "the top three features": @feature1[..] @feature2[..] @feature3[..]
 
 
-__all__ = ["doubtful", "p_value_disagrees", "same_for_each", "short_list", "whole_or_nothing", "whole_table"]
+__all__ = ["DOUBTS", "DOUBT_CHECKS", "doubtful", "p_value_disagrees", "same_for_each", "short_list",
+           "whole_or_nothing", "whole_table"]

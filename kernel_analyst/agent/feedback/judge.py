@@ -69,7 +69,7 @@ from .decisions import (
     TurnFacts,
     Undo,
 )
-from .doubts import doubtful
+from .doubts import DOUBT_CHECKS
 from .form import AnswerForm
 from .hints import ErrorTeacher
 from .keeping import Renamed, kept, renamed, table_changes, undone
@@ -154,7 +154,7 @@ ANSWER_CHECKS: tuple[Registered, ...] = (
     Registered(uncomputed_verdicts, "check_numbers"),
     Registered(profile_only, "check_numbers"),
     Registered(empty, "check_results"),
-    Registered(doubtful, "check_results"),
+    *(Registered(check, "check_results") for check in DOUBT_CHECKS),
     Registered(wrong_form, "check_results"),
     Registered(stale, "check_results"),
 )
@@ -186,7 +186,8 @@ class Budget:
     idle: int = 0
     """Replies in a row that ran nothing."""
     sent: Counter[str] = field(default_factory=Counter)
-    """How many times each reason was sent back (see :data:`SEND_BACK_ALLOWANCE`)."""
+    """How many times each reason's account was sent back (:attr:`Reason.account`; see
+    :data:`SEND_BACK_ALLOWANCE`)."""
     undone_at: int = -1
     """The number of steps when the model last undid a cell (code may run again after it)."""
     undos: int = 0
@@ -256,9 +257,9 @@ class Judge:
         checks = [r.check for r in self.policies.answers if getattr(self.settings, r.setting)]
         reasons = [reason for check in checks if (reason := check(case)) is not None]
         sent = self.budget.sent
-        fresh = tuple(reason for reason in reasons if not sent[reason.key])
+        fresh = tuple(reason for reason in reasons if not sent[reason.account])
         again = tuple(reason for reason in reasons
-                      if 0 < sent[reason.key] < SEND_BACK_ALLOWANCE.get(reason.key, 1))
+                      if 0 < sent[reason.account] < SEND_BACK_ALLOWANCE.get(reason.key, 1))
         if fresh:
             text = message("feedback", reasons="".join(f"\n{reason.text}" for reason in fresh))
         elif again:
@@ -269,7 +270,7 @@ class Judge:
         else:
             doubts = tuple(reason for reason in reasons if reason.key not in _NO_DOUBT)
             return Accept(answer, grounding, switch, completed_from, doubts)
-        sent.update(reason.key for reason in fresh or again)
+        sent.update(reason.account for reason in fresh or again)
         return SendBack(answer, fresh or again, text, grounding, switch, resample=not fresh)
 
     def completed(self, answer: str, facts: TurnFacts) -> tuple[str, tuple[int | None, ...]]:
