@@ -30,6 +30,7 @@ from kernel_analyst.agent.feedback import (
     TurnFacts,
     Undo,
 )
+from kernel_analyst.agent.feedback.answers import code_since, printed_since
 from kernel_analyst.agent.feedback.hints import ErrorTeacher
 from kernel_analyst.agent.feedback.keeping import renamed
 from kernel_analyst.agent.protocols import Action, InvalidCall, ProtocolState, Reading, Via
@@ -944,6 +945,26 @@ def test_an_answer_without_the_form_is_completed_from_what_its_cells_printed() -
     decision = judge(question, first_cell=0).on_answer("The skewness is slightly negative.", facts)
     assert isinstance(decision, Accept) and decision.completed_from == (1,)
     assert decision.answer.endswith("@skewness_coefficient[-0.03] @skewness_type[Negative Skewness]")
+
+
+def test_undone_cells_neither_complete_the_form_nor_count_as_the_questions_code() -> None:
+    """A further attempt's branch is forked after the first attempt's cells were undone: the
+    notebook keeps them (marked ``undone``) after the question's cell, and they were read as
+    the branch's own cells: the form completed from what they printed (a state that is gone),
+    the doubts read their code. The same for a model's own undo and a rolled-back streak."""
+    printed = "@skewness_coefficient[-0.03]\n@skewness_type[Negative Skewness]"
+    gone = cell(1, "print(...)", printed)
+    gone["metadata"]["kernel_analyst"]["undone"] = True
+    question = "Skewness? Answer as @skewness_coefficient[value] @skewness_type[type]."
+    header = {"cell_type": "markdown", "source": "### Question"}
+    facts = Facts(steps=[step(2, "print(df.shape)", printed="(891, 12)\n")],
+                  cells=[header, gone, cell(2, "print(df.shape)", "(891, 12)")])
+    decision = judge(question, first_cell=0).on_answer("The skewness is slightly negative.", facts)
+    assert isinstance(decision, SendBack) and "form" in [r.key for r in decision.reasons], decision
+    assert code_since(facts.cells, 0) == ["print(df.shape)"]
+    assert printed_since(facts.cells, 0) == [(2, "(891, 12)\n")]
+    live = dict(gone, metadata={"kernel_analyst": {"status": "ok"}})
+    assert code_since([header, live], 0) == ["print(...)"], "a cell not undone is read"
 
 
 def test_a_placeholder_is_no_value() -> None:

@@ -315,7 +315,7 @@ def printed_since(cells: Sequence[dict[str, Any]], since: int, *,
                   skip_roles: tuple[str, ...] = ()) -> list[tuple[int | None, str]]:
     """What each code cell from position ``since`` on printed (streams and plain-text
     results), as (its execution count, the text), oldest first; cells whose role is in
-    ``skip_roles`` (``profile``) left out."""
+    ``skip_roles`` (``profile``) and undone cells left out."""
     found: list[tuple[int | None, str]] = []
     for cell in _code_cells(cells, since, skip_roles):
         parts = []
@@ -331,14 +331,20 @@ def printed_since(cells: Sequence[dict[str, Any]], since: int, *,
 
 def code_since(cells: Sequence[dict[str, Any]], since: int, *, skip_roles: tuple[str, ...] = ()) -> list[str]:
     """The source of each code cell from position ``since`` on, oldest first; cells whose
-    role is in ``skip_roles`` (``profile``) left out."""
+    role is in ``skip_roles`` (``profile``) and undone cells left out."""
     return [_text(cell.get("source", "")) for cell in _code_cells(cells, since, skip_roles)]
 
 
 def _code_cells(cells: Sequence[dict[str, Any]], since: int,
                 skip_roles: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The code cells from ``since`` on that the state comes from: cells marked ``undone`` (an
+    undo, a rolled-back streak, the first attempt's cells in a further attempt's branch) are
+    left out, as grounding leaves them out (an attempt forked from before the question saw
+    the first attempt's cells as its own: its form completed from their prints, its doubts
+    read their code)."""
     return [cell for cell in cells[since:]
-            if cell.get("cell_type") == "code" and cell_meta(cell).get("role") not in skip_roles]
+            if cell.get("cell_type") == "code" and not (meta := cell_meta(cell)).get("undone")
+            and meta.get("role") not in skip_roles]
 
 
 def _text(value: Any) -> str:
