@@ -13,6 +13,7 @@ import pandas as pd
 from kernel_analyst.agent.feedback.answers import AnswerCase
 from kernel_analyst.agent.feedback.decisions import QuestionFacts
 from kernel_analyst.agent.feedback.doubts import doubtful
+from kernel_analyst.agent.feedback.rules import stated_rules
 from kernel_analyst.claims import Grounding
 from tests.conftest import SHARED
 
@@ -43,3 +44,21 @@ def test_no_right_answer_of_dabench_is_doubted() -> None:
             doubted.append(f"{label['id']}: {reason.text}")
     assert asked >= 200, asked
     assert doubted == []
+
+
+def test_the_rules_dabench_states_are_read() -> None:
+    """The verdict rules on a p-value and a coefficient (:mod:`...feedback.rules`) as
+    DABench words them: all twelve questions of the linear / nonlinear / none shape give
+    their three rules, and the right answers meet the rule their verdict names (the doubt
+    above holds none of them against the labels)."""
+    questions = [json.loads(line) for line in (DABENCH / "da-dev-questions.jsonl").read_text().splitlines()]
+    shaped = [q for q in questions
+              if "nonlinear if" in q["constraints"] or "nonlinear relationship" in q["constraints"]]
+    assert len(shaped) >= 10
+    for q in shaped:
+        rules = stated_rules(q["constraints"])
+        outcomes = [rule.outcome for rule in rules]
+        words = [set(o.split()) for o in outcomes]
+        assert any("nonlinear" in w for w in words) and any("linear" in w for w in words), (q["id"], outcomes)
+        assert all(str(c).startswith(("p ", "|r| ")) for rule in rules for c in rule.conditions), q["id"]
+    assert sum(bool(stated_rules(f"{q['question']} {q['constraints']}")) for q in questions) >= 25

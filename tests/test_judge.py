@@ -33,6 +33,7 @@ from kernel_analyst.agent.feedback import (
 from kernel_analyst.agent.feedback.answers import code_since, printed_since
 from kernel_analyst.agent.feedback.hints import ErrorTeacher
 from kernel_analyst.agent.feedback.keeping import renamed
+from kernel_analyst.agent.feedback.rules import stated_rules
 from kernel_analyst.agent.protocols import Action, InvalidCall, ProtocolState, Reading, Via
 from kernel_analyst.agent.results import Step
 from kernel_analyst.kernels import ColumnValues, Execution, ExecutionError, VariableChanges, VariableInfo
@@ -656,6 +657,55 @@ def test_each_doubt_goes_back_once_on_its_own_account() -> None:
     assert [(r.key, r.kind, r.account) for r in third.doubts] == [
         ("doubtful", "written_verdict", "doubtful:written_verdict")]
     assert the_judge.budget.sent == {"doubtful:p_value_disagrees": 1, "doubtful:written_verdict": 1}
+
+
+def test_a_verdict_the_questions_own_rule_contradicts_is_doubtful() -> None:
+    """DABench medium 34 with the 1.5B model: ``@p_value[0.4058]`` and
+    ``@relationship_type[nonlinear]``, where the question calls a relationship nonlinear only
+    if p < 0.05. The question's rule decides, with the answer's own numbers."""
+    rule = ("Is there a correlation between rt and score? Calculate the Pearson correlation coefficient (r). "
+            "Consider the relationship to be linear if the p-value is less than 0.05 and the absolute value "
+            "of r is greater than or equal to 0.5. Consider the relationship to be nonlinear if the "
+            "p-value is less than 0.05 and the absolute value of r is less than 0.5. If the p-value is "
+            "greater than or equal to 0.05, report that there is no significant correlation.\n"
+            "@correlation_coefficient[r_value] @p_value[p_value] @relationship_type[relationship_type]")
+
+    def decide(answer: str, question: str = rule) -> Accept | SendBack:
+        shown = answer.replace(" ", "\n")
+        facts = Facts(steps=[step(1, "print(x)", printed=shown)], cells=[cell(1, "print(x)", shown)])
+        decision = judge(question, table_rows=(400,)).on_answer(answer, facts)
+        assert isinstance(decision, (Accept, SendBack))
+        return decision
+
+    wrong = decide("@correlation_coefficient[-0.04] @p_value[0.4058] @relationship_type[nonlinear]")
+    assert isinstance(wrong, SendBack)
+    assert [(r.key, r.kind) for r in wrong.reasons] == [("doubtful", "rule_broken")]
+    assert ('says @relationship_type[nonlinear], but the question calls it "nonlinear" only if p < 0.05 and '
+            '|r| < 0.5, and the answer\'s own values are p = 0.4058, r = -0.04: by the question\'s rule '
+            'it is "no significant correlation"') in wrong.text, wrong.text
+    linear = decide("@correlation_coefficient[0.99] @p_value[0.0000] @relationship_type[none]")
+    assert isinstance(linear, SendBack) and 'rule it is "linear"' in linear.text, linear
+    for right in ("@correlation_coefficient[-0.04] @p_value[0.4058] @relationship_type[none]",
+                  "@correlation_coefficient[0.99] @p_value[0.0000] @relationship_type[linear]",
+                  "@correlation_coefficient[0.31] @p_value[0.0000] @relationship_type[Non-linear]",
+                  "@correlation_coefficient[0.31] @p_value[0.05] @relationship_type[none]",  # 0.045 to 0.055
+                  # |r| from 0.45 to 0.55:
+                  "@correlation_coefficient[0.5] @p_value[0.01] @relationship_type[nonlinear]"):
+        assert isinstance(decide(right), Accept), right
+    alone = decide("@relationship_type[nonlinear]")  # the other items missing: no numbers to hold it against
+    assert isinstance(alone, SendBack) and [r.key for r in alone.reasons] == ["form"], alone
+    # a rule on the coefficient alone, worded the other way round (DABench 552's shape)
+    signed = ("If the absolute value of r is greater than or equal to 0.5, consider it to be linear. "
+              "@r[r_value] @kind[kind]")
+    read = [(r.outcome, [str(c) for c in r.conditions]) for r in stated_rules(signed)]
+    assert read == [("linear", ["|r| >= 0.5"])]
+    assert stated_rules("Consider it to be linear if the slope is above 0.5 and |r| >= 0.5.") == [], \
+        "a condition on anything but p and r makes no rule"
+    signed = ("Consider the relationship to be linear if |r| >= 0.5. "
+              "Consider it to be non-linear if |r| < 0.5. "
+              "@r[r_value] @kind[kind]")
+    assert isinstance(decide("@r[0.81] @kind[non-linear]", signed), SendBack)
+    assert isinstance(decide("@r[0.81] @kind[linear]", signed), Accept)
 
 
 def test_a_p_value_that_cannot_go_with_its_correlation_is_doubtful() -> None:

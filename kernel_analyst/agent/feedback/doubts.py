@@ -30,6 +30,10 @@ naming what was seen):
   printed as written (``print(f"Non-smokers tipped a higher percent ... {a:.2f}% ... {b:.2f}%")``
   with 99.08 and 101.49), none of the question's cells comparing anything (a filter's
   comparison selects rows and decides nothing);
+- **a verdict the question's own rule contradicts**: "Consider the relationship to be
+  nonlinear if the p-value is less than 0.05 and ..." and the answer's own
+  ``@p_value[0.4058]`` beside ``@relationship_type[nonlinear]`` (DABench medium 34; the
+  rules are read by :mod:`.rules`);
 - **a p-value that cannot go with its correlation**: a correlation's two-sided p-value is
   a function of the coefficient and the rows it was computed on (Pearson's and Spearman's
   through Student's t with n - 2 degrees of freedom), so ``@correlation_coefficient[0.99]
@@ -59,6 +63,7 @@ from .answers import AnswerCase, AnswerCheck, code_since
 from .checks import carried_filters
 from .decisions import Reason
 from .form import AnswerForm
+from .rules import stated_rules
 
 _SHARE_RE = re.compile(r"\b(?:percent(?:age)?s?|proportions?|shares?|fractions?|rates?|ratios?)\b|%", re.I)
 _FILTER_RE = re.compile(r"\b(?:more|less|fewer|greater|higher|lower|at least|at most|above|below|over|"
@@ -161,13 +166,10 @@ def p_value_disagrees(case: AnswerCase) -> str | None:
     question = case.question.question
     if not _CORRELATION_RE.search(question) or _KENDALL_RE.search(question):
         return None
-    given = AnswerForm.given(case.answer)
-    items = {n: v.strip() for n, v in given.items() if _DECIMAL_RE.fullmatch(v.strip())}
-    ps = [(n, v) for n, v in items.items() if _P_NAME_RE.search(n)]
-    rs = [(n, v) for n, v in items.items() if not _P_NAME_RE.search(n) and _R_NAME_RE.search(n)]
-    if len(ps) != 1 or len(rs) != 1:
+    written = _p_and_r(AnswerForm.given(case.answer))
+    if len(written) != 2:
         return None
-    (_, p_text), (_, r_text) = ps[0], rs[0]
+    p_text, r_text = written["p"], written["r"]
     p, r = float(p_text), abs(float(r_text))
     if not (0.0 <= p <= 1.0 and r <= 1.0):
         return None
@@ -182,6 +184,44 @@ def p_value_disagrees(case: AnswerCase) -> str | None:
             return message("doubt_p_value", p=p_text, r=r_text,
                            bound=f"above {smallest:.2g} even on all {rows:,} rows")
     return None
+
+
+def rule_broken(case: AnswerCase) -> str | None:
+    """A verdict item the question's own rule on the answer's p-value and coefficient
+    contradicts (:mod:`.rules`; DABench medium 34: ``@p_value[0.4058]
+    @relationship_type[nonlinear]`` where nonlinear needs p < 0.05). Each number is taken at
+    either end of its rounding: a verdict the rounding leaves open is not doubted."""
+    rules = stated_rules(case.question.question)
+    if not rules:
+        return None
+    given = AnswerForm.given(case.answer)
+    written = _p_and_r(given)
+    values = {q: (float(text), _half_unit(text)) for q, text in written.items()}
+    if "r" in values:
+        values["|r|"] = (abs(values["r"][0]), values["r"][1])
+    for name, value in given.items():
+        verdict = value.strip().strip("'\"`*").strip()
+        named = [rule for rule in rules if not any(ch.isdigit() for ch in verdict) and rule.names(verdict)]
+        if not named or any(rule.holds(values) is not False for rule in named):
+            continue
+        said = ", ".join(f"{q} = {text}" for q, text in written.items())
+        conditions = " and ".join(str(c) for c in named[0].conditions)
+        follows = {rule.outcome for rule in rules if rule.holds(values) is True}
+        told = {"item": f"@{name}[{value.strip()}]", "outcome": named[0].outcome, "conditions": conditions,
+                "stated": said}
+        if len(follows) == 1:
+            return message("doubt_rule", expected=follows.pop(), **told)
+        return message("doubt_rule_open", **told)
+    return None
+
+
+def _p_and_r(given: dict[str, str]) -> dict[str, str]:
+    """The answer's p-value and coefficient as it wrote them (``p``, ``r``), where one item
+    is named for each."""
+    numbers = {n: v.strip() for n, v in given.items() if _DECIMAL_RE.fullmatch(v.strip())}
+    ps = [v for n, v in numbers.items() if _P_NAME_RE.search(n)]
+    rs = [v for n, v in numbers.items() if not _P_NAME_RE.search(n) and _R_NAME_RE.search(n)]
+    return ({"p": ps[0]} if len(ps) == 1 else {}) | ({"r": rs[0]} if len(rs) == 1 else {})
 
 
 def _t(r: float, n: int) -> float:
@@ -321,7 +361,7 @@ def _own_code(case: AnswerCase) -> list[str]:
 
 DOUBTS: tuple[Callable[[AnswerCase], str | None], ...] = (
     whole_or_nothing, whole_denominator, whole_table, short_list, same_for_each, p_value_disagrees,
-    no_average, no_verdict, written_verdict, carried_filter)
+    rule_broken, no_average, no_verdict, written_verdict, carried_filter)
 """The doubts, each a pure function of the answer case giving what it saw (or None), in the
 order the model reads them."""
 
