@@ -45,6 +45,9 @@ AGES = ("Create a new column called \"AgeGroup\" that categorizes the passengers
     ("At which hour are most rides picked up?", "print(df['pickup'].value_counts().idxmax())", ".dt.hour"),
     ("Group the cars by weight: light (under 2500), medium, heavy (4000+).",
      "df['w'] = pd.cut(df.weight, [0, 2500, 4000, 5000])", "no group (NaN)"),
+    # DSEval employee-dataset with the 1.5B model, its own cell
+    ("Encode the categorical columns using label encoding. Save the result in-place.",
+     "employee = pd.get_dummies(employee)", "LabelEncoder().fit_transform"),
 ])
 def test_a_slip_is_named_with_what_to_use(question: str, code: str, says: str) -> None:
     found = slips_in(question, code)
@@ -85,6 +88,10 @@ def test_a_slip_is_named_with_what_to_use(question: str, code: str, says: str) -
      "df['g'] = pd.cut(df.Age, [0, 12, 19, 59, 80])"),  # closed groups: no slip
     ("Count the outliers above the upper fence only, by the IQR rule.",
      "print((df.x > q3 + 1.5 * iqr).sum())"),
+    ("Encode the categorical columns using label encoding. Save the result in-place.",
+     "for c in cols:\n    employee[c] = LabelEncoder().fit_transform(employee[c])"),
+    ("Use label encoding for 'City' and one-hot encoding for 'Education'.",
+     "df = pd.get_dummies(df, columns=['Education'])"),  # one-hot asked too
 ])
 def test_code_that_does_what_is_asked_is_no_slip(question: str, code: str) -> None:
     assert slips_in(question, code) == []

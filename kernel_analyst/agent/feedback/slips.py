@@ -6,7 +6,7 @@ divides by n - 1; it asks for the RMSE and the code prints ``mean_squared_error`
 square; it asks for the outliers by the interquartile range and the code keeps one bound
 of the two; a last group "60 years old and above" binned on edges that end at a number; a
 Kolmogorov-Smirnov test of one column run as the two-sample test; a month (an hour) found by
-grouping whole dates; and, whatever it asks, a
+grouping whole dates; label encoding done as one-hot columns; and, whatever it asks, a
 scipy test's result unpacked p-value first. The 1.5B model did each on DABench (easy 129,
 medium 8: ``@std_dev_fare[49.69]`` for 49.67; hard 30: ``@model_rmse[131440262.76]`` for
 11464.74; easy 18: 384.44 for 171.44; medium 6; easy 33). Each :class:`Slip` pairs
@@ -103,6 +103,12 @@ SLIPS: tuple[Slip, ...] = (
          does=re.compile(r"\bcut\((?:[^()]|\([^()]*\))*?\[[^\]\[]*\d\s*\]"),
          unless=re.compile(r"\binf\b|\.max\(\)|\bmax\("),
          key="slip_open_bin"),
+    # DSEval employee-dataset: "Encode the categorical columns using label encoding" as `pd.get_dummies(df)`
+    Slip(asks=re.compile(r"\blabel[- ]encod", re.I),
+         does=re.compile(r"\bget_dummies\(|\bOneHotEncoder\("),
+         unless=re.compile(r"\bLabelEncoder\(|\bOrdinalEncoder\(|\.cat\.codes\b|\bfactorize\("),
+         key="slip_label_encoding",
+         not_asked=re.compile(r"\bone[- ]hot|\bdummy|\bdummies", re.I)),
 )
 """The slips looked for, in the order their lines are read."""
 
