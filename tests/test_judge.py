@@ -681,7 +681,7 @@ def test_a_verdict_the_questions_own_rule_contradicts_is_doubtful() -> None:
     assert isinstance(wrong, SendBack)
     assert [(r.key, r.kind) for r in wrong.reasons] == [("doubtful", "rule_broken")]
     assert ('says @relationship_type[nonlinear], but the question calls it "nonlinear" only if p < 0.05 and '
-            '|r| < 0.5, and the answer\'s own values are p = 0.4058, r = -0.04: by the question\'s rule '
+            '|r| < 0.5, and the values are p = 0.4058, r = -0.04: by the question\'s rule '
             'it is "no significant correlation"') in wrong.text, wrong.text
     linear = decide("@correlation_coefficient[0.99] @p_value[0.0000] @relationship_type[none]")
     assert isinstance(linear, SendBack) and 'rule it is "linear"' in linear.text, linear
@@ -694,6 +694,23 @@ def test_a_verdict_the_questions_own_rule_contradicts_is_doubtful() -> None:
         assert isinstance(decide(right), Accept), right
     alone = decide("@relationship_type[nonlinear]")  # the other items missing: no numbers to hold it against
     assert isinstance(alone, SendBack) and [r.key for r in alone.reasons] == ["form"], alone
+    # DABench easy 72 with the 1.5B model: no p-value item; its cell printed the p-value and
+    # `'Normal' if p < 0.05 else 'Non-normal'`, the rule turned round
+    normality = ("Use the Shapiro-Wilk test to assess the normality of the \"Close\" column. If the p-value "
+                 "is less than 0.05, consider the data to be non-normally distributed. Otherwise, consider "
+                 "it to be normally distributed. @normality_test_result[normality_test_result]")
+    printed = "Shapiro-Wilk test p-value: 1.406882455766507e-10\nNormality test result: Normal\n"
+    facts = Facts(steps=[step(1, "print(...)", printed=printed)], cells=[cell(1, "print(...)", printed)])
+    turned = judge(normality, table_rows=(251,)).on_answer("@normality_test_result[Normal]", facts)
+    assert isinstance(turned, SendBack)
+    assert 'by the question\'s rule it is "non-normally distributed"' in turned.text
+    assert "p = 1.406882455766507e-10" in turned.text, turned.text
+    kept = judge(normality, table_rows=(251,)).on_answer("@normality_test_result[Non-normal]", facts)
+    assert "doubtful" not in [r.key for r in getattr(kept, "reasons", ())], kept  # though no cell printed it
+    two = printed + "p-value: 0.3\n"  # two p-values printed: which one the verdict is on is not known
+    facts = Facts(steps=[step(1, "print(...)", printed=two)], cells=[cell(1, "print(...)", two)])
+    open_p = judge(normality, table_rows=(251,)).on_answer("@normality_test_result[Normal]", facts)
+    assert isinstance(open_p, Accept), open_p
     # a rule on the coefficient alone, worded the other way round (DABench 552's shape)
     signed = ("If the absolute value of r is greater than or equal to 0.5, consider it to be linear. "
               "@r[r_value] @kind[kind]")

@@ -59,7 +59,7 @@ from collections.abc import Callable
 
 from ...claims import ClaimStatus, parse_mantissa
 from ..prompting import message
-from .answers import AnswerCase, AnswerCheck, code_since
+from .answers import AnswerCase, AnswerCheck, code_since, printed_since
 from .checks import carried_filters
 from .decisions import Reason
 from .form import AnswerForm
@@ -196,6 +196,10 @@ def rule_broken(case: AnswerCase) -> str | None:
         return None
     given = AnswerForm.given(case.answer)
     written = _p_and_r(given)
+    if len(written) < 2 and case.steps:
+        shown = " ".join(text for _, text in printed_since(case.cells, case.question.first_cell,
+                                                          skip_roles=("profile",)))
+        written = _printed_p_and_r(shown) | written
     values = {q: (float(text), _half_unit(text)) for q, text in written.items()}
     if "r" in values:
         values["|r|"] = (abs(values["r"][0]), values["r"][1])
@@ -213,6 +217,26 @@ def rule_broken(case: AnswerCase) -> str | None:
             return message("doubt_rule", expected=follows.pop(), **told)
         return message("doubt_rule_open", **told)
     return None
+
+
+_PRINTED_RES = {
+    "p": re.compile(r"\bp[\s_-]?(?:val(?:ue)?)?\s*[:=]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)", re.I),
+    "r": re.compile(r"\b(?:r|correlation(?: coefficient)?|pearson(?:'s)?(?: r)?)\s*[:=]\s*"
+                    r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)", re.I),
+}
+
+
+def _printed_p_and_r(shown: str) -> dict[str, str]:
+    """The p-value and the coefficient the question's cells printed with a label (``p-value:
+    1.4e-10``, ``r = 0.99``), where each was printed as one value: a verdict item given
+    without them is held against the rule with what the code printed (DABench easy 72:
+    ``'Normal' if p < 0.05`` printed 'Normal' beside p = 1.4e-10)."""
+    found = {}
+    for quantity, pattern in _PRINTED_RES.items():
+        values = {m.group(1) for m in pattern.finditer(shown)}
+        if len(values) == 1 and (quantity != "p" or 0.0 <= float(next(iter(values))) <= 1.0):
+            found[quantity] = values.pop()
+    return found
 
 
 def _p_and_r(given: dict[str, str]) -> dict[str, str]:

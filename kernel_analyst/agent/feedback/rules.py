@@ -28,6 +28,7 @@ _OPS: tuple[tuple[str, str], ...] = (
 )
 _COMPARE: Mapping[str, Callable[[float, float], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_OPPOSITE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _QUANTITIES: tuple[tuple[str, str], ...] = (
     (r"(?:the\s+)?(?:absolute value of (?:the\s+)?(?:correlation\s+coefficient|r)(?:\s+value)?"
      r"|absolute r|\|r\|)", "|r|"),
@@ -42,6 +43,7 @@ _OUTCOME_FIRST = re.compile(r"\b(?:to be|as)\s+(?P<outcome>[\w\s-]{1,60}?)\s+if\
 _CONDITIONS_FIRST = re.compile(
     r"^if\s+(?P<conditions>.+?),\s*(?:\w+\s+){0,4}?(?:to be|as|that there is|that it is)"
     r"\s+(?P<outcome>[\w\s-]{1,60})$", re.I)
+_OTHERWISE = re.compile(r"^otherwise,?\s+(?:\w+\s+){0,4}?(?:to be|as)\s+(?P<outcome>[\w\s-]{1,60})$", re.I)
 _SENTENCE_SPLIT = re.compile(r"(?<=[.;])\s+|\n+")
 
 
@@ -61,6 +63,10 @@ class Condition:
         compare = _COMPARE[self.op]
         ends = {compare(value - slack, self.threshold), compare(value + slack, self.threshold)}
         return ends.pop() if len(ends) == 1 else None
+
+    def opposite(self) -> Condition:
+        """The condition that holds where this one does not."""
+        return Condition(self.quantity, _OPPOSITE[self.op], self.threshold)
 
     def __str__(self) -> str:
         return f"{self.quantity} {self.op} {self.threshold:g}"
@@ -108,22 +114,34 @@ _FILLERS = frozenset({"a", "an", "the", "is", "relationship", "correlation"})
 
 
 def _words(text: str) -> list[str]:
-    return re.findall(r"[a-z]+", re.sub(r"(?<=[a-z])-(?=[a-z])", "", text.lower()))
+    """The words of a verdict, hyphens closed ("non-linear" is "nonlinear") and an adverb's
+    "-ly" dropped ("normally distributed" names "normal")."""
+    words = re.findall(r"[a-z]+", re.sub(r"(?<=[a-z])-(?=[a-z])", "", text.lower()))
+    return [w[:-2] if w.endswith("ly") and len(w) > 5 else w for w in words]
 
 
 def stated_rules(question: str) -> list[Rule]:
-    """The rules the question states on a p-value and a coefficient, in its order."""
-    rules = []
+    """The rules the question states on a p-value and a coefficient, in its order. "Otherwise,
+    consider it to be X" after a rule of one condition is the rule of the opposite condition."""
+    rules: list[Rule] = []
     for sentence in _SENTENCE_SPLIT.split(question):
         sentence = sentence.strip().rstrip(".;}").strip()
+        otherwise = _OTHERWISE.search(sentence)
+        if otherwise is not None:
+            if rules and len(rules[-1].conditions) == 1:
+                rules.append(Rule(_outcome(otherwise), (rules[-1].conditions[0].opposite(),)))
+            continue
         found = _OUTCOME_FIRST.search(sentence) or _CONDITIONS_FIRST.search(sentence)
         if found is None:
             continue
         conditions = _conditions(found.group("conditions"))
         if conditions:
-            outcome = re.sub(r"^(?:a|an|the)\s+", "", found.group("outcome").strip(), flags=re.I)
-            rules.append(Rule(outcome, conditions))
+            rules.append(Rule(_outcome(found), conditions))
     return rules
+
+
+def _outcome(found: re.Match[str]) -> str:
+    return re.sub(r"^(?:a|an|the)\s+", "", found.group("outcome").strip(), flags=re.I)
 
 
 def _conditions(text: str) -> tuple[Condition, ...]:
