@@ -1034,6 +1034,32 @@ def test_undone_cells_neither_complete_the_form_nor_count_as_the_questions_code(
     assert code_since([header, live], 0) == ["print(...)"], "a cell not undone is read"
 
 
+def test_a_result_asked_to_be_shown_and_never_shown_goes_back() -> None:
+    """DSEval employee-dataset with the 1.5B model: "Create a pivot table ... Show the result in a
+    DataFrame" ran ``pivot_table = employee.pivot_table(...)`` (an assignment shows nothing)
+    and answered "The pivot table shows the average 'PaymentTier' for each 'Education' level"."""
+    question = ("Create a pivot table that shows the average 'PaymentTier' for each 'Education' level. "
+                "Show the result in a DataFrame with 'Education' as the index.")
+    silent = "pivot_table = employee.pivot_table(values='PaymentTier', index='Education', aggfunc='mean')"
+    quiet = {"cell_type": "code", "id": "c1", "execution_count": 1, "source": silent, "outputs": [],
+             "metadata": {"kernel_analyst": {"status": "ok"}}}
+    facts = Facts(steps=[step(1, silent, printed="")], cells=[quiet])
+    answer = "The pivot table shows the average 'PaymentTier' for each 'Education' level."
+    decision = judge(question, has_files=True).on_answer(answer, facts)
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["nothing_shown"], decision
+    assert "asks to show the result, and this question's code showed nothing" in decision.text
+    shown = dict(quiet, outputs=[{"output_type": "execute_result", "execution_count": 1, "metadata": {},
+                                  "data": {"text/plain": "Education  PaymentTier\nBachelors 2.6"}}])
+    facts = Facts(steps=[step(1, silent, printed="")], cells=[shown])
+    again = judge(question, has_files=True).on_answer(answer, facts)
+    assert "nothing_shown" not in [r.key for r in getattr(again, "reasons", ())], again
+    # a question that does not ask to show: saving in place shows nothing, rightly
+    in_place = judge("Encode the 'Gender' column as 0 and 1. Save the result in-place.", has_files=True)
+    kept = in_place.on_answer("The 'Gender' column has been encoded.",
+                              Facts(steps=[step(1, silent, printed="")], cells=[quiet]))
+    assert isinstance(kept, Accept), kept
+
+
 def test_a_placeholder_is_no_value() -> None:
     facts = Facts(steps=[step(1, "print(r)", printed="0.71\n")], cells=[cell(1, "print(r)", "0.71")])
     decision = judge("r? Answer as @correlation_coefficient[value].").on_answer(

@@ -270,6 +270,30 @@ def empty(case: AnswerCase) -> Reason | None:
     return Reason("empty", message("feedback_empty", value=value)) if value is not None else None
 
 
+_SHOW_RE = re.compile(r"(?:^|[.;:!?]\s+|\n)\s*(?:please\s+)?(show|display|print|list)\b"
+                      r"|\band (show|display|print|list)\b", re.I)
+"""A question that asks to show its result: an imperative "Show ...", "List ...", "... and
+display ..." (DSEval's "Show the result in a DataFrame with 'Education' as the index")."""
+
+
+def nothing_shown(case: AnswerCase) -> Reason | None:
+    """A question that asks to show its result, answered while none of its own cells showed
+    anything (DSEval employee-dataset: ``pivot = employee.pivot_table(...)`` displays nothing,
+    and the answer was "The pivot table shows the average 'PaymentTier' for each level")."""
+    q = case.question
+    asked = _SHOW_RE.search(q.question)
+    if asked is None or not case.steps:
+        return None
+    for cell in _code_cells(case.cells, q.first_cell, ("profile",)):
+        for output in cell.get("outputs") or []:
+            kind = output.get("output_type")
+            if (kind == "stream" and _text(output.get("text", "")).strip()) or kind in ("execute_result",
+                                                                                       "display_data"):
+                return None
+    verb = (asked.group(1) or asked.group(2)).lower()
+    return Reason("nothing_shown", message("feedback_nothing_shown", verb=verb))
+
+
 def wrong_form(case: AnswerCase) -> Reason | None:
     """Not in the form the question asks for (its templates, its decimals)."""
     form = AnswerForm.of(case.question.question)
@@ -358,5 +382,5 @@ def grounding_of(answer: str, cells: Sequence[dict[str, Any]], question: Questio
 
 
 __all__ = ["AnswerCase", "AnswerCheck", "code_since", "empty", "failed_last_step", "grounding_of", "no_work",
-           "printed_since", "profile_only", "rests_on_nan", "stale", "uncomputed_verdicts", "unsupported",
-           "unsupported_values", "wrong_form"]
+           "nothing_shown", "printed_since", "profile_only", "rests_on_nan", "stale", "uncomputed_verdicts",
+           "unsupported", "unsupported_values", "wrong_form"]
