@@ -45,6 +45,11 @@ AGES = ("Create a new column called \"AgeGroup\" that categorizes the passengers
     ("At which hour are most rides picked up?", "print(df['pickup'].value_counts().idxmax())", ".dt.hour"),
     ("Group the cars by weight: light (under 2500), medium, heavy (4000+).",
      "df['w'] = pd.cut(df.weight, [0, 2500, 4000, 5000])", "no group (NaN)"),
+    # DABench hard 28 with the 1.5B model: every mean 0.0000
+    ("Normalize 'age', 'bmi', 'children', and 'charges' columns. Report the mean of each column.",
+     "scaler = StandardScaler()\ndf[cols] = scaler.fit_transform(df[cols])", "`MinMaxScaler`"),
+    ("Normalize the Fare column.", "df['Fare'] = (df['Fare'] - df['Fare'].mean()) / df['Fare'].std()",
+     "(x - x.min()) / (x.max() - x.min())"),
     # DSEval employee-dataset with the 1.5B model, its own cell
     ("Encode the categorical columns using label encoding. Save the result in-place.",
      "employee = pd.get_dummies(employee)", "LabelEncoder().fit_transform"),
@@ -88,6 +93,11 @@ def test_a_slip_is_named_with_what_to_use(question: str, code: str, says: str) -
      "df['g'] = pd.cut(df.Age, [0, 12, 19, 59, 80])"),  # closed groups: no slip
     ("Count the outliers above the upper fence only, by the IQR rule.",
      "print((df.x > q3 + 1.5 * iqr).sum())"),
+    ("Normalize the Fare column using Min-Max scaling.",
+     "df['Fare'] = MinMaxScaler().fit_transform(df[['Fare']])"),
+    ("Normalize (standardize) the income: zero mean and unit variance.",
+     "x = StandardScaler().fit_transform(x)"),
+    ("Is the Fare column normally distributed?", "print(stats.zscore(df.Fare).max())"),
     ("Encode the categorical columns using label encoding. Save the result in-place.",
      "for c in cols:\n    employee[c] = LabelEncoder().fit_transform(employee[c])"),
     ("Use label encoding for 'City' and one-hot encoding for 'Education'.",

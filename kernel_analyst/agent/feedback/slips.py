@@ -6,10 +6,11 @@ divides by n - 1; it asks for the RMSE and the code prints ``mean_squared_error`
 square; it asks for the outliers by the interquartile range and the code keeps one bound
 of the two; a last group "60 years old and above" binned on edges that end at a number; a
 Kolmogorov-Smirnov test of one column run as the two-sample test; a month (an hour) found by
-grouping whole dates; label encoding done as one-hot columns; and, whatever it asks, a
-scipy test's result unpacked p-value first. The 1.5B model did each on DABench (easy 129,
-medium 8: ``@std_dev_fare[49.69]`` for 49.67; hard 30: ``@model_rmse[131440262.76]`` for
-11464.74; easy 18: 384.44 for 171.44; medium 6; easy 33). Each :class:`Slip` pairs
+grouping whole dates; label encoding done as one-hot columns; normalizing done by
+standardizing; and, whatever it asks, a scipy test's result unpacked p-value first. The 1.5B
+model did each on DABench or DSEval (easy 129, medium 8: ``@std_dev_fare[49.69]`` for 49.67;
+hard 30: ``@model_rmse[131440262.76]`` for 11464.74; easy 18: 384.44 for 171.44; medium 6;
+easy 33; hard 28: every mean 0.0000). Each :class:`Slip` pairs
 words of the question with a call of the code that misses what they ask, and the line the
 model reads beside the step's output says what to use instead. A slip is read only from
 the question's words and the step's code: nothing runs, nothing is guessed about data.
@@ -103,6 +104,14 @@ SLIPS: tuple[Slip, ...] = (
          does=re.compile(r"\bcut\((?:[^()]|\([^()]*\))*?\[[^\]\[]*\d\s*\]"),
          unless=re.compile(r"\binf\b|\.max\(\)|\bmax\("),
          key="slip_open_bin"),
+    # DABench hard 28: "Normalize 'age', 'bmi', 'children', and 'charges' columns" with StandardScaler,
+    # every mean 0.0000 (min-max: 0.4610 ...); all of DABench's eight "normalize" questions mean min-max
+    Slip(asks=re.compile(r"\bnormali[sz](?:e|es|ed|ing|ation)\b", re.I),
+         does=re.compile(r"\bStandardScaler\(|\bzscore\(|\.mean\(\)\s*\)\s*/\s*[\w.\[\]'\"]*\.std\("),
+         unless=re.compile(r"\bMinMaxScaler\(|\.min\(\)"),
+         key="slip_normalize_min_max",
+         not_asked=re.compile(r"\bstandardi[sz]|\bz[- ]?scores?\b|\bzero mean\b|\bunit variance\b|"
+                              r"\bmean (?:of )?0\b|\bStandardScaler\b", re.I)),
     # DSEval employee-dataset: "Encode the categorical columns using label encoding" as `pd.get_dummies(df)`
     Slip(asks=re.compile(r"\blabel[- ]encod", re.I),
          does=re.compile(r"\bget_dummies\(|\bOneHotEncoder\("),
