@@ -98,6 +98,10 @@ def test_a_slip_is_named_with_what_to_use(question: str, code: str, says: str) -
     ("Normalize (standardize) the income: zero mean and unit variance.",
      "x = StandardScaler().fit_transform(x)"),
     ("Is the Fare column normally distributed?", "print(stats.zscore(df.Fare).max())"),
+    # DSEval diabetes-prediction-dataset
+    ("Normalize the \"age\" and \"bmi\" columns using standard scalers. Save the normalized dataset "
+     "in-place.",
+     "df[['age', 'bmi']] = StandardScaler().fit_transform(df[['age', 'bmi']])"),
     ("Encode the categorical columns using label encoding. Save the result in-place.",
      "for c in cols:\n    employee[c] = LabelEncoder().fit_transform(employee[c])"),
     ("Use label encoding for 'City' and one-hot encoding for 'Education'.",

@@ -111,7 +111,7 @@ SLIPS: tuple[Slip, ...] = (
          unless=re.compile(r"\bMinMaxScaler\(|\.min\(\)"),
          key="slip_normalize_min_max",
          not_asked=re.compile(r"\bstandardi[sz]|\bz[- ]?scores?\b|\bzero mean\b|\bunit variance\b|"
-                              r"\bmean (?:of )?0\b|\bStandardScaler\b", re.I)),
+                              r"\bmean (?:of )?0\b|\bStandardScaler\b|\bstandard scal", re.I)),
     # DSEval employee-dataset: "Encode the categorical columns using label encoding" as `pd.get_dummies(df)`
     Slip(asks=re.compile(r"\blabel[- ]encod", re.I),
          does=re.compile(r"\bget_dummies\(|\bOneHotEncoder\("),
