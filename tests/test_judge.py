@@ -1060,6 +1060,29 @@ def test_a_result_asked_to_be_shown_and_never_shown_goes_back() -> None:
     assert isinstance(kept, Accept), kept
 
 
+def test_a_number_sent_back_and_then_typed_into_code_goes_back() -> None:
+    """DSEval students-exam-scores with the 1.5B model: correlations made up, sent back as no
+    output's, then written into the matrix (``correlation_matrix.iloc[0, 1] = 0.85``) and
+    cited from that cell's code."""
+    question = "Compute the mutual correlation among math, reading and writing scores."
+    corr = "correlation_matrix = students[['MathScore', 'ReadingScore']].corr()"
+    quiet = {"cell_type": "code", "id": "c1", "execution_count": 1, "source": corr, "outputs": [],
+             "metadata": {"kernel_analyst": {"status": "ok"}}}
+    answer = "MathScore and ReadingScore have a correlation of 0.85."
+    the_judge = judge(question, has_files=True)
+    first = the_judge.on_answer(answer, Facts(steps=[step(1, corr, printed="")], cells=[quiet]))
+    assert isinstance(first, SendBack) and "unsupported" in [r.key for r in first.reasons], first
+    typed = "correlation_matrix.iloc[0, 1] = 0.85"
+    written = dict(quiet, id="c2", execution_count=2, source=typed)
+    facts = Facts(steps=[step(1, corr, printed=""), step(2, typed, printed="")], cells=[quiet, written])
+    second = the_judge.on_answer(answer, facts)
+    assert isinstance(second, SendBack) and [r.key for r in second.reasons] == ["typed_in"], second
+    assert "now they come only from code that writes them in as they are: 0.85" in second.text
+    # a number from code that was never sent back (a threshold the code chose) is no laundering
+    fresh = judge(question, has_files=True).on_answer(answer, facts)
+    assert "typed_in" not in [r.key for r in getattr(fresh, "reasons", ())], fresh
+
+
 def test_a_placeholder_is_no_value() -> None:
     facts = Facts(steps=[step(1, "print(r)", printed="0.71\n")], cells=[cell(1, "print(r)", "0.71")])
     decision = judge("r? Answer as @correlation_coefficient[value].").on_answer(

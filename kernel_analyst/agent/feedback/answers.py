@@ -97,6 +97,9 @@ class AnswerCase:
     """The error of this question's last step, if it did not end ``ok`` (one line)."""
     nan: tuple[str, ...] = ()
     """Numbers this question's steps left NaN (their names)."""
+    refused: frozenset[float] = frozenset()
+    """Numbers an earlier answer to this question gave that no cell produced (sent back as
+    unsupported): one of them typed into code since is still not computed (:func:`typed_in`)."""
 
     @property
     def cells_run(self) -> int:
@@ -183,6 +186,21 @@ def unsupported(case: AnswerCase) -> Reason | None:
     named = ", ".join(c.text for c in found[:_MAX_NAMED]) + more
     key = "feedback_unsupported_code" if case.protocol == "code" else "feedback_unsupported_tools"
     return Reason("unsupported", message(key, numbers=named, tool_name=case.tool_name))
+
+
+def typed_in(case: AnswerCase) -> Reason | None:
+    """Numbers sent back as no cell's, given again with only code as their source: typed into
+    a cell as literals, not computed (DSEval students-exam-scores with the 1.5B model: the
+    correlations 0.85, 0.78 and 0.72 made up, sent back, then written into the matrix with
+    ``correlation_matrix.iloc[0, 1] = 0.85`` and cited from that cell's code)."""
+    if not case.refused:
+        return None
+    typed = [c for c in case.grounding.claims if c.status is ClaimStatus.GROUNDED and c.source is not None
+             and c.source.where == "code" and c.value in case.refused]
+    if not typed:
+        return None
+    named = ", ".join(c.text for c in typed[:_MAX_NAMED]) + (", ..." if len(typed) > _MAX_NAMED else "")
+    return Reason("typed_in", message("feedback_typed_in", numbers=named))
 
 
 def unsupported_values(case: AnswerCase) -> Reason | None:
@@ -381,6 +399,22 @@ def grounding_of(answer: str, cells: Sequence[dict[str, Any]], question: Questio
                   prefer_from=question.first_cell)
 
 
-__all__ = ["AnswerCase", "AnswerCheck", "code_since", "empty", "failed_last_step", "grounding_of", "no_work",
-           "nothing_shown", "printed_since", "profile_only", "rests_on_nan", "stale", "uncomputed_verdicts",
-           "unsupported", "unsupported_values", "wrong_form"]
+__all__ = [
+    "AnswerCase",
+    "AnswerCheck",
+    "code_since",
+    "empty",
+    "failed_last_step",
+    "grounding_of",
+    "no_work",
+    "nothing_shown",
+    "printed_since",
+    "profile_only",
+    "rests_on_nan",
+    "stale",
+    "typed_in",
+    "uncomputed_verdicts",
+    "unsupported",
+    "unsupported_values",
+    "wrong_form",
+]

@@ -46,6 +46,7 @@ from .answers import (
     profile_only,
     rests_on_nan,
     stale,
+    typed_in,
     uncomputed_verdicts,
     unsupported,
     unsupported_values,
@@ -151,6 +152,7 @@ ANSWER_CHECKS: tuple[Registered, ...] = (
     Registered(rests_on_nan, "check_results"),
     Registered(no_work, "require_work"),
     Registered(unsupported, "check_numbers"),
+    Registered(typed_in, "check_numbers"),
     Registered(unsupported_values, "check_numbers"),
     Registered(uncomputed_verdicts, "check_numbers"),
     Registered(profile_only, "check_numbers"),
@@ -190,6 +192,8 @@ class Budget:
     sent: Counter[str] = field(default_factory=Counter)
     """How many times each reason's account was sent back (:attr:`Reason.account`; see
     :data:`SEND_BACK_ALLOWANCE`)."""
+    refused: set[float] = field(default_factory=set)
+    """Values of numbers sent back as no cell's (:attr:`.AnswerCase.refused`)."""
     undone_at: int = -1
     """The number of steps when the model last undid a cell (code may run again after it)."""
     undos: int = 0
@@ -255,7 +259,8 @@ class Judge:
         case = AnswerCase(answer, grounding, q, facts.cells, len(facts.steps),
                           "code" if switch else facts.protocol.prompt_protocol, self.settings.tool_name,
                           failed=_last_failure(facts.steps),
-                          nan=tuple(nan_numbers([step.execution for step in facts.steps])))
+                          nan=tuple(nan_numbers([step.execution for step in facts.steps])),
+                          refused=frozenset(self.budget.refused))
         checks = [r.check for r in self.policies.answers if getattr(self.settings, r.setting)]
         reasons = [reason for check in checks if (reason := check(case)) is not None]
         sent = self.budget.sent
@@ -273,6 +278,8 @@ class Judge:
             doubts = tuple(reason for reason in reasons if reason.key not in _NO_DOUBT)
             return Accept(answer, grounding, switch, completed_from, doubts)
         sent.update(reason.account for reason in fresh or again)
+        if any(reason.key == "unsupported" for reason in fresh or again):
+            self.budget.refused.update(claim.value for claim in grounding.unsupported)
         return SendBack(answer, fresh or again, text, grounding, switch, resample=not fresh)
 
     def completed(self, answer: str, facts: TurnFacts) -> tuple[str, tuple[int | None, ...]]:
