@@ -1053,6 +1053,13 @@ def test_a_result_asked_to_be_shown_and_never_shown_goes_back() -> None:
     facts = Facts(steps=[step(1, silent, printed="")], cells=[shown])
     again = judge(question, has_files=True).on_answer(answer, facts)
     assert "nothing_shown" not in [r.key for r in getattr(again, "reasons", ())], again
+    # DSEval's "Return a DataFrame ...": `students = students.sort_values(...)`, and an answer about it
+    sort = "students = students.sort_values(by='ParentEduc')"
+    returning = judge("Sort the education level from lowest to highest. Return a DataFrame with "
+                      "\"ParentEduc\" as the index.", has_files=True)
+    sorted_facts = Facts(steps=[step(1, sort, printed="")], cells=[dict(quiet, source=sort)])
+    returned = returning.on_answer("The sorted DataFrame has 30641 rows.", sorted_facts)
+    assert "nothing_shown" in [r.key for r in getattr(returned, "reasons", ())], returned
     # a question that does not ask to show: saving in place shows nothing, rightly
     in_place = judge("Encode the 'Gender' column as 0 and 1. Save the result in-place.", has_files=True)
     kept = in_place.on_answer("The 'Gender' column has been encoded.",

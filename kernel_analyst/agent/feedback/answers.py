@@ -288,10 +288,11 @@ def empty(case: AnswerCase) -> Reason | None:
     return Reason("empty", message("feedback_empty", value=value)) if value is not None else None
 
 
-_SHOW_RE = re.compile(r"(?:^|[.;:!?]\s+|\n)\s*(?:please\s+)?(show|display|print|list)\b"
-                      r"|\band (show|display|print|list)\b", re.I)
-"""A question that asks to show its result: an imperative "Show ...", "List ...", "... and
-display ..." (DSEval's "Show the result in a DataFrame with 'Education' as the index")."""
+_SHOW_RE = re.compile(r"(?:^|[.;:!?]\s+|\n)\s*(?:please\s+)?(show|display|print|list|return)\b"
+                      r"|\band (show|display|print|list|return)\b", re.I)
+"""A question that asks to show its result: an imperative "Show ...", "List ...", "Return a
+DataFrame ...", "... and display ..." (DSEval's "Show the result in a DataFrame with
+'Education' as the index")."""
 
 
 def nothing_shown(case: AnswerCase) -> Reason | None:
