@@ -205,7 +205,9 @@ def rule_broken(case: AnswerCase) -> str | None:
         values["|r|"] = (abs(values["r"][0]), values["r"][1])
     for name, value in given.items():
         verdict = value.strip().strip("'\"`*").strip()
-        named = [rule for rule in rules if not any(ch.isdigit() for ch in verdict) and rule.names(verdict)]
+        if any(ch.isdigit() for ch in verdict):
+            continue
+        named = [rule for rule in rules if rule.names(verdict)]
         if not named or any(rule.holds(values) is not False for rule in named):
             continue
         said = ", ".join(f"{q} = {text}" for q, text in written.items())
