@@ -725,6 +725,28 @@ def test_a_verdict_the_questions_own_rule_contradicts_is_doubtful() -> None:
     assert isinstance(decide("@r[0.81] @kind[linear]", signed), Accept)
 
 
+def test_an_answer_from_a_step_whose_slip_was_named_is_doubtful() -> None:
+    """DABench easy 129 with the 1.5B model: ``df['Fare'].std()`` for "the population standard
+    deviation (σ)"; the line after the output named it, and ``@std_dev_fare[49.69]`` was
+    answered at once (49.67 is right)."""
+    question = ("Calculate the mean and standard deviation of the fare. Calculate the arithmetic mean and "
+                "population standard deviation (σ). @mean_fare[mean] @std_dev_fare[std]")
+    slipped = ("m = df['Fare'].mean()\ns = df['Fare'].std()\n"
+               "print(f'@mean_fare[{m:.2f}] @std_dev_fare[{s:.2f}]')")
+    out = "@mean_fare[32.20] @std_dev_fare[49.69]"
+    facts = Facts(steps=[step(1, slipped, printed=out)], cells=[cell(1, slipped, out)])
+    decision = judge(question, has_files=True).on_answer(out, facts)
+    assert isinstance(decision, SendBack), decision
+    assert [(r.key, r.kind) for r in decision.reasons] == [("doubtful", "slip_kept")], decision.reasons
+    assert "the line after its output said: \"The question asks for the population standard deviation" \
+        in decision.text, decision.text
+    fixed = slipped.replace(".std()", ".std(ddof=0)")
+    right = "@mean_fare[32.20] @std_dev_fare[49.67]"
+    facts = Facts(steps=[step(1, slipped, printed=out), step(2, fixed, printed=right)],
+                  cells=[cell(1, slipped, out), cell(2, fixed, right)])
+    assert isinstance(judge(question, has_files=True).on_answer(right, facts), Accept)
+
+
 def test_a_p_value_that_cannot_go_with_its_correlation_is_doubtful() -> None:
     """DABench medium 11: the 1.5B model's own p-value formula printed 0.9896 beside a
     correlation of 0.99 (on 3 rows that correlation's p is below 0.12; on the table's 400 it

@@ -41,6 +41,7 @@ SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 
            "frame": "df", "total": "856", "item": "@relationship_type[nonlinear]", "outcome": "nonlinear",
            "conditions": "p < 0.05 and |r| < 0.5", "stated": "p = 0.4058, r = -0.04",
            "expected": "no significant correlation",
+           "slip": "The question asks for the population standard deviation.",
            "dtype": "str", "values": "'No', 'Yes'",
            "items": "@is_normal[True]", "reason": "No output of this conversation shows these numbers: 0.85.",
            "line": "'nan'", "form": "@mean_fare[value]",

@@ -34,6 +34,9 @@ naming what was seen):
   nonlinear if the p-value is less than 0.05 and ..." and the answer's own
   ``@p_value[0.4058]`` beside ``@relationship_type[nonlinear]`` (DABench medium 34; the
   rules are read by :mod:`.rules`);
+- **a slip kept**: the question's last cell has a slip the line after its output named
+  (:mod:`.slips`: pandas' ``.std()`` for the population standard deviation, DABench easy
+  129), and the model answered from it all the same;
 - **a p-value that cannot go with its correlation**: a correlation's two-sided p-value is
   a function of the coefficient and the rows it was computed on (Pearson's and Spearman's
   through Student's t with n - 2 degrees of freedom), so ``@correlation_coefficient[0.99]
@@ -64,6 +67,7 @@ from .checks import carried_filters
 from .decisions import Reason
 from .form import AnswerForm
 from .rules import stated_rules
+from .slips import slips_in
 
 _SHARE_RE = re.compile(r"\b(?:percent(?:age)?s?|proportions?|shares?|fractions?|rates?|ratios?)\b|%", re.I)
 _FILTER_RE = re.compile(r"\b(?:more|less|fewer|greater|higher|lower|at least|at most|above|below|over|"
@@ -356,6 +360,18 @@ def _written(code: str) -> tuple[bool | None, list[str]]:
     return True, [text for node in prints for text in _literal_text(node)]
 
 
+def slip_kept(case: AnswerCase) -> str | None:
+    """The question's last cell has a slip the line after its output named
+    (:mod:`.slips`), and the answer came from it: the line was read and not acted on
+    (DABench easy 129: ``df['Fare'].std()`` for "the population standard deviation",
+    named, and ``@std_dev_fare[49.69]`` answered at once, for 49.67)."""
+    own = _own_code(case) if case.steps else []
+    found = slips_in(case.question.question, own[-1]) if own else []
+    if not found:
+        return None
+    return message("doubt_slip", slip=found[0].text.removeprefix("- "))
+
+
 def carried_filter(case: AnswerCase) -> str | None:
     """The question's last cell keeps only rows an earlier question asked about, and this
     question does not ask for them (the conversation benchmark's tips: the line after the
@@ -387,7 +403,7 @@ def _own_code(case: AnswerCase) -> list[str]:
 
 DOUBTS: tuple[Callable[[AnswerCase], str | None], ...] = (
     whole_or_nothing, whole_denominator, whole_table, short_list, same_for_each, p_value_disagrees,
-    rule_broken, no_average, no_verdict, written_verdict, carried_filter)
+    rule_broken, no_average, no_verdict, written_verdict, carried_filter, slip_kept)
 """The doubts, each a pure function of the answer case giving what it saw (or None), in the
 order the model reads them."""
 
