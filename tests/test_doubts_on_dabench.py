@@ -12,10 +12,11 @@ import pandas as pd
 
 from kernel_analyst.agent.feedback.answers import AnswerCase
 from kernel_analyst.agent.feedback.decisions import QuestionFacts
-from kernel_analyst.agent.feedback.doubts import doubtful
+from kernel_analyst.agent.feedback.doubts import _AVERAGE_ASKED, _takes_average, doubtful
 from kernel_analyst.agent.feedback.rules import stated_rules
 from kernel_analyst.claims import Grounding
 from tests.conftest import SHARED
+from tests.dseval_problems import reference_cells
 
 DABENCH = SHARED / "datasets" / "dabench"
 
@@ -62,3 +63,14 @@ def test_the_rules_dabench_states_are_read() -> None:
         assert any("nonlinear" in w for w in words) and any("linear" in w for w in words), (q["id"], outcomes)
         assert all(str(c).startswith(("p ", "|r| ")) for rule in rules for c in rule.conditions), q["id"]
     assert sum(bool(stated_rules(f"{q['question']} {q['constraints']}")) for q in questions) >= 25
+
+
+def test_dsevals_reference_code_takes_the_averages_its_questions_ask() -> None:
+    """The "no average" doubt reads code as calls and names, not words: DSEval's reference
+    cells for its 60 questions that ask for an average take one (or read one an earlier cell
+    took: ``['Mean GDP']``, ``average='weighted'``), all but the two whose authors' code takes
+    none (the highest single car's mpg; a growth rate's maximum)."""
+    asked = [(name, code) for name, question, code in reference_cells() if _AVERAGE_ASKED.search(question)]
+    untaken = [name for name, code in asked if not _takes_average(code)]
+    assert len(asked) >= 50
+    assert untaken == ["automobile-dataset", "netflix-ott-revenue-and-subscribers-csv-file"]

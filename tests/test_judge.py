@@ -533,6 +533,22 @@ def test_an_average_no_cell_took_is_doubtful() -> None:
                  "s = df.groupby('island')['body_mass_g']\nprint((s.sum() / s.count()).idxmin())"):
         seen = Facts(steps=[step(1, code, printed="Torgersen\n")], cells=[cell(1, code, "Torgersen\n")])
         assert isinstance(judge(question, has_files=True).on_answer("Torgersen", seen), Accept), code
+    # DABench easy 123 with the 1.5B model: the form's name as a variable and a per-million
+    # division, the single highest day's country for the highest average
+    vaccinations = ("df['per_million'] = df['daily_vaccinations'] / df['total_vaccinations'] * 1e6\n"
+                    "# the country with the highest average\n"
+                    "country_with_highest_average = df.loc[df['per_million'].idxmax(), 'country']\n"
+                    "print(f'@country_with_highest_average[{country_with_highest_average}]')")
+    per_day = "Which country has the highest average number of daily vaccinations per million people?"
+    seen = Facts(steps=[step(1, vaccinations, printed="@country_with_highest_average[Algeria]\n")],
+                 cells=[cell(1, vaccinations, "@country_with_highest_average[Algeria]")])
+    decided = judge(per_day, has_files=True).on_answer("@country_with_highest_average[Algeria]", seen)
+    assert isinstance(decided, SendBack), decided
+    assert "none of this question's cells computes one" in decided.text, decided
+    for code in ("print(df.groupby('country')['v'].agg('mean').idxmax())",
+                 "print(np.mean(df.v))", "print(sum(df.v) / len(df))"):
+        seen = Facts(steps=[step(1, code, printed="Gibraltar\n")], cells=[cell(1, code, "Gibraltar\n")])
+        assert isinstance(judge(per_day, has_files=True).on_answer("Gibraltar", seen), Accept), code
     rmse = "from sklearn.metrics import root_mean_squared_error as f\nprint(round(f(y, p), 2))"
     seen = Facts(steps=[step(1, rmse, printed="3.1\n")], cells=[cell(1, rmse, "3.1\n")])
     asked = "What is the root mean squared error of the model?"

@@ -3,13 +3,10 @@ the lines the model reads after the step, from the question's words and the step
 
 from __future__ import annotations
 
-import re
-
 import pytest
-import yaml
 
 from kernel_analyst.agent.feedback.slips import slips_in
-from tests.conftest import SHARED
+from tests.dseval_problems import reference_cells
 
 POPULATION = ("Calculate the mean and standard deviation of the fare. Calculate the arithmetic mean and "
               "population standard deviation (σ).")  # DABench easy 129
@@ -125,15 +122,8 @@ def test_two_slips_of_one_line_are_both_named() -> None:
 def test_no_slip_in_dsevals_reference_code() -> None:
     """Every DSEval Kaggle question against its authors' reference cell: a slip named beside
     right code costs the model a step, so none may be found (396 questions)."""
-    asked, found = 0, []
-    for path in sorted((SHARED / "datasets" / "dseval-kaggle" / "problems").glob("*.py")):
-        for cell in path.read_text().split("# %%")[1:]:
-            parts = re.match(r'\s*"""(.*?)"""(.*)', cell, re.S)
-            meta = yaml.safe_load(parts.group(1)) if parts else None
-            if not isinstance(meta, dict) or "question" not in meta:
-                continue
-            asked += 1
-            if parts is not None and (slips := slips_in(meta["question"], parts.group(2))):
-                found.append(f"{path.stem}: {meta['question'][:80]!r}: {slips[0].text[:80]}")
-    assert asked >= 350, asked
+    cells = list(reference_cells())
+    found = [f"{name}: {question[:80]!r}: {slips[0].text[:80]}" for name, question, code in cells
+             if (slips := slips_in(question, code))]
+    assert len(cells) >= 350, len(cells)
     assert found == []

@@ -272,10 +272,38 @@ def _half_unit(text: str) -> float:
 
 
 _AVERAGE_ASKED = re.compile(r"\b(?:average|mean)\b(?![\s_-]*(?:squared|absolute))", re.I)
-_AVERAGING = re.compile(r"mean|average|avg|describe|pivot_table|\.agg|/|zscore|std|scale|normaliz|ttest|"
-                        r"anova|f_oneway|mannwhitney|kruskal", re.I)
-"""What code that takes an average (or a statistic built on one) holds somewhere: a call, a
-test of means, or a division (a sum over a count)."""
+_AVERAGING = re.compile(
+    r"\b(?:mean|nanmean|average|describe|pivot_table|zscore|ttest_\w*|f_oneway|anova\w*|mannwhitneyu|kruskal|"
+    r"std|nanstd|var|StandardScaler|scale|normalize|rolling|expanding|ewm|mean_\w+)\s*\("
+    r"|\bsum\((?:[^()]|\([^()]*\))*\)\s*/|\.sum\(\)\s*/|/\s*\d+(?:\.0*)?(?![\d.eE])(?!\s*\*)", re.I)
+"""What code that takes an average calls: a mean, or a statistic or test built on one; or a
+sum over a count, or a division by a whole number (``(low + high) / 2``)."""
+_AVERAGE_NAME = re.compile(r"mean|average|avg", re.I)
+
+
+def _takes_average(code: str) -> bool:
+    """Whether ``code`` takes an average or reads one taken before: :data:`_AVERAGING`; a
+    string or a keyword that names one (an aggregation ``'mean'``, a column ``['Mean GDP']``,
+    ``average='weighted'``); or a
+    variable named for one that this code reads and does not assign. Comments, the form's
+    item names (``@mean_fare[...]``) and the names the code assigns are no average: the 1.5B
+    model named its variable for the form's ``country_with_highest_average_...`` and took the
+    single highest day's country (DABench easy 123), dividing by a column for "per million"."""
+    if _AVERAGING.search(re.sub(r"#[^\n]*", "", code)):
+        return True
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return bool(_AVERAGE_NAME.search(re.sub(r"@\w+\[", "[", code)))
+    nodes = list(ast.walk(tree))
+    strings = [re.sub(r"@\w+\[", "[", n.value) for n in nodes
+               if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    keywords = [n.arg for n in nodes if isinstance(n, ast.keyword) and n.arg]  # average='weighted'
+    if any(_AVERAGE_NAME.search(text) for text in [*strings, *keywords]):
+        return True
+    names = [n for n in nodes if isinstance(n, ast.Name) and _AVERAGE_NAME.search(n.id)]
+    assigned = {n.id for n in names if isinstance(n.ctx, ast.Store)}
+    return any(isinstance(n.ctx, ast.Load) and n.id not in assigned for n in names)
 
 
 def no_average(case: AnswerCase) -> str | None:
@@ -286,7 +314,7 @@ def no_average(case: AnswerCase) -> str | None:
     if not q.has_files or not case.steps or not _AVERAGE_ASKED.search(q.question):
         return None
     own = _own_code(case)
-    if not own or any(_AVERAGING.search(code) for code in own):
+    if not own or any(_takes_average(code) for code in own):
         return None
     return message("doubt_no_average")
 
