@@ -42,6 +42,7 @@ SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 
            "conditions": "p < 0.05 and |r| < 0.5", "stated": "p = 0.4058, r = -0.04",
            "expected": "no significant correlation",
            "slip": "The question asks for the population standard deviation.",
+           "cell": 3, "code": "df['score'] = np.log(df['score'])",
            "dtype": "str", "values": "'No', 'Yes'",
            "items": "@is_normal[True]", "reason": "No output of this conversation shows these numbers: 0.85.",
            "line": "'nan'", "form": "@mean_fare[value]",

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...kernels import Execution
+from ...kernels.trail import cell_meta
 from ..prompting import message
 from ..protocols import Action, InvalidCall, ProtocolState, Reading, Via
 from ..results import Step
@@ -402,7 +403,7 @@ class Judge:
         """The lines the model reads after a step's output."""
         case = StepCase(step, facts.variables, self.teacher, facts.lookup, self.budget.steps,
                         self.settings.max_steps, self.settings.check_results, self.question.question,
-                        self.question.earlier)
+                        self.question.earlier, _standing(facts.cells, step.execution.execution_count))
         reasons = [reason for check in self.policies.steps for reason in await check(case)]
         renaming, self.budget.renaming = self.budget.renaming, None
         if renaming is not None and renaming[1].code == step.code:
@@ -463,6 +464,21 @@ def _question_reminder(question: str) -> str:
     prompt again."""
     question = question.strip()
     return "\n" + message("code_question", question=question) if 0 < len(question) <= _REMINDER_MAX else ""
+
+
+def _standing(cells: Sequence[dict[str, Any]], current: int | None) -> tuple[tuple[int | None, str], ...]:
+    """The conversation's code cells that ran ``ok`` and were not undone, before the step
+    counted ``current``, as (execution count, code)."""
+    found = []
+    for cell in cells:
+        meta = cell_meta(cell)
+        count = cell.get("execution_count")
+        if (cell.get("cell_type") == "code" and meta.get("status") == "ok" and not meta.get("undone")
+                and (current is None or count != current)):
+            source = cell.get("source", "")
+            found.append((count if isinstance(count, int) else None,
+                          "".join(source) if isinstance(source, list) else str(source)))
+    return tuple(found)
 
 
 def _error_key(ex: Execution | None) -> tuple[str, str] | None:

@@ -24,6 +24,7 @@ from .checks import ValueLookup, carried_filter_notes, comparison_notes, result_
 from .coercion import coerced_notes
 from .decisions import Reason, StepFacts
 from .hints import ErrorTeacher
+from .reapplied import reapplied
 from .slips import slips_in
 
 
@@ -49,6 +50,9 @@ class StepCase:
     """The question the step is for (what :func:`slips` reads)."""
     earlier: tuple[str, ...] = ()
     """The conversation's earlier questions (what :func:`carried_filters` reads)."""
+    before: tuple[tuple[int | None, str], ...] = ()
+    """The conversation's earlier cells that ran and stand (not undone), as (execution count,
+    code): what :func:`transformed_again` reads."""
 
     @property
     def ran(self) -> bool:
@@ -117,6 +121,16 @@ _SIDE_EFFECTS = re.compile(r"\b(?:requests\.(?:post|put|patch|delete)|smtplib|\.
                            r"urlopen\(|(?:INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b)", re.I)
 
 
+async def transformed_again(case: StepCase) -> list[Reason]:
+    """A column replaced by a transform of itself that an earlier cell already did
+    (:mod:`.reapplied`)."""
+    if not case.check_results or not case.ran:
+        return []
+    return [Reason("transformed_again", message("transformed_again", frame=t.frame, column=repr(t.column),
+                                                cell=count if count is not None else "?", code=t.text))
+            for t, count in reapplied(case.step.code, case.before)]
+
+
 async def side_effects(case: StepCase) -> list[Reason]:
     """Code that changes something outside the kernel: how to keep it from being run again
     when the conversation's variables are rebuilt (told when it applies, once it ran)."""
@@ -126,7 +140,7 @@ async def side_effects(case: StepCase) -> list[Reason]:
 
 
 STEP_CHECKS: tuple[StepCheck, ...] = (wrong_values, empty_results, coerced, carried_filters, slips,
-                                      error_hint, timed_out, side_effects)
+                                      transformed_again, error_hint, timed_out, side_effects)
 """The policies after a step, in the order the model reads their lines."""
 
 
@@ -138,4 +152,4 @@ def last_step(case: StepCase) -> Reason | None:
 
 
 __all__ = ["STEP_CHECKS", "StepCase", "StepCheck", "empty_results", "error_hint", "last_step", "side_effects",
-           "slips", "timed_out", "wrong_values"]
+           "slips", "timed_out", "transformed_again", "wrong_values"]
