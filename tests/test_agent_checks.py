@@ -259,6 +259,20 @@ def test_text_compared_with_a_date_or_a_number_gets_the_conversion() -> None:
         assert convert in hint, hint
 
 
+def test_text_cut_into_bins_gets_the_mapping() -> None:
+    """DSEval students-exam-scores with the 1.5B model: ``pd.cut`` of the weekly study hours,
+    which are the groups '< 5', '5 - 10' and '> 10' as text, three steps in a row. The
+    installed pandas' own message."""
+    import pandas as pd
+
+    hours = pd.Series(["< 5", "5 - 10", "> 10"])
+    code = "df['h'] = pd.cut(df['WklyStudyHours'], bins=[0, 5, 10, 15], labels=[2.5, 7.5, 15])"
+    hint = _hint_after(lambda: pd.cut(hours, bins=[0, 5, 10, 15]), code)
+    assert hint.startswith("The column you cut into bins holds text"), hint
+    assert "df[col].map({'< 5': 2.5, ...})" in hint
+    assert _hint_after(lambda: hours > 5).startswith("The column holds text"), "not a cut: the conversion"
+
+
 def test_a_key_error_with_a_byte_order_mark_names_the_column() -> None:
     teacher = ErrorTeacher()
     frame = VariableInfo("df", "pandas.DataFrame", [2, 3], ["\ufefffoo", "bar", "baz"])

@@ -74,8 +74,12 @@ _RECIPES = {("scipy.stats", "cramers_v"): (
     "`association(pd.crosstab(a, b), method='cramer')`.")}
 """What a small model imports that its library never had, and the call that does it."""
 _TEXT_COMPARED = re.compile(r"^Invalid comparison between dtype=(?:str|object) and (\w+)|"
-                            r"^'[<>]=?' not supported between instances of 'str' and '(\w+)'")
-"""A text column compared with a number or a date (pandas' and Python's words)."""
+                            r"^'[<>]=?' not supported between instances of 'str' and '(\w+)'|"
+                            r"^'[<>]=?' not supported between instances of '(\w+)' and 'str'")
+"""A text column compared with a number or a date (pandas' and Python's words; ``pd.cut``
+of a text column compares the bins' numbers with its texts: DSEval students-exam-scores,
+``'5 - 10'`` hours cut at ``[0, 5, 10, 15]``, three steps)."""
+_BINNED = re.compile(r"\b(?:pd\.)?(?:cut|qcut)\(")
 _DATE_TYPES = ("datetime", "Timestamp", "date", "datetime64")
 _NO_ATTRIBUTE = re.compile(r"^'(?:DataFrame|Series|DataFrameGroupBy|SeriesGroupBy)' object has no attribute "
                            r"'([^']+)'")
@@ -119,8 +123,10 @@ class ErrorTeacher:
         if absent is not None:
             return message("hint_no_module", module=absent.group(1))
         compared = _TEXT_COMPARED.search(ex.error.evalue) if ex.error.ename == "TypeError" else None
+        if compared is not None and _BINNED.search(code):
+            return message("hint_text_binned")
         if compared is not None:  # text dates against datetime.now(): DSEval netflix-userbase, twice
-            dates = (compared.group(1) or compared.group(2)) in _DATE_TYPES
+            dates = (compared.group(1) or compared.group(2) or compared.group(3)) in _DATE_TYPES
             return message("hint_text_compared", kind="dates" if dates else "numbers",
                            convert="df[col] = pd.to_datetime(df[col])" if dates
                            else "df[col] = pd.to_numeric(df[col], errors='coerce')")
