@@ -431,6 +431,23 @@ def test_a_follow_up_about_the_data_needs_a_cell_of_its_own() -> None:
     assert "No code ran for this question" in decision.text
 
 
+def test_a_task_on_the_data_answered_with_no_cell_goes_back() -> None:
+    """DSEval housing-price-prediction with the 1.5B model: "Identify the data types for each
+    column." answered from the profile with no cell (``price (float64)``: it is int64), and
+    no number or quoted name to check; a task that changes the data is not done either."""
+    cells = [cell(1, "housing = pd.read_csv('inputs/Housing.csv')", "")]
+    for question, answer in (
+            ("Identify the data types for each column.", "The types are: price (float64), area (float64)."),
+            ("Rename the column \"area\" to \"area(m2)\".", "The column has been renamed."),
+            ("Please list the columns with missing values.", "There are none.")):
+        decision = judge(question, has_files=True, cells_before=1, first_cell=1).on_answer(answer,
+                                                                                         Facts(cells=cells))
+        assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["no_work"], question
+    remark = judge("Summarize what we found so far.", has_files=True, cells_before=1, first_cell=1)
+    summary = remark.on_answer("We loaded the housing table and renamed a column.", Facts(cells=cells))
+    assert isinstance(summary, Accept), summary
+
+
 def test_a_name_no_output_shows_goes_back() -> None:
     cells = [cell(1, "df.species.value_counts()", "Adelie 152\nGentoo 124")]
     facts = Facts(steps=[step(1, "df.species.value_counts()", printed="Adelie 152")], cells=cells)

@@ -145,9 +145,23 @@ def no_work(case: AnswerCase) -> Reason | None:
         return Reason("no_work", message(key, tool_name=case.tool_name))
     if found and all(c.source is not None and (c.source.cell_index or 0) < q.first_cell for c in found):
         return Reason("no_work", message("feedback_stale_no_code", numbers=_named(found, case.cells)))
-    if found or _text_values(case.answer, bare=True) or _is_boolean(case.answer):
+    checkable = found or _text_values(case.answer, bare=True) or _is_boolean(case.answer)
+    if checkable or _TASK_RE.match(q.question):
         return Reason("no_work", message("feedback_no_code_here"))
     return None  # prose that states nothing checkable (a remark about the conversation)
+
+
+_TASK_RE = re.compile(
+    r"\s*(?:please\s+)?(?:identify|calculate|compute|find|count|analy[sz]e|check|determine|list|show|display|"
+    r"return|create|make|plot|draw|compare|test|measure|detect|rank|sort|group|estimate|fit|train|predict|"
+    r"encode|convert|rename|drop|remove|delete|fill|impute|merge|join|split|normali[sz]e|scale|standardi[sz]e|"
+    r"transform|replace|add|filter|select|extract|aggregate|pivot|build|apply|clean|read|load|import|save)\b",
+    re.I)
+"""A question that is a task on the data, by its first word ("Identify the data types for
+each column.", "Rename the column ..."): answered with no cell, nothing was done or looked
+at (DSEval housing-price-prediction with the 1.5B model: the dtypes given from the profile,
+two of them wrong). "Describe" and "summarize" are left out: they may ask about the
+conversation."""
 
 
 def profile_only(case: AnswerCase) -> Reason | None:
