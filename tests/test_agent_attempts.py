@@ -171,6 +171,22 @@ def test_attempts_on_doubt_add_at_most_half_the_latest_questions_time() -> None:
     empty.observe(took(200))
     assert empty.wanted(took(200)) == 1, "the same question with an empty account is not tried again"
 
+    # the question's own time bound holds the attempts too (DABench hard 39: 51 minutes under 30)
+    bounded = Attempts(every=1, on_doubt=3, parallel=2, share=None,
+                       judging=JudgeSettings(max_steps=5, tool_name="python", max_seconds=300))
+    bounded.observe(took(100))
+    assert bounded.wanted(took(100)) == 3 and bounded.time_for(took(100)) == 200  # 200 s left
+    assert bounded.time_for(took(150)) == 150, "no further than the bound"
+    turn.notes.clear()
+    late = took(250)
+    assert bounded.wanted(late) == 1
+    assert turn.notes[-1].startswith("The answer was not tried again (The answer lacks the form's items): "
+                                     "one more attempt takes about 250 s, and the question's time bound "
+                                     "(question_timeout) leaves 50 s"), turn.notes
+    every_bounded = Attempts(every=3, on_doubt=3, parallel=2, share=None,
+                             judging=JudgeSettings(max_steps=5, tool_name="python", max_seconds=300))
+    assert every_bounded.wanted(took(290, doubtful=False)) == 1, "asked for every question: bounded too"
+
 
 async def test_three_attempts_where_two_agree_give_the_agreed_value(manager: SessionManager) -> None:
     share = "print(round(df['survived'].mean(), 4))"

@@ -124,20 +124,35 @@ class Attempts:
         return max(2 * self.one_attempt_s(first), MIN_BUDGET_S)
 
     def time_for(self, first: Outcome) -> float:
-        """Seconds this question's further attempts get: :meth:`budget_s`, and for attempts
-        on doubt no more than the account holds (:meth:`credit_s`)."""
-        return self.budget_s(first) if self.every > 1 else min(self.budget_s(first), self.credit_s())
+        """Seconds this question's further attempts get: :meth:`budget_s`, for attempts on
+        doubt no more than the account holds (:meth:`credit_s`), and never past the
+        question's own bound (:meth:`time_left_s`)."""
+        budget = self.budget_s(first) if self.every > 1 else min(self.budget_s(first), self.credit_s())
+        return min(budget, self.time_left_s(first))
+
+    def time_left_s(self, first: Outcome) -> float:
+        """Seconds the question's bound (``question_timeout``) leaves after its first attempt
+        (infinite without one): the attempts are part of the question (DABench hard 39 ran 51
+        minutes under a bound of 30, its attempts after a first attempt of 20)."""
+        limit = self.judging.max_seconds
+        return float("inf") if limit is None else limit - first.answer.duration_s
 
     def wanted(self, outcome: Outcome) -> int:
         """Attempts in all for this question (1: the first one is enough, or the attempts'
         time account cannot pay for another: the answer's notes say so)."""
         if outcome.answer.stop_reason == "error":
             return 1
+        if self.every <= 1 and (not outcome.doubts or self.on_doubt <= 1):
+            return 1
+        if (left := self.time_left_s(outcome)) < (need := self.one_attempt_s(outcome)):
+            said = message("attempts_past_timeout", why=_why(outcome), need=f"{need:.0f}",
+                           left=f"{max(left, 0):.0f}")
+            _note(outcome.turn, said)
+            outcome.answer.notes.append(said)
+            return 1
         if self.every > 1:
             return self.every
-        if not outcome.doubts or self.on_doubt <= 1:
-            return 1
-        if (credit := self.credit_s()) < (need := self.one_attempt_s(outcome)):
+        if (credit := self.credit_s()) < need:
             said = message("attempts_over_budget", why=_why(outcome), need=f"{need:.0f}",
                            left=f"{max(credit, 0):.0f}")
             _note(outcome.turn, said)
