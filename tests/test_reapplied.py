@@ -9,7 +9,7 @@ from kernel_analyst.agent.feedback import Judge, JudgeSettings, QuestionFacts, S
 from kernel_analyst.agent.feedback.reapplied import reapplied, self_transforms
 from kernel_analyst.kernels import Execution
 from tests.dseval_problems import reference_cells
-from tests.test_judge import Facts, cell
+from tests.judge_cases import Facts, cell
 
 LOG = "df['importance.score'] = np.log(df['importance.score'])"
 

@@ -23,6 +23,7 @@ from ..claims import AnswerCheck, Grounding, recheck
 from .conversation import KernelSession, SessionManager, directory_name
 from .exceptions import NotebookFormatError
 from .recovery import RecoveryPolicy
+from .trail import stands
 from .trail.reproduce import (
     PIXEL_FRACTION,
     PIXEL_TOLERANCE,
@@ -196,7 +197,7 @@ async def _rerun(session: KernelSession, nb: dict[str, Any], report: VerifyRepor
         if _is_restart_marker(cell) and not previous_lost:
             await session.restart()
         recorded = cell.get("metadata", {}).get("kernel_analyst", {})
-        if cell.get("cell_type") != "code" or recorded.get("undone"):
+        if not stands(cell):
             continue  # markdown, or a cell an undo took back: the trail as it finally stands
         started = str(recorded.get("started_at", "~"))
         while uploads and str(uploads[0].get("uploaded_at", "")) <= started:

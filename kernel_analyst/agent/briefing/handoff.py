@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...kernels.trail import cell_meta
+from ...kernels.trail import cell_meta, stands
 from ..prompting import message
 
 _MAX_NAMES = 8
@@ -29,8 +29,7 @@ def hand_cells(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     end = next((i for i in range(len(cells) - 1, -1, -1) if cell_meta(cells[i]).get("role") == "question"),
                len(cells))
     start = next((i + 1 for i in range(end - 1, -1, -1) if cell_meta(cells[i]).get("role") in _TURN_ROLES), 0)
-    return [c for c in cells[start:end] if c.get("cell_type") == "code" and cell_meta(c).get("by") == "person"
-            and not cell_meta(c).get("undone")]
+    return [c for c in cells[start:end] if stands(c) and cell_meta(c).get("by") == "person"]
 
 
 def _names(entries: Any) -> list[str]:

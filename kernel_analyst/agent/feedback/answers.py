@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...claims import Claim, ClaimStatus, Grounding, SourceIndex, ground
-from ...kernels.trail import cell_meta
+from ...kernels.trail import cell_meta, stands
 from ..prompting import message
 from .checks import empty_answer
 from .decisions import QuestionFacts, Reason
@@ -151,12 +151,16 @@ def no_work(case: AnswerCase) -> Reason | None:
     return None  # prose that states nothing checkable (a remark about the conversation)
 
 
-_TASK_RE = re.compile(
-    r"\s*(?:please\s+)?(?:identify|calculate|compute|find|count|analy[sz]e|check|determine|list|show|display|"
-    r"return|create|make|plot|draw|compare|test|measure|detect|rank|sort|group|estimate|fit|train|predict|"
-    r"encode|convert|rename|drop|remove|delete|fill|impute|merge|join|split|normali[sz]e|scale|standardi[sz]e|"
-    r"transform|replace|add|filter|select|extract|aggregate|pivot|build|apply|clean|read|load|import|save)\b",
-    re.I)
+_SHOW_VERBS = ("show", "display", "print", "list", "return")
+"""The leading verbs of a question that asks to show its result."""
+_TASK_VERBS = (*_SHOW_VERBS, "identify", "calculate", "compute", "find", "count", r"analy[sz]e", "check",
+               "determine", "create", "make", "plot", "draw", "compare", "test", "measure", "detect", "rank",
+               "sort", "group", "estimate", "fit", "train", "predict", "encode", "convert", "rename", "drop",
+               "remove", "delete", "fill", "impute", "merge", "join", "split", r"normali[sz]e", "scale",
+               r"standardi[sz]e", "transform", "replace", "add", "filter", "select", "extract", "aggregate",
+               "pivot", "build", "apply", "clean", "read", "load", "import", "save")
+"""The leading verbs of a question that is a task on the data (the ones that show included)."""
+_TASK_RE = re.compile(rf"\s*(?:please\s+)?(?:{'|'.join(_TASK_VERBS)})\b", re.I)
 """A question that is a task on the data, by its first word ("Identify the data types for
 each column.", "Rename the column ..."): answered with no cell, nothing was done or looked
 at (DSEval housing-price-prediction with the 1.5B model: the dtypes given from the profile,
@@ -302,8 +306,8 @@ def empty(case: AnswerCase) -> Reason | None:
     return Reason("empty", message("feedback_empty", value=value)) if value is not None else None
 
 
-_SHOW_RE = re.compile(r"(?:^|[.;:!?]\s+|\n)\s*(?:please\s+)?(show|display|print|list|return)\b"
-                      r"|\band (show|display|print|list|return)\b", re.I)
+_SHOW_RE = re.compile(rf"(?:^|[.;:!?]\s+|\n)\s*(?:please\s+)?({'|'.join(_SHOW_VERBS)})\b"
+                      rf"|\band ({'|'.join(_SHOW_VERBS)})\b", re.I)
 """A question that asks to show its result: an imperative "Show ...", "List ...", "Return a
 DataFrame ...", "... and display ..." (DSEval's "Show the result in a DataFrame with
 'Education' as the index")."""
@@ -399,9 +403,7 @@ def _code_cells(cells: Sequence[dict[str, Any]], since: int,
     left out, as grounding leaves them out (an attempt forked from before the question saw
     the first attempt's cells as its own: its form completed from their prints, its doubts
     read their code)."""
-    return [cell for cell in cells[since:]
-            if cell.get("cell_type") == "code" and not (meta := cell_meta(cell)).get("undone")
-            and meta.get("role") not in skip_roles]
+    return [cell for cell in cells[since:] if stands(cell) and cell_meta(cell).get("role") not in skip_roles]
 
 
 def _text(value: Any) -> str:

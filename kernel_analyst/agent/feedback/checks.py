@@ -55,14 +55,20 @@ class Comparison:
     """The comparison as written (for the note)."""
 
 
+def syntax_nodes(code: str) -> list[ast.AST] | None:
+    """Every node of ``code``'s syntax tree, the module first (``ast.walk``'s order); None
+    when the code does not parse (a syntax error, a null byte): what the checks that read
+    code share."""
+    try:
+        return list(ast.walk(ast.parse(code)))
+    except (SyntaxError, ValueError):
+        return None
+
+
 def comparisons(code: str, frames: Mapping[str, VariableInfo]) -> list[Comparison]:
     """The comparisons of known DataFrame columns with literals in ``code`` (at most four)."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return []
     found: list[Comparison] = []
-    for node in ast.walk(tree):
+    for node in syntax_nodes(code) or []:
         found.extend(_compared(node, code, frames))
     unique = {(c.frame, c.column, c.values): c for c in found}
     return list(unique.values())[:_MAX_COMPARISONS]
@@ -282,4 +288,4 @@ def empty_answer(text: str) -> str | None:
 
 __all__ = ["Comparison", "ValueLookup", "carried_filter_notes", "carried_filters", "comparison_notes",
            "comparisons", "empty_answer", "is_nan_number", "last_output_line", "nan_numbers",
-           "never_matches_by_type", "result_notes"]
+           "never_matches_by_type", "result_notes", "syntax_nodes"]

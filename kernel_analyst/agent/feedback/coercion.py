@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 from ..briefing.uploads import UploadedTable
 from ..prompting import message
+from .checks import syntax_nodes
 
 ROWS = 5000
 """Rows of the file read to judge a conversion, at most."""
@@ -30,12 +31,8 @@ LOST_SHARE = 0.2
 
 def coerced_columns(code: str) -> list[str]:
     """The columns ``code`` converts with ``pd.to_numeric(frame[col], errors='coerce')``."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return []
     found = []
-    for node in ast.walk(tree):
+    for node in syntax_nodes(code) or []:
         if not (isinstance(node, ast.Call) and node.args and _name(node.func) == "to_numeric"):
             continue
         coerce = any(k.arg == "errors" and isinstance(k.value, ast.Constant) and k.value.value == "coerce"

@@ -63,7 +63,7 @@ from collections.abc import Callable
 from ...claims import ClaimStatus, parse_mantissa
 from ..prompting import message
 from .answers import AnswerCase, AnswerCheck, code_since, printed_since
-from .checks import carried_filters
+from .checks import carried_filters, syntax_nodes
 from .decisions import Reason
 from .form import AnswerForm
 from .rules import stated_rules
@@ -374,9 +374,8 @@ def _written(code: str) -> tuple[bool | None, list[str]]:
     """(True, the text its prints write as it stands) for a cell that compares nothing;
     (None, []) for one that compares (or cannot be read). A filter's comparison selects rows
     and decides nothing."""
-    try:
-        nodes = list(ast.walk(ast.parse(code)))
-    except SyntaxError:
+    nodes = syntax_nodes(code)
+    if nodes is None:
         return None, []
     filters = {id(inner) for node in nodes if isinstance(node, ast.Subscript)
                for inner in ast.walk(node.slice)}

@@ -46,6 +46,7 @@ from ...kernels import Execution, VariableInfo
 from ..briefing.note import written_column
 from ..briefing.uploads import UploadedTable
 from ..prompting import message
+from .checks import syntax_nodes
 
 _MAX_FRAMES = 3
 _MAX_COLUMNS = 40
@@ -294,12 +295,10 @@ class ErrorTeacher:
 
 def _literals(code: str) -> set[str]:
     """The string constants of ``code`` (a regex pass when it does not parse)."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
+    nodes = syntax_nodes(code)
+    if nodes is None:
         return set(_LITERAL_RE.findall(code))
-    return {node.value for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    return {node.value for node in nodes if isinstance(node, ast.Constant) and isinstance(node.value, str)}
 
 
 _KEY_LIST = re.compile(r"^\"?(\[.*\]) not in index\"?$|^\"?None of \[Index\((\[.*?\]), dtype=", re.DOTALL)

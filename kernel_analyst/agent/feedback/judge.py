@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...kernels import Execution
-from ...kernels.trail import cell_meta
+from ...kernels.trail import cell_meta, stands
 from ..prompting import message
 from ..protocols import Action, InvalidCall, ProtocolState, Reading, Via
 from ..results import Step
@@ -473,8 +473,7 @@ def _standing(cells: Sequence[dict[str, Any]], current: int | None) -> tuple[tup
     for cell in cells:
         meta = cell_meta(cell)
         count = cell.get("execution_count")
-        if (cell.get("cell_type") == "code" and meta.get("status") == "ok" and not meta.get("undone")
-                and (current is None or count != current)):
+        if stands(cell) and meta.get("status") == "ok" and (current is None or count != current):
             source = cell.get("source", "")
             found.append((count if isinstance(count, int) else None,
                           "".join(source) if isinstance(source, list) else str(source)))

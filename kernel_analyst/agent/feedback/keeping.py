@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from ...kernels import VariableInfo
 from ..prompting import message
 from ..results import TableChange
+from .checks import syntax_nodes
 from .decisions import Reason, StepFacts
 
 _FRAME = "DataFrame"
@@ -174,13 +175,9 @@ class _Rename(ast.NodeTransformer):
 def _line(code: str, name: str) -> str:
     """The line of ``code`` that changed ``name`` (an assignment to it, an in-place call on
     it, a ``del``): the last such line, cut to 80 characters."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return ""
     lines = code.splitlines()
     found = ""
-    for node in ast.walk(tree):
+    for node in syntax_nodes(code) or []:
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete, ast.Expr)) and any(
                 isinstance(n, ast.Name) and n.id == name for n in ast.walk(node)):
             if isinstance(node, ast.Expr) and not _in_place(node):

@@ -16,6 +16,8 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .checks import syntax_nodes
+
 _ONCE_ONLY_CALLS = frozenset({"log", "log1p", "log2", "log10", "sqrt", "cbrt", "exp", "expm1", "square",
                               "reciprocal", "map", "replace", "cumsum", "cumprod", "diff", "pct_change",
                               "shift", "rank", "boxcox", "yeojohnson"})
@@ -38,12 +40,8 @@ class SelfTransform:
 def self_transforms(code: str) -> list[SelfTransform]:
     """The assignments of ``code`` that replace a column by a transform of itself that is not
     the same when applied twice (a call of :data:`_ONCE_ONLY_CALLS` or arithmetic)."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return []
     found = []
-    for node in ast.walk(tree):
+    for node in syntax_nodes(code) or []:
         if not isinstance(node, (ast.Assign, ast.AugAssign)):
             continue
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]

@@ -11,7 +11,7 @@ May import: the value modules of ``kernels`` (``execution``, ``recovery``, ``fil
 is given (``Recoverer``), so it imports neither ``launch`` nor ``conversation``.
 """
 
-from .audit import AuditTrail, cell_meta, code_cell, markdown_cell, new_cell_id, repair_notebook
+from .audit import AuditTrail, cell_meta, code_cell, markdown_cell, new_cell_id, repair_notebook, stands
 from .reproduce import check_inputs, compare_cell, join_text
 from .restore import (
     LOSS_MARKERS,
@@ -46,4 +46,5 @@ __all__ = [
     "new_cell_id",
     "repair_notebook",
     "replayable",
+    "stands",
 ]

@@ -48,6 +48,13 @@ def cell_meta(cell: dict[str, Any]) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
+def stands(cell: dict[str, Any]) -> bool:
+    """Whether ``cell`` is a code cell the conversation's state comes from: one no undo took
+    back (an undo, a rolled-back streak and an abandoned attempt mark theirs ``undone``; they
+    stay in the trail, and ``verify`` does not re-run them)."""
+    return cell.get("cell_type") == "code" and not cell_meta(cell).get("undone")
+
+
 def markdown_cell(text: str, **meta: Any) -> dict[str, Any]:
     """A markdown cell dict; ``meta`` goes under ``metadata.kernel_analyst``."""
     return {"cell_type": "markdown", "id": new_cell_id(),
