@@ -433,12 +433,26 @@ def test_a_filter_an_earlier_question_asked_for_is_named_when_carried_on() -> No
     assert notes == ["Check: df['day'] == 'Sat' keeps only the rows an earlier question asked about; this "
                      "question does not ask for them. Unless it means those rows, compute it on all of `df`."]
     for goes_on in ("Of those, what was the highest tip?", "And their largest bill?",
-                    "What was the highest tip on Saturday?"):  # the rows meant, or named again
+                    "What was the highest tip on Saturday?",  # the rows meant, or named again
+                    "What was the largest bill on that day?", "And the mean tip on those days?"):
         assert carried_filter_notes(saturday, tips, goes_on, earlier) == [], goes_on
     # a value no earlier question named is the model's own reading of this question
     assert carried_filter_notes("x = df[df['smoker'] == 'Yes']", tips, "What is the mean tip of smokers?",
                                 earlier) == []
     assert carried_filter_notes(saturday, tips, "What was the largest bill?", ()) == []
+    # the conversation benchmark's taxis question 5: "that borough" is the previous answer's
+    # (sent back as a carried filter, the model then answered for all of Manhattan's neighbours)
+    taxis = {"df": VariableInfo("df", "pandas.DataFrame", [6389, 14],
+                                columns=["pickup", "dropoff", "pickup_borough", "dropoff_zone", "tip"])}
+    borough = "print(df[df.pickup_borough == 'Manhattan']['dropoff_zone'].value_counts().nlargest(2))"
+    taxis_earlier = ("Of the remaining rides picked up in Manhattan, what percent were paid in cash?",
+                     "Which pickup borough has the highest average tip?")
+    assert carried_filter_notes(borough, taxis, "Which 2 dropoff zones are reached most often from that "
+                                "borough?", taxis_earlier) == []
+    assert carried_filter_notes(borough, taxis, "Which 2 dropoff zones are reached most often?",
+                                taxis_earlier)
+    assert carried_filter_notes(borough, taxis, "Which 2 dropoff zones are reached most often on that day?",
+                                taxis_earlier), "a back-reference to another column leaves the filter carried"
 
 
 def test_a_column_written_as_an_attribute_it_is_not_gets_its_real_name() -> None:

@@ -172,3 +172,13 @@ async def test_one_conversation_scripted_is_graded_all_right(manager: SessionMan
     again = runner._from_dict(json.loads(json.dumps(asdict(runs[0]))))
     assert again == runs[0]
     assert runner.row("this", asked[1]).split()[3] == "ok"
+
+
+def test_no_slip_is_named_beside_the_conversations_own_code() -> None:
+    """The hand-written answer of every conversation question: a slip named beside right code
+    costs the model a step (the slips' own tests are in tests/test_slips.py)."""
+    from kernel_analyst.agent.feedback.slips import slips_in
+
+    found = [(c.name, q.text, [r.text[:80] for r in slips]) for c in cases.CONVERSATIONS for q in c.questions
+             if (slips := slips_in(q.text, q.code))]
+    assert found == []

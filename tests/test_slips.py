@@ -112,6 +112,27 @@ def test_code_that_does_what_is_asked_is_no_slip(question: str, code: str) -> No
     assert slips_in(question, code) == []
 
 
+def test_a_column_divided_by_one_the_question_does_not_name_is_a_slip() -> None:
+    # the conversation benchmark's taxis question 4 with the 1.5B model: Manhattan, for Queens
+    code = ("df['tip_per_passenger'] = df['tip'] / df['passengers']\n"
+            "print(df.groupby('pickup_borough')['tip_per_passenger'].mean().idxmax())")
+    found = slips_in("Which pickup borough has the highest average tip?", code)
+    assert [r.text for r in found] == [
+        "- `df['tip'] / df['passengers']` divides `tip` by `passengers`, a column the question does not "
+        "name, and it asks for no ratio (no \"per\", \"rate\", \"share\"). Unless it means that ratio, "
+        "compute on `tip` itself, run it again, and answer with what it prints."]
+    assert slips_in("What is the mean tip?", "df['pct'] = df.tip / df.total_bill")
+    ratio = "r = df.tip / df.total_bill"
+    for question, asked in (("Which borough has the highest average tip per passenger?", code),
+                            ("What is the tip rate of smokers?", ratio),
+                            ("What percent of the bill is the tip, on average?", ratio),
+                            ("What is the average tip relative to the total bill?", ratio),
+                            ("What is the mean tip?", "m = df.tip.sum() / df.tip.count()"),
+                            ("Which passengers paid the most per mile?", "x = df.fare / df.distance"),
+                            ("Which is larger on average, the tip or the bill?", ratio)):
+        assert slips_in(question, asked) == [], question  # the ratio asked, or the divisor named
+
+
 def test_two_slips_of_one_line_are_both_named() -> None:
     # DABench easy 33 as the 1.5B model wrote it: the two-sample test, its statistic as the p-value
     found = slips_in("Use the Kolmogorov-Smirnov test to assess the normality of the \"row m/z\" column.",

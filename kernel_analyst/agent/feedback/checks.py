@@ -185,6 +185,19 @@ _GROUP_REFERENCE = re.compile(r"\b(?:of|among|for|in|from|with) (?:them|those|th
 """Words by which a question goes on with the previous one's rows ("Of those, ...")."""
 
 
+_BACK_REFERENCE = re.compile(r"\b(?:that|this|those|these|the same)\s+([a-z]{3,})", re.IGNORECASE)
+"""A question's words that point back at something named before: "that borough"."""
+
+
+def _refers_back(question: str, column: str) -> bool:
+    """The question points back at the compared column's value ("Which 2 dropoff zones are
+    reached most often from that borough?" with ``df['pickup_borough'] == 'Manhattan'``, the
+    previous answer): the filter is asked for, though the value is not named again."""
+    parts = {word for word in re.split(r"[^a-z]+", column.lower()) if len(word) >= 3}
+    return any(match.group(1).lower() in parts or match.group(1).lower().rstrip("s") in parts
+               for match in _BACK_REFERENCE.finditer(question))
+
+
 def _mentions(text: str, literal: str) -> bool:
     """``text`` has a word that ``literal`` (a text value, 3 letters or more) is or begins, or
     that begins it: ``'Sat'`` in "Saturday", ``'Dinner'`` in "dinners"."""
@@ -206,6 +219,8 @@ def carried_filters(code: str, variables: Mapping[str, VariableInfo], question: 
     frames = {name: info for name, info in variables.items() if info.columns}
     found = []
     for comparison in comparisons(code, frames):
+        if _refers_back(question, comparison.column):
+            continue
         texts = [v for v in comparison.values if isinstance(v, str)]
         carried = [v for v in texts if not _mentions(question, v) and any(_mentions(q, v) for q in earlier)]
         if carried and len(carried) == len(texts):

@@ -18,10 +18,12 @@ the question's words and the step's code: nothing runs, nothing is guessed about
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 
 from ..prompting import message
+from .checks import syntax_nodes
 from .decisions import Reason
 
 
@@ -124,9 +126,50 @@ SLIPS: tuple[Slip, ...] = (
 
 def slips_in(question: str, code: str) -> list[Reason]:
     """The slips of ``code`` against what ``question`` asks for (one line each)."""
-    return [Reason("slip", message(slip.key)) for slip in SLIPS
-            if slip.asks.search(question) and not (slip.not_asked and slip.not_asked.search(question))
-            and slip.does.search(code) and not slip.unless.search(code)]
+    found = [Reason("slip", message(slip.key)) for slip in SLIPS
+             if slip.asks.search(question) and not (slip.not_asked and slip.not_asked.search(question))
+             and slip.does.search(code) and not slip.unless.search(code)]
+    return found + unasked_ratios(question, code)
 
 
-__all__ = ["SLIPS", "Slip", "slips_in"]
+_RATIO_WORDS = re.compile(r"\bper\b|\bratio|\brate\b|\brates\b|proportion|\bshare|percent|%|fraction|divid|"
+                          r"relative|normali[sz]|density|efficien|\beach\b|\bby\b", re.I)
+"""Words of a question that ask for one quantity over another."""
+
+
+def unasked_ratios(question: str, code: str) -> list[Reason]:
+    """A column divided by another the question does not name, for a question that names the
+    first and asks for no ratio: "Which pickup borough has the highest average tip?" computed
+    on ``df['tip'] / df['passengers']`` (the conversation benchmark's taxis question 4 with
+    the 1.5B model: Manhattan, for Queens). One line, the first such division."""
+    if _RATIO_WORDS.search(question):
+        return []
+    words = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", question)}
+    for node in syntax_nodes(code) or []:
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
+            continue
+        top, bottom = _column_of(node.left), _column_of(node.right)
+        if top and bottom and top != bottom and _named(top, words) and not _named(bottom, words):
+            return [Reason("slip", message("slip_unasked_ratio", comparison=ast.unparse(node), column=bottom,
+                                           name=top))]
+    return []
+
+
+def _column_of(node: ast.AST) -> str | None:
+    """The column a ``frame['col']`` (or ``frame.col``) expression reads."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+            and isinstance(node.slice.value, str):
+        return node.slice.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and not node.attr.startswith("_"):
+        return node.attr
+    return None
+
+
+def _named(column: str, words: set[str]) -> bool:
+    """Some part of ``column`` (3 letters or more) is a word of the question, or begins one
+    or is begun by one ("tip" in "tips", "passengers" for "passenger")."""
+    parts = [p for p in re.split(r"[^a-z]+", column.lower()) if len(p) >= 3]
+    return any(w.startswith(p) or p.startswith(w) for p in parts for w in words)
+
+
+__all__ = ["SLIPS", "Slip", "slips_in", "unasked_ratios"]
