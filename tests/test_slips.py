@@ -129,7 +129,9 @@ def test_a_column_divided_by_one_the_question_does_not_name_is_a_slip() -> None:
                             ("What is the average tip relative to the total bill?", ratio),
                             ("What is the mean tip?", "m = df.tip.sum() / df.tip.count()"),
                             ("Which passengers paid the most per mile?", "x = df.fare / df.distance"),
-                            ("Which is larger on average, the tip or the bill?", ratio)):
+                            ("Which is larger on average, the tip or the bill?", ratio),
+                            ("What is the mean angle in turns?", "t = df['angle'] / np.pi"),
+                            ("What is the mean tip?", "t = df['tip'] / df.size")):
         assert slips_in(question, asked) == [], question  # the ratio asked, or the divisor named
 
 

@@ -155,14 +155,23 @@ def unasked_ratios(question: str, code: str) -> list[Reason]:
     return []
 
 
+_NOT_FRAMES = frozenset({"np", "numpy", "math", "pd", "pandas", "scipy", "stats", "sp", "self"})
+_NOT_COLUMNS = frozenset({"size", "shape", "values", "index", "columns", "dtypes", "ndim", "empty", "loc",
+                          "iloc"})
+
+
 def _column_of(node: ast.AST) -> str | None:
-    """The column a ``frame['col']`` (or ``frame.col``) expression reads."""
+    """The column a ``frame['col']`` (or ``frame.col``) expression reads; not a module's
+    constant (``np.pi``) nor a frame's own attribute (``df.size``)."""
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
             and isinstance(node.slice.value, str):
-        return node.slice.value
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and not node.attr.startswith("_"):
-        return node.attr
-    return None
+        column: str | None = node.slice.value
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+            and node.value.id not in _NOT_FRAMES and node.attr not in _NOT_COLUMNS:
+        column = node.attr
+    else:
+        return None
+    return column if column and re.search(r"[A-Za-z]{3,}", column) else None
 
 
 def _named(column: str, words: set[str]) -> bool:
