@@ -48,10 +48,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy kernel_analyst
 
-# Two workers (whole modules each, so module fixtures stay shared), then the tests that
-# load the machine on purpose, alone, so they never slow a neighbour's timing.
+# Two workers (whole modules each, so module fixtures stay shared; the long modules first,
+# see LONG_MODULES in tests/conftest.py), then the tests that load the machine on purpose,
+# alone, so they never slow a neighbour's timing.
 pytest: $(STAMP) sysdeps eg-venv
-	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not busy_machine" --durations=15
+	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder -m "not busy_machine" --durations=15
 	$(BIN)/pytest -q -p no:cacheprovider -m busy_machine
 
 # The gateway's virtualenv downloads (network) while mypy and ruff read the code (CPU).

@@ -32,6 +32,23 @@ def test_limits(**changes: object) -> Limits:
 
 test_limits.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test
 
+LONG_MODULES = ("test_failures.py", "test_sandbox_limits.py", "test_runs_service.py", "test_cli.py",
+                "test_server_durable.py", "test_playbook.py", "test_web_notebook.py", "test_recovery.py")
+"""The modules that take 45 s or more of one worker (``--durations=0`` summed per module,
+2026-11-28; 1,348 s in all), longest first. ``make pytest`` hands whole modules to two
+workers (``--dist loadfile --no-loadscope-reorder``) in collection order, so these go first
+and the short ones fill in at the end: a long module started last would leave the other
+worker idle for its length. A module missing here only runs later; nothing else depends on
+the order."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long modules first (:data:`LONG_MODULES`), the rest in their usual order."""
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return LONG_MODULES.index(name) if name in LONG_MODULES else len(LONG_MODULES)
+    items.sort(key=rank)  # stable: each module's tests keep their order
+
 
 @pytest.fixture(scope="session")
 async def manager(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SessionManager]:
