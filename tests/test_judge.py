@@ -32,6 +32,7 @@ from kernel_analyst.agent.feedback.keeping import renamed
 from kernel_analyst.agent.feedback.rules import stated_rules
 from kernel_analyst.agent.protocols import Action, InvalidCall, ProtocolState, Via
 from kernel_analyst.kernels import ColumnValues, Execution, ExecutionError, VariableChanges, VariableInfo
+from tests.conftest import SEABORN
 from tests.judge_cases import TOOL, Facts, cell, judge, read, step
 
 
@@ -732,6 +733,48 @@ def test_an_answer_from_a_step_whose_slip_was_named_is_doubtful() -> None:
     facts = Facts(steps=[step(1, slipped, printed=out), step(2, fixed, printed=right)],
                   cells=[cell(1, slipped, out), cell(2, fixed, right)])
     assert isinstance(judge(question, has_files=True).on_answer(right, facts), Accept)
+
+
+def test_row_labels_of_a_printed_series_answered_as_values_are_doubtful() -> None:
+    """The conversation benchmark's titanic with the 1.5B model: ``print(youngest.fare)``
+    wrote ``803    8.5167`` and 803 was the answer; the 2 oldest passengers' ages were
+    answered with their rows' labels, 630 and 851 (80.0 and 74.0)."""
+    import pandas as pd
+
+    titanic = pd.read_csv(SEABORN / "titanic.csv")  # what the installed pandas prints
+    fare = "youngest = df[df.age == df.age.min()]\nprint(youngest.fare)"
+    printed = str(titanic[titanic.age == titanic.age.min()].fare)
+    assert printed == "803    8.5167\nName: fare, dtype: float64"
+    seen = Facts(steps=[step(1, fare, printed=printed)], cells=[cell(1, fare, printed)])
+    decision = judge("What fare did the youngest passenger pay?", has_files=True).on_answer("803", seen)
+    assert isinstance(decision, SendBack), decision
+    assert [(r.key, r.kind) for r in decision.reasons] == [("doubtful", "row_labels")], decision.reasons
+    assert "803: the row labels of the Series the cell printed (its index, the left column), not its " \
+        "values (8.5167, the right column)" in decision.text, decision.text
+    oldest = "print(df.sort_values(by='age', ascending=False).head(2).age)"
+    two = str(titanic.sort_values(by="age", ascending=False).head(2).age)
+    seen = Facts(steps=[step(1, oldest, printed=two)], cells=[cell(1, oldest, two)])
+    decision = judge("How old were the 2 oldest passengers?", has_files=True).on_answer("630 and 851", seen)
+    assert isinstance(decision, SendBack) and "(80.0, 74.0, the right column)" in decision.text, decision
+    for question, answer in (("How old were the 2 oldest passengers?", "80 and 74"),  # the values
+                             ("What fare did the youngest passenger pay?", "8.5167"),
+                             ("Which row holds the oldest passenger?", "630"),  # labels asked for
+                             ("What is the index of the oldest passenger?", "630")):
+        shown = two if "oldest" in question else printed
+        code = oldest if "oldest" in question else fare
+        seen = Facts(steps=[step(1, code, printed=shown)], cells=[cell(1, code, shown)])
+        assert isinstance(judge(question, has_files=True).on_answer(answer, seen), Accept), (question, answer)
+    # a Series whose index has a name (value_counts, groupby) is labelled by the data's values
+    counts = "print(df.groupby('year').fare.count())"
+    shown = str(pd.DataFrame({"year": [2013] * 3 + [2014] * 2, "fare": 1.0}).groupby("year").fare.count())
+    assert shown == "year\n2013    3\n2014    2\nName: fare, dtype: int64"
+    seen = Facts(steps=[step(1, counts, printed=shown)], cells=[cell(1, counts, shown)])
+    year = "In what year did most passengers travel?"
+    assert isinstance(judge(year, has_files=True).on_answer("2013", seen), Accept)
+    unnamed = shown.replace("year\n", "")
+    seen = Facts(steps=[step(1, counts, printed=unnamed)], cells=[cell(1, counts, unnamed)])
+    assert isinstance(judge(year, has_files=True).on_answer("2013", seen), SendBack), \
+        "the same rows with no index name are row labels"
 
 
 def test_a_p_value_that_cannot_go_with_its_correlation_is_doubtful() -> None:

@@ -43,7 +43,7 @@ SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 
            "expected": "no significant correlation",
            "slip": "The question asks for the population standard deviation.",
            "cell": 3, "code": "df['score'] = np.log(df['score'])",
-           "dtype": "str", "values": "'No', 'Yes'",
+           "dtype": "str", "values": "'No', 'Yes'", "labels": "630, 851",
            "items": "@is_normal[True]", "reason": "No output of this conversation shows these numbers: 0.85.",
            "line": "'nan'", "form": "@mean_fare[value]",
            "problems": "missing: @mean_fare[...]", "reply": 3, "output": "891", "text": "The mean is 32.2.",

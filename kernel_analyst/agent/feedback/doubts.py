@@ -411,6 +411,59 @@ def carried_filter(case: AnswerCase) -> str | None:
     return message("doubt_carried", comparison=found[0].text, frame=found[0].frame)
 
 
+_SERIES_END = re.compile(r"^(?:Name: .*, )?(?:dtype|Length): ")
+"""The last line of a printed pandas Series (``Name: fare, dtype: float64``)."""
+_SERIES_ROW = re.compile(r"^(-?\d+)\s{2,}(\S.*?)\s*$")
+"""A row of a printed Series whose labels are integers: ``803    8.5167``."""
+_ASKS_FOR_LABELS = re.compile(r"\bindex|\brow\b|\brows\b|\bids?\b|\blabels?\b|\bposition|\bline\b|"
+                              r"\bwhich\b|\bwho\b", re.I)
+"""A question that asks for rows' labels or positions, or which one (the index may then be
+the answer)."""
+_INDEX_NAME = re.compile(r"^\s*\w[\w .-]*$")
+"""The line above a Series' rows that names its index (``pclass`` above a ``value_counts()``,
+a year above a ``groupby``): its labels are values of the data, not row labels."""
+
+
+def row_labels(case: AnswerCase) -> str | None:
+    """The answer's numbers are the row labels (the index, left column) of a Series the
+    question's cells printed, not its values: ``print(df[df.age == df.age.min()].fare)``
+    writes ``803    8.5167``, and the 1.5B model answered 803 (the conversation benchmark's
+    titanic: the fare of the youngest passenger, and "630 and 851" for the ages of the 2
+    oldest, 80.0 and 74.0)."""
+    if not case.steps or _ASKS_FOR_LABELS.search(case.question.question):
+        return None
+    labels: dict[float, str] = {}
+    values: set[float] = set()
+    for _, text in printed_since(case.cells, case.question.first_cell, skip_roles=("profile",)):
+        block: list[tuple[str, str]] = []
+        above = ""
+        for line in text.splitlines():
+            row = _SERIES_ROW.match(line)
+            if row:
+                block.append((row.group(1), row.group(2)))
+                continue
+            if _SERIES_END.match(line) and block and not _INDEX_NAME.match(above):
+                for label, value in block:
+                    labels.setdefault(float(label), value)
+                    number = _number(value)
+                    if number is not None:
+                        values.add(number)
+            above, block = line, []
+    claims = [c for c in case.grounding.claims if c.kind == "number"]
+    read = [c for c in claims if c.value in labels and c.value not in values]
+    if not read or len(read) < len(claims):
+        return None
+    return message("doubt_row_labels", labels=", ".join(c.text for c in read),
+                   values=", ".join(labels[c.value] for c in read))
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
 def _literal_text(call: ast.Call) -> list[str]:
     """The text a ``print`` call writes as it is in the code (its string parts, f-strings'
     too), one piece per argument."""
@@ -430,7 +483,7 @@ def _own_code(case: AnswerCase) -> list[str]:
 
 DOUBTS: tuple[Callable[[AnswerCase], str | None], ...] = (
     whole_or_nothing, whole_denominator, whole_table, short_list, same_for_each, p_value_disagrees,
-    rule_broken, no_average, no_verdict, written_verdict, carried_filter, slip_kept)
+    rule_broken, no_average, no_verdict, written_verdict, carried_filter, slip_kept, row_labels)
 """The doubts, each a pure function of the answer case giving what it saw (or None), in the
 order the model reads them."""
 
