@@ -764,6 +764,11 @@ def test_row_labels_of_a_printed_series_answered_as_values_are_doubtful() -> Non
         code = oldest if "oldest" in question else fare
         seen = Facts(steps=[step(1, code, printed=shown)], cells=[cell(1, code, shown)])
         assert isinstance(judge(question, has_files=True).on_answer(answer, seen), Accept), (question, answer)
+    both = "print(youngest.fare)\nprint(len(df))"
+    shown = printed + "\n803"  # 803 printed as a value too
+    seen = Facts(steps=[step(1, both, printed=shown)], cells=[cell(1, both, shown)])
+    youngest = judge("What fare did the youngest passenger pay?", has_files=True)
+    assert isinstance(youngest.on_answer("803", seen), Accept)
     # a Series whose index has a name (value_counts, groupby) is labelled by the data's values
     counts = "print(df.groupby('year').fare.count())"
     shown = str(pd.DataFrame({"year": [2013] * 3 + [2014] * 2, "fare": 1.0}).groupby("year").fare.count())

@@ -429,7 +429,7 @@ def row_labels(case: AnswerCase) -> str | None:
     question's cells printed, not its values: ``print(df[df.age == df.age.min()].fare)``
     writes ``803    8.5167``, and the 1.5B model answered 803 (the conversation benchmark's
     titanic: the fare of the youngest passenger, and "630 and 851" for the ages of the 2
-    oldest, 80.0 and 74.0)."""
+    oldest, 80.0 and 74.0). A number the cells also printed elsewhere, as a value, is left alone."""
     if not case.steps or _ASKS_FOR_LABELS.search(case.question.question):
         return None
     labels: dict[float, str] = {}
@@ -448,6 +448,7 @@ def row_labels(case: AnswerCase) -> str | None:
                     number = _number(value)
                     if number is not None:
                         values.add(number)
+            values.update(float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", line))  # a number printed as such
             above, block = line, []
     claims = [c for c in case.grounding.claims if c.kind == "number"]
     read = [c for c in claims if c.value in labels and c.value not in values]
