@@ -394,7 +394,9 @@ def test_a_task_on_the_data_answered_with_no_cell_goes_back() -> None:
     for question, answer in (
             ("Identify the data types for each column.", "The types are: price (float64), area (float64)."),
             ("Rename the column \"area\" to \"area(m2)\".", "The column has been renamed."),
-            ("Please list the columns with missing values.", "There are none.")):
+            ("Please list the columns with missing values.", "There are none."),
+            ("Could you identify the data types of each column?", "price is float64, area is float64."),
+            ("I'd like you to list the columns with missing values.", "There are none.")):
         decision = judge(question, has_files=True, cells_before=1, first_cell=1).on_answer(answer,
                                                                                          Facts(cells=cells))
         assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["no_work"], question

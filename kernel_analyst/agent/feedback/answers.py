@@ -160,7 +160,11 @@ _TASK_VERBS = (*_SHOW_VERBS, "identify", "calculate", "compute", "find", "count"
                r"standardi[sz]e", "transform", "replace", "add", "filter", "select", "extract", "aggregate",
                "pivot", "build", "apply", "clean", "read", "load", "import", "save")
 """The leading verbs of a question that is a task on the data (the ones that show included)."""
-_TASK_RE = re.compile(rf"\s*(?:please\s+)?(?:{'|'.join(_TASK_VERBS)})\b", re.I)
+_ASKING = (r"(?:please\s+|(?:can|could|would|will) you(?: please)?\s+|i(?:'d| would) like you to\s+|now\s+|"
+           r"next,?\s+)?")
+"""A polite or sequencing lead-in before a question's verb ("Could you list ...", "I'd like
+you to list ...")."""
+_TASK_RE = re.compile(rf"\s*{_ASKING}(?:{'|'.join(_TASK_VERBS)})\b", re.I)
 """A question that is a task on the data, by its first word ("Identify the data types for
 each column.", "Rename the column ..."): answered with no cell, nothing was done or looked
 at (DSEval housing-price-prediction with the 1.5B model: the dtypes given from the profile,
@@ -306,7 +310,7 @@ def empty(case: AnswerCase) -> Reason | None:
     return Reason("empty", message("feedback_empty", value=value)) if value is not None else None
 
 
-_SHOW_RE = re.compile(rf"(?:^|[.;:!?]\s+|\n)\s*(?:please\s+)?({'|'.join(_SHOW_VERBS)})\b"
+_SHOW_RE = re.compile(rf"(?:^|[.;:!?]\s+|\n)\s*{_ASKING}({'|'.join(_SHOW_VERBS)})\b"
                       rf"|\band ({'|'.join(_SHOW_VERBS)})\b", re.I)
 """A question that asks to show its result: an imperative "Show ...", "List ...", "Return a
 DataFrame ...", "... and display ..." (DSEval's "Show the result in a DataFrame with

@@ -319,8 +319,9 @@ def no_average(case: AnswerCase) -> str | None:
     return message("doubt_no_average")
 
 
-_YES_NO_ASKED = re.compile(r"^\W*(?:is|are|was|were|does|do|did|has|have|had|can|could|will|would|should)\b",
-                           re.I)
+_YES_NO_ASKED = re.compile(r"^\W*(?:is|are|was|were|does|do|did|has|have|had|can|could|will|would|should)\b"
+                           r"(?!\s+you\b)", re.I)
+"""A yes/no question by its first word; "Could you list ...?" is a request, not one."""
 _VERDICT = re.compile(r"\b(?:yes|no|true|false|not|none|neither|nor)\b|n't\b", re.I)
 
 
