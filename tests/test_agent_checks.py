@@ -393,9 +393,10 @@ async def test_a_nan_number_the_step_made_is_told_though_not_printed(manager: Se
     notes = result_notes(ex)
     assert [n for n in notes if "NaN" in n] == [
         "Check: `t_stat`, `p_value` are NaN: computed from values with missing ones among them "
-        "(scipy's tests, correlations and numpy's means give NaN then), and anything computed from "
-        "NaN is wrong too (`p_value < 0.05` is False for NaN). Drop the missing values first "
-        "(`x.dropna()`, or `nan_policy='omit'` in scipy's tests) and run it again."], notes
+        "(scipy's tests, correlations and numpy's means give NaN then) or infinite ones (`np.log` of 0 "
+        "is -inf, and -inf minus -inf is NaN), and anything computed from NaN is wrong too (`p_value < "
+        "0.05` is False for NaN). Drop the missing values first (`x.dropna()`, or `nan_policy='omit'` in "
+        "scipy's tests), or the zeros before a log, and run it again."], notes
     fine = await session.execute("t_stat, p_value = ttest_ind([1.0, 2.0, 2.5], [3.0, 4.0, 5.0])")
     assert result_notes(fine) == []
 
