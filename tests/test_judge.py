@@ -257,6 +257,15 @@ def test_code_that_just_ran_is_not_run_again() -> None:
     decision = judge().on_action(code(silent), Facts(steps=[step(1, silent)]))
     assert isinstance(decision, Skip) and decision.reason.key == "repeated_success"
     assert "printed nothing" in decision.reason.text and "`print(...)`" in decision.reason.text
+    # the conversation benchmark's taxis: a slip named after the step, the step sent again
+    ratio = ("df['tip_per_passenger'] = df['tip'] / df['passengers']\n"
+             "print(df.groupby('pickup_borough')['tip_per_passenger'].mean().idxmax())")
+    decision = judge("Which pickup borough has the highest average tip?").on_action(
+        code(ratio), Facts(steps=[step(1, ratio, printed="Manhattan\n")]))
+    assert isinstance(decision, Skip) and decision.reason.key == "repeated_success"
+    assert decision.reason.text.startswith("Not run: this code just ran in step 1, and the line after its "
+                                           "output said: \"`df['tip'] / df['passengers']` divides"), decision
+    assert "Answer now" not in decision.reason.text
 
 
 def test_native_calls_of_unknown_tools_or_without_code_count_as_tries() -> None:

@@ -453,7 +453,7 @@ class Judge:
 
     def _case(self, action: Action, facts: TurnFacts) -> ActionCase:
         return ActionCase(action, facts.steps, self.budget.undone_at, self.budget.idle, facts.failed,
-                          facts.pending, self.settings.undo)
+                          facts.pending, self.settings.undo, self.question.question)
 
 
 def _question_reminder(question: str) -> str:

@@ -33,6 +33,7 @@ from ..tools.background import find_directive
 from ..tools.undo import find_undo, only_read
 from .decisions import Reason
 from .form import AnswerForm
+from .slips import slips_in
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ class ActionCase:
     """Whether a background run goes on (or ended unseen); asked only for a directive."""
     undo: bool = True
     """The model can undo cells."""
+    question: str = ""
+    """The question (what the slips of the previous step are read against)."""
 
     @property
     def last_step(self) -> Step | None:
@@ -139,12 +142,18 @@ def repeated_success(case: ActionCase) -> Reason | None:
     """The previous step's code again, after it ran: its output is above; or, when it printed
     nothing (assignments only), that it printed nothing and what to print (DABench medium 6:
     the same cell of assignments sent four times, each refused as "its output is above", and
-    the answer made up)."""
+    the answer made up); or, when a slip was named after it, that line again, not "answer
+    now" (the conversation benchmark's taxis: `df['tip'] / df['passengers']` named as a ratio
+    nobody asked for, the cell sent again unchanged, and "answer now" was what it read)."""
     last = _ran_just_before(case)
     if last is None or last.execution.status != "ok":
         return None
     if not last.execution.text.strip() and not last.execution.outputs:
         return Reason("repeated_success", message("repeated_silent", step=last.index))
+    slipped = slips_in(case.question, last.code) if case.question else []
+    if slipped:
+        return Reason("repeated_success", message("repeated_slip", step=last.index,
+                                                  slip=slipped[0].text.removeprefix("- ")))
     return Reason("repeated_success", message("repeated_success", step=last.index))
 
 
