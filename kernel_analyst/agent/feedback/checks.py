@@ -193,12 +193,17 @@ def _refers_back(question: str, column: str) -> bool:
     """The question points back at the compared column's value ("Which 2 dropoff zones are
     reached most often from that borough?" with ``df['pickup_borough'] == 'Manhattan'``, the
     previous answer): the filter is asked for, though the value is not named again."""
-    parts = {word for word in re.split(r"[^a-z]+", column.lower()) if len(word) >= 3}
+    parts = set(column_words(column))
     return any(match.group(1).lower() in parts or match.group(1).lower().rstrip("s") in parts
                for match in _BACK_REFERENCE.finditer(question))
 
 
-def _mentions(text: str, literal: str) -> bool:
+def column_words(column: str) -> list[str]:
+    """The words of a column's name, 3 letters or more (``pickup_borough``: pickup, borough)."""
+    return [word for word in re.split(r"[^a-z]+", column.lower()) if len(word) >= 3]
+
+
+def mentions(text: str, literal: str) -> bool:
     """``text`` has a word that ``literal`` (a text value, 3 letters or more) is or begins, or
     that begins it: ``'Sat'`` in "Saturday", ``'Dinner'`` in "dinners"."""
     value = literal.strip().lower()
@@ -222,7 +227,7 @@ def carried_filters(code: str, variables: Mapping[str, VariableInfo], question: 
         if _refers_back(question, comparison.column):
             continue
         texts = [v for v in comparison.values if isinstance(v, str)]
-        carried = [v for v in texts if not _mentions(question, v) and any(_mentions(q, v) for q in earlier)]
+        carried = [v for v in texts if not mentions(question, v) and any(mentions(q, v) for q in earlier)]
         if carried and len(carried) == len(texts):
             found.append(comparison)
     return found
@@ -301,6 +306,6 @@ def empty_answer(text: str) -> str | None:
     return stripped if re.fullmatch(_EMPTY_VALUE + r"\.?", stripped) else None
 
 
-__all__ = ["Comparison", "ValueLookup", "carried_filter_notes", "carried_filters", "comparison_notes",
-           "comparisons", "empty_answer", "is_nan_number", "last_output_line", "nan_numbers",
-           "never_matches_by_type", "result_notes", "syntax_nodes"]
+__all__ = ["Comparison", "ValueLookup", "carried_filter_notes", "carried_filters", "column_words",
+           "comparison_notes", "comparisons", "empty_answer", "is_nan_number", "last_output_line", "mentions",
+           "nan_numbers", "never_matches_by_type", "result_notes", "syntax_nodes"]

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 
 from ..prompting import message
-from .checks import syntax_nodes
+from .checks import column_words, mentions, syntax_nodes
 from .decisions import Reason
 
 
@@ -144,12 +144,11 @@ def unasked_ratios(question: str, code: str) -> list[Reason]:
     the 1.5B model: Manhattan, for Queens). One line, the first such division."""
     if _RATIO_WORDS.search(question):
         return []
-    words = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", question)}
     for node in syntax_nodes(code) or []:
         if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
             continue
         top, bottom = _column_of(node.left), _column_of(node.right)
-        if top and bottom and top != bottom and _named(top, words) and not _named(bottom, words):
+        if top and bottom and top != bottom and _named(top, question) and not _named(bottom, question):
             return [Reason("slip", message("slip_unasked_ratio", comparison=ast.unparse(node), column=bottom,
                                            name=top))]
     return []
@@ -174,11 +173,10 @@ def _column_of(node: ast.AST) -> str | None:
     return column if column and re.search(r"[A-Za-z]{3,}", column) else None
 
 
-def _named(column: str, words: set[str]) -> bool:
-    """Some part of ``column`` (3 letters or more) is a word of the question, or begins one
-    or is begun by one ("tip" in "tips", "passengers" for "passenger")."""
-    parts = [p for p in re.split(r"[^a-z]+", column.lower()) if len(p) >= 3]
-    return any(w.startswith(p) or p.startswith(w) for p in parts for w in words)
+def _named(column: str, question: str) -> bool:
+    """Some word of ``column``'s name is a word of the question, or begins one or is begun by
+    one ("tip" in "tips", "passengers" for "passenger")."""
+    return any(mentions(question, word) for word in column_words(column))
 
 
 __all__ = ["SLIPS", "Slip", "slips_in", "unasked_ratios"]
