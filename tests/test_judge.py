@@ -746,6 +746,26 @@ def test_an_answer_from_a_step_whose_slip_was_named_is_doubtful() -> None:
     assert isinstance(judge(question, has_files=True).on_answer(right, facts), Accept)
 
 
+def test_a_share_among_the_wrong_rows_is_named_and_its_answer_doubtful() -> None:
+    """The conversation benchmark's tips question 3 with the 1.5B model: the Saturday smokers
+    over all smokers, 45.16% answered for 48.28%."""
+    question = "Of the Saturday dinners, what percent were at smokers' tables?"
+    inverted = ("both = df[(df['day'] == 'Sat') & (df['smoker'] == 'Yes')].shape[0]\n"
+                "smokers = df[df['smoker'] == 'Yes'].shape[0]\nprint(both / smokers * 100)")
+    facts = Facts(steps=[step(1, inverted, printed="45.16129032258064\n")],
+                  cells=[cell(1, inverted, "45.16129032258064\n")])
+    decision = judge(question, has_files=True).on_answer("45.16% were at smokers' tables.", facts)
+    assert isinstance(decision, SendBack), decision
+    assert [(r.key, r.kind) for r in decision.reasons] == [("doubtful", "slip_kept")], decision.reasons
+    assert "a share of the rows where `day == 'Sat'`" in decision.text, decision.text
+    fixed = "sat = df[df['day'] == 'Sat']\nprint((sat['smoker'] == 'Yes').mean() * 100)"
+    wrong, right = "45.16129032258064\n", "48.275862\n"
+    facts = Facts(steps=[step(1, inverted, printed=wrong), step(2, fixed, printed=right)],
+                  cells=[cell(1, inverted, wrong), cell(2, fixed, right)])
+    decision = judge(question, has_files=True).on_answer("48.28% were at smokers' tables.", facts)
+    assert isinstance(decision, Accept), decision
+
+
 def test_row_labels_of_a_printed_series_answered_as_values_are_doubtful() -> None:
     """The conversation benchmark's titanic with the 1.5B model: ``print(youngest.fare)``
     wrote ``803    8.5167`` and 803 was the answer; the 2 oldest passengers' ages were

@@ -52,7 +52,9 @@ SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 
            "none": " No column is close to 'Arable Land (%)': pick one from the list.",
            "keys": "'Arable Land (%)'", "attribute": "idxmax",
            "module": "scipy.stats", "recipe": " Cramér's V of two columns: ...",
-           "kind": "dates", "table": "df", "convert": "df[col] = pd.to_datetime(df[col])"}
+           "kind": "dates", "table": "df", "convert": "df[col] = pd.to_datetime(df[col])",
+           "share": "len(a) / len(b)", "counted": "`day == 'Sat'` and `smoker == 'Yes'`",
+           "among": "`smoker == 'Yes'`", "base": "`day == 'Sat'`", "phrase": "Of the Saturday"}
 
 
 def render_all() -> str:

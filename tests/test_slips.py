@@ -150,3 +150,43 @@ def test_no_slip_in_dsevals_reference_code() -> None:
              if (slips := slips_in(question, code))]
     assert len(cells) >= 350, len(cells)
     assert found == []
+
+
+SATURDAY = "Of the Saturday dinners, what percent were at smokers' tables?"
+
+
+@pytest.mark.parametrize("code", [
+    # the conversation benchmark's tips question 3 with the 1.5B model (45.16% for 48.28%)
+    "smokers_dinner_count = df[(df['day'] == 'Sat') & (df['smoker'] == 'Yes')].shape[0]\n"
+    "total_smokers_dinner_count = df[df['smoker'] == 'Yes'].shape[0]\n"
+    "percentage_smokers_dinner = (smokers_dinner_count / total_smokers_dinner_count) * 100\n"
+    "print(percentage_smokers_dinner)",
+    "smokers = df[df.smoker == 'Yes']\nprint((smokers.day == 'Sat').mean() * 100)",
+    # chained subsets, as the model wrote titanic's question 5
+    "smokers = df[df.smoker == 'Yes']\nsat = smokers[smokers.day == 'Sat']\n"
+    "print(len(sat) / len(smokers) * 100)",
+    "print(((df.day == 'Sat') & (df.smoker == 'Yes')).sum() / (df.smoker == 'Yes').sum())",
+])
+def test_a_share_among_the_rows_the_question_does_not_count_among_is_a_slip(code: str) -> None:
+    found = slips_in(SATURDAY, code)
+    assert len(found) == 1, found
+    assert "among the rows where `smoker == 'Yes'`" in found[0].text
+    assert "a share of the rows where `day == 'Sat'` (\"Of the Saturday\")" in found[0].text
+
+
+@pytest.mark.parametrize(("question", "code"), [
+    (SATURDAY, "saturday = df[df['day'] == 'Sat']\nprint((saturday['smoker'] == 'Yes').mean() * 100)"),
+    (SATURDAY, "sat = df[df.day == 'Sat']\nprint(len(sat[sat.smoker == 'Yes']) / len(sat) * 100)"),
+    (SATURDAY, "print(len(df[(df.day == 'Sat') & (df.smoker == 'Yes')]) / len(df[df.day == 'Sat']))"),
+    # the share of the smokers asked for: the smokers are the base
+    ("Of the smokers, what percent dined on Saturday?",
+     "smokers = df[df.smoker == 'Yes']\nprint((smokers.day == 'Sat').mean() * 100)"),
+    ("What percent of the smokers' tables were on Saturday?",
+     "smokers = df[df.smoker == 'Yes']\nprint((smokers.day == 'Sat').mean() * 100)"),
+    # no share asked
+    ("What is the mean bill of the Saturday smokers?",
+     "smokers = df[df.smoker == 'Yes']\n"
+     "print(smokers[smokers.day == 'Sat'].total_bill.sum() / len(smokers))"),
+])
+def test_a_share_among_the_rows_asked_is_no_slip(question: str, code: str) -> None:
+    assert slips_in(question, code) == []
