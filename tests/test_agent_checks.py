@@ -454,6 +454,20 @@ def test_a_filter_an_earlier_question_asked_for_is_named_when_carried_on() -> No
                                 taxis_earlier)
     assert carried_filter_notes(borough, taxis, "Which 2 dropoff zones are reached most often on that day?",
                                 taxis_earlier), "a back-reference to another column leaves the filter carried"
+    # the conversation benchmark's mpg: the data guard undid `df = df[...]`, and the model
+    # filtered a copy of df the same way in every later question
+    cars = {"df": VariableInfo("df", "pandas.DataFrame", [392, 9], columns=["mpg", "origin", "model_year"])}
+    copied = ("df_work = df\ndf_work = df_work[df_work.origin == 'europe']\n"
+              "print(df_work['model_year'].mean())")
+    mpg_earlier = ("Of the remaining European cars, what percent get more than 30 mpg?",)
+    assert carried_filter_notes(copied, cars, "In which model year was the average mpg highest?",
+                                mpg_earlier) == [
+        "Check: df_work.origin == 'europe' keeps only the rows an earlier question asked about; this "
+        "question does not ask for them. Unless it means those rows, compute it on all of `df`."]
+    sorted_copy = "s = df.sort_values('mpg')\nprint(s[s['origin'] == 'europe'].mpg.max())"
+    assert carried_filter_notes(sorted_copy, cars, "What is the best mpg?", mpg_earlier)
+    assert carried_filter_notes(copied, cars, "Of the European cars, in which year was mpg highest?",
+                                mpg_earlier) == []
 
 
 def test_a_column_written_as_an_attribute_it_is_not_gets_its_real_name() -> None:

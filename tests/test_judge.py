@@ -557,6 +557,19 @@ def test_a_share_among_a_subset_over_the_whole_table_is_doubtful() -> None:
             assert "divides by the rows of the whole table (`len(df)`)" in judged.text
         else:
             assert isinstance(judged, Accept), judged
+    # this sitting's mpg: an attempt rebound df to the European cars in the dividing cell (25.0,
+    # right), and a later cell that does not divide gave 100.0 after an earlier one that did
+    rebound = ("df = df[df.origin == 'europe']\nfast = df[df['mpg'] > 30]\n"
+               "print(len(fast) / len(df) * 100)")
+    seen = Facts(steps=[step(1, rebound, printed="25.0\n")], cells=[cell(1, rebound, "25.0\n")])
+    assert isinstance(Judge(JudgeSettings(tool_name=TOOL), facts).on_answer("25.0", seen), Accept)
+    twice = ("euro = df[df.origin == 'europe']\neuro = euro[euro.mpg > 30]\n"
+             "print((euro.mpg > 30).mean() * 100)")
+    seen = Facts(steps=[step(1, whole, printed="4.336734693877551\n"), step(2, twice, printed="100.0\n")],
+                 cells=[cell(1, whole, "4.336734693877551\n"), cell(2, twice, "100.0\n")])
+    judged = Judge(JudgeSettings(tool_name=TOOL), facts).on_answer("100.0", seen)
+    assert isinstance(judged, SendBack) and [r.kind for r in judged.reasons] == ["whole_or_nothing"], judged
+    assert "The answer 100.0 is the whole or none of a subset" in judged.text
     overall = QuestionFacts("What percent of the cars get more than 30 mpg?", (), True, 1, 0, (392,),
                             {"df": cars})
     code = "print(len(df[df.mpg > 30]) / len(df) * 100)"

@@ -67,11 +67,33 @@ def syntax_nodes(code: str) -> list[ast.AST] | None:
 
 def comparisons(code: str, frames: Mapping[str, VariableInfo]) -> list[Comparison]:
     """The comparisons of known DataFrame columns with literals in ``code`` (at most four)."""
+    nodes = syntax_nodes(code) or []
+    frames = _with_copies(nodes, frames)
     found: list[Comparison] = []
-    for node in syntax_nodes(code) or []:
+    for node in nodes:
         found.extend(_compared(node, code, frames))
     unique = {(c.frame, c.column, c.values): c for c in found}
     return list(unique.values())[:_MAX_COMPARISONS]
+
+
+def _with_copies(nodes: list[ast.AST], frames: Mapping[str, VariableInfo]) -> Mapping[str, VariableInfo]:
+    """``frames`` and the names the code binds to one of them or to something made from one
+    (``df_work = df``, ``europe = df[df.origin == 'europe']``, ``s = df.sort_values('mpg')``),
+    in the order it binds them: a filter on a copy of a table is a filter on the table (the
+    conversation benchmark's mpg: the data guard undid ``df = df[...]``, and the model
+    filtered ``df_work = df`` the same way in every later question)."""
+    known = dict(frames)
+    assigns = sorted((node for node in nodes if isinstance(node, ast.Assign)),
+                     key=lambda node: (node.lineno, node.col_offset))
+    for node in assigns:
+        root = node.value
+        while isinstance(root, (ast.Subscript, ast.Attribute, ast.Call)):
+            root = root.func if isinstance(root, ast.Call) else root.value
+        if isinstance(root, ast.Name) and root.id in known:
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id not in frames:
+                    known[target.id] = known[root.id]
+    return known
 
 
 def _compared(node: ast.AST, code: str, frames: Mapping[str, VariableInfo]) -> list[Comparison]:
@@ -115,8 +137,9 @@ def _column(node: ast.AST, frames: Mapping[str, VariableInfo]) -> tuple[str, str
 
 
 def _known(frame: str, column: str, frames: Mapping[str, VariableInfo]) -> tuple[str, str] | None:
+    """``(table, column)``: a copy's comparison is named by the table it copies."""
     info = frames.get(frame)
-    return (frame, column) if info is not None and column in (info.columns or []) else None
+    return (info.name or frame, column) if info is not None and column in (info.columns or []) else None
 
 
 def _in_query(frame: str, expression: str, frames: Mapping[str, VariableInfo]) -> list[Comparison]:

@@ -87,12 +87,19 @@ _SAME_FOR_EACH = 3
 a mean with and without outliers when there were none)."""
 
 
+_PERCENT_ASKED = re.compile(r"\bpercent(?:age)?\b|%", re.I)
+
+
 def whole_or_nothing(case: AnswerCase) -> str | None:
-    """A share asked, and 0% or 100% answered."""
+    """A share asked, and 0% or 100% answered (or, to a question asking for a percent, a
+    lone 0 or 100: the conversation benchmark's mpg, "100.0" from a subset filtered on the
+    test it then took the mean of)."""
     if not _SHARE_RE.search(case.question.question):
         return None
-    for claim in case.grounding.claims:
-        if claim.kind == "percent" and claim.value in (0.0, 100.0):
+    claims = case.grounding.claims
+    lone = len(claims) == 1 and bool(_PERCENT_ASKED.search(case.question.question))
+    for claim in claims:
+        if claim.value in (0.0, 100.0) and (claim.kind == "percent" or (lone and claim.kind == "number")):
             return message("doubt_whole_share", value=claim.text)
     return None
 
@@ -110,13 +117,33 @@ def whole_denominator(case: AnswerCase) -> str | None:
     q = case.question
     if not q.frames or not _SHARE_RE.search(q.question) or not _AMONG_RE.search(q.question):
         return None
-    dividing = [code for code in _own_code(case) if "/" in code]
+    dividing = [code for code in _answer_code(case) if "/" in code]
     if not dividing:
         return None
     latest = dividing[-1]  # the cell that computed the share given, most likely
+    rebound = _assigned(latest)
     whole = [name for found in _WHOLE_DENOMINATOR.finditer(latest) for name in found.groups()
-             if name and name in q.frames]
+             if name and name in q.frames and name not in rebound]
     return message("doubt_whole_denominator", table=whole[0]) if whole else None
+
+
+def _answer_code(case: AnswerCase) -> list[str]:
+    """The code of the question's own cells that printed the answer's numbers, oldest first;
+    all its own cells when no number of the answer was printed by one."""
+    first = case.question.first_cell
+    sources = {claim.source.cell_index for claim in case.grounding.claims
+               if claim.source is not None and claim.source.cell_index is not None
+               and claim.source.cell_index >= first}
+    if not sources:
+        return _own_code(case)
+    return [code for index in sorted(sources) for code in code_since(case.cells[index:index + 1], 0)]
+
+
+def _assigned(code: str) -> set[str]:
+    """The names ``code`` binds (``df = df[df.origin == 'europe']``): a name bound in the
+    cell that divides is no longer the whole table there."""
+    return {target.id for node in syntax_nodes(code) or [] if isinstance(node, ast.Assign)
+            for target in node.targets if isinstance(target, ast.Name)}
 
 
 def whole_table(case: AnswerCase) -> str | None:
