@@ -532,6 +532,21 @@ def test_an_average_no_cell_took_is_doubtful() -> None:
                  "print(np.mean(df.v))", "print(sum(df.v) / len(df))"):
         seen = Facts(steps=[step(1, code, printed="Gibraltar\n")], cells=[cell(1, code, "Gibraltar\n")])
         assert isinstance(judge(per_day, has_files=True).on_answer("Gibraltar", seen), Accept), code
+    # the conversation benchmark's brussels-hotels: the highest single rate, printed as "average"
+    hotels = ("average_occupancy_rate = df['Occupancy rate'].max()\n"
+              "print(f\"The neighbourhood with the highest average occupancy rate is "
+              "{df['Quartier'][df['Occupancy rate'].idxmax()]} with {average_occupancy_rate:.2f}.\")")
+    printed = "The neighbourhood with the highest average occupancy rate is Midi-Lemonnier with 0.90.\n"
+    seen = Facts(steps=[step(1, hotels, printed=printed)], cells=[cell(1, hotels, printed)])
+    asked = "Which neighbourhood has the highest average occupancy rate?"
+    decided = judge(asked, has_files=True).on_answer("Midi-Lemonnier", seen)
+    assert isinstance(decided, SendBack) and "none of this question's cells computes one" in decided.text, decided
+    for code in ("print('The average rate:', df['Occupancy rate'].max())",
+                 "print(df.groupby('Quartier')['Occupancy rate'].agg('mean').idxmax())"):
+        shown = "Midi-Lemonnier\n"
+        seen = Facts(steps=[step(1, code, printed=shown)], cells=[cell(1, code, shown)])
+        decided = judge(asked, has_files=True).on_answer("Midi-Lemonnier", seen)
+        assert isinstance(decided, SendBack) == ("agg('mean')" not in code), (code, decided)
     rmse = "from sklearn.metrics import root_mean_squared_error as f\nprint(round(f(y, p), 2))"
     seen = Facts(steps=[step(1, rmse, printed="3.1\n")], cells=[cell(1, rmse, "3.1\n")])
     asked = "What is the root mean squared error of the model?"

@@ -312,25 +312,36 @@ def _takes_average(code: str) -> bool:
     """Whether ``code`` takes an average or reads one taken before: :data:`_AVERAGING`; a
     string or a keyword that names one (an aggregation ``'mean'``, a column ``['Mean GDP']``,
     ``average='weighted'``); or a
-    variable named for one that this code reads and does not assign. Comments, the form's
-    item names (``@mean_fare[...]``) and the names the code assigns are no average: the 1.5B
+    variable named for one that this code reads and does not assign. Comments, the text it
+    prints (:func:`_prose`), the form's item names (``@mean_fare[...]``) and the names the
+    code assigns are no average: the 1.5B
     model named its variable for the form's ``country_with_highest_average_...`` and took the
     single highest day's country (DABench easy 123), dividing by a column for "per million"."""
     if _AVERAGING.search(re.sub(r"#[^\n]*", "", code)):
         return True
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
+    nodes = syntax_nodes(code)
+    if nodes is None:
         return bool(_AVERAGE_NAME.search(re.sub(r"@\w+\[", "[", code)))
-    nodes = list(ast.walk(tree))
+    written = {id(part) for n in nodes for part in _prose(n)}
     strings = [re.sub(r"@\w+\[", "[", n.value) for n in nodes
-               if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+               if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in written]
     keywords = [n.arg for n in nodes if isinstance(n, ast.keyword) and n.arg]  # average='weighted'
     if any(_AVERAGE_NAME.search(text) for text in [*strings, *keywords]):
         return True
     names = [n for n in nodes if isinstance(n, ast.Name) and _AVERAGE_NAME.search(n.id)]
     assigned = {n.id for n in names if isinstance(n.ctx, ast.Store)}
     return any(isinstance(n.ctx, ast.Load) and n.id not in assigned for n in names)
+
+
+def _prose(node: ast.AST) -> list[ast.AST]:
+    """The text ``node`` writes for a reader: an f-string's literal parts, a printed string
+    ("The neighbourhood with the highest average occupancy rate is ..." over a ``.max()``:
+    the conversation benchmark's brussels-hotels), which name an average without taking one."""
+    if isinstance(node, ast.JoinedStr):
+        return list(node.values)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+        return list(node.args)
+    return []
 
 
 def no_average(case: AnswerCase) -> str | None:
