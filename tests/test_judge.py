@@ -1003,6 +1003,14 @@ async def test_undone_code_sent_again_runs_with_the_table_renamed() -> None:
     taken = {**frames, "df_work": subset}
     third = j.on_action(Action(code, Via.TOOL_CALL, "call-3"), Facts(variables=taken))
     assert isinstance(third, Run) and third.action.code.startswith("df_work2 = df\n"), "a free name"
+    # sent again right after it ran renamed: the same names, so a repeat (DABench 124 on this
+    # sitting's tree: df_work, df_work2, df_work3, df_work4, the same cell each time)
+    after_third = {**taken, "df_work2": VariableInfo("df_work2", "pandas.DataFrame", [2, 2], ["tip", "day"])}
+    ran_renamed = Facts(variables=after_third, steps=[step(1, code, printed="2\n"),
+                                                      step(2, third.action.code, printed="2\n")])
+    j.budget.undone_at = -1
+    fourth = j.on_action(Action(code, Via.TOOL_CALL, "call-5"), ran_renamed)
+    assert isinstance(fourth, Skip) and fourth.reason.key == "repeated_success", fourth
     other = j.on_action(Action("print(len(df))", Via.TOOL_CALL, "call-4"), Facts(variables=frames))
     assert isinstance(other, Run) and other.action.code == "print(len(df))", "other code runs as sent"
     plain = Judge(JudgeSettings(), QuestionFacts("What share tipped more than 1?", frames=frames))

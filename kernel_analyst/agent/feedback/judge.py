@@ -211,6 +211,10 @@ class Budget:
     """Code undone because it changed the person's tables -> its step and those tables."""
     renaming: tuple[int, Renamed] | None = None
     """Undone code sent again, running now with the tables renamed (and its first step)."""
+    rewrites: dict[str, Renamed] = field(default_factory=dict)
+    """Undone code -> the code it last ran as, renamed: sent again right after, it is renamed
+    the same way, and so a repeat (DABench hard 124: the same cell sent four times after its
+    undo ran as ``df_work``, ``df_work2``, ``df_work3``, ``df_work4``, never a repeat)."""
 
     def count(self, max_steps: int, *, capped: bool = True) -> None:
         """Count a reply that tried to run code and could not."""
@@ -374,7 +378,7 @@ class Judge:
         if self.budget.steps >= self.settings.max_steps:
             return Skip(Reason("step_limit", message("step_limit", max_steps=self.settings.max_steps)))
         self.budget.steps += 1
-        renaming = self._renaming(action.code, facts)
+        renaming = self._renaming(action.code, facts, case.last_step)
         if renaming is not None:  # runs renamed (and is a repeat if it just did)
             action = replace(action, code=renaming[1].code)
             case = self._case(action, facts)
@@ -390,14 +394,21 @@ class Judge:
         self.budget.renaming = renaming
         return Run(action)
 
-    def _renaming(self, code: str, facts: TurnFacts) -> tuple[int, Renamed] | None:
+    def _renaming(self, code: str, facts: TurnFacts, last: Step | None) -> tuple[int, Renamed] | None:
         """The step that first sent ``code`` and the code renamed, when it was undone for
         changing the person's tables (None otherwise, or when nothing can be renamed)."""
-        undone_before = self.budget.reverted.get(code.strip())
+        key = code.strip()
+        undone_before = self.budget.reverted.get(key)
         if undone_before is None:
             return None
+        previous = self.budget.rewrites.get(key)
+        if previous is not None and last is not None and last.code.strip() == previous.code.strip():
+            return undone_before[0], previous  # it just ran renamed: the same names, a repeat
         rewrite = renamed(code, undone_before[1], facts.variables)
-        return None if rewrite is None else (undone_before[0], rewrite)
+        if rewrite is None:
+            return None
+        self.budget.rewrites[key] = rewrite
+        return undone_before[0], rewrite
 
     async def after_step(self, step: StepFacts, facts: TurnFacts) -> StepNotes:
         """The lines the model reads after a step's output."""
