@@ -54,7 +54,8 @@ SAMPLES = {"count": "1,234", "file": "outputs/turn1-step2-abc123.txt", "index": 
            "module": "scipy.stats", "recipe": " Cramér's V of two columns: ...",
            "kind": "dates", "table": "df", "convert": "df[col] = pd.to_datetime(df[col])",
            "share": "len(a) / len(b)", "counted": "`day == 'Sat'` and `smoker == 'Yes'`",
-           "among": "`smoker == 'Yes'`", "base": "`day == 'Sat'`", "phrase": "Of the Saturday"}
+           "among": "`smoker == 'Yes'`", "base": "`day == 'Sat'`", "phrase": "Of the Saturday",
+           "first": "rate_2016", "second": "rate_2015", "expression": "df.rate.mean()"}
 
 
 def render_all() -> str:

@@ -190,3 +190,23 @@ def test_a_share_among_the_rows_the_question_does_not_count_among_is_a_slip(code
 ])
 def test_a_share_among_the_rows_asked_is_no_slip(question: str, code: str) -> None:
     assert slips_in(question, code) == []
+
+
+def test_two_names_computed_the_same_way_are_a_slip() -> None:
+    # the conversation benchmark's brussels-hotels with the 1.5B model: 0.68 and 0.68, "False"
+    code = ("rate_2016 = df[df['Quartier'] == 'Brussels Airport']['Occupancy rate'].mean()\n"
+            "rate_2015 = df[df['Quartier'] == 'Brussels Airport']['Occupancy rate'].mean()\n"
+            "print(rate_2016 < rate_2015)")
+    found = slips_in("Was the average occupancy rate at Brussels Airport lower in 2016 than in 2015?", code)
+    assert [r.text for r in found] == [
+        "- `rate_2016` and `rate_2015` are computed by the same code (`df[df['Quartier'] == 'Brussels "
+        "Airport']['Occupancy rate'].mean()`): they are equal whatever the data, and comparing them tells "
+        "nothing. Compute each on the rows its name says, run it again, and answer with what it prints."]
+    assert slips_in("How many?", "a = len(df[df.x > 1])\nb = len(df[df.x > 1])")
+    for fine in ("a = df[df.year == 2016].rate.mean()\nb = df[df.year == 2015].rate.mean()",
+                 "train = df.copy()\ntest = df.copy()",
+                 "x = np.random.rand(10)\ny = np.random.rand(10)",
+                 "m1 = LinearRegression()\nm2 = LinearRegression()",
+                 "a = pd.read_csv('t.csv')\nb = pd.read_csv('t.csv')",
+                 "m = df.rate.mean()\nm = df.rate.mean()"):  # one name bound twice
+        assert slips_in("Was it lower in 2016?", fine) == [], fine
