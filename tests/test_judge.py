@@ -979,6 +979,30 @@ async def test_a_step_that_shrinks_the_persons_table_is_undone_unless_the_questi
     assert (await Judge(JudgeSettings(keep_data=False), facts).after_step(step, Facts())).revert is None
 
 
+async def test_a_step_that_reads_the_persons_table_again_is_undone_and_not_renamed() -> None:
+    """The conversation benchmark's tips: "From now on, look only at dinners" kept, and the
+    third question's step began ``df = pd.read_csv('tips.csv')``: the dinners-only table gone
+    for the rest of the conversation. A copy under a new name would be as wrong, so the code
+    sent again is not renamed: it is undone again."""
+    frames = {"df": VariableInfo("df", "pandas.DataFrame", [176, 7], ["tip", "day", "time"])}
+    whole = VariableInfo("df", "pandas.DataFrame", [244, 7], ["tip", "day", "time"])
+    ex = Execution(code="", variables=VariableChanges(changed=[whole]), execution_count=6)
+    code = "df = pd.read_csv('tips.csv')\nprint((df[df.day == 'Sat'].smoker == 'Yes').mean())"
+    asks = "Of the Saturday dinners, what percent were smokers?"
+    j = Judge(JudgeSettings(), QuestionFacts(asks, frames=frames))
+    said = await j.after_step(StepFacts(code, ex), Facts())
+    assert said.revert is not None and said.revert.key == "data_undone", said
+    assert said.revert.text.startswith("Step 1 replaced `df` (the person's data as this conversation left "
+                                       "it: 176 rows) by 244 rows: reading the file again"), said.revert.text
+    assert "(do not read the file again)" in said.revert.text
+    again = j.on_action(Action(code, Via.TOOL_CALL, "call-2"), Facts(variables=frames))
+    assert isinstance(again, Run) and again.action.code == code, "not renamed"
+    asked = Judge(JudgeSettings(), QuestionFacts("From now on, use every meal again. How many bills?",
+                                                 frames=frames, asks_change=True))
+    kept = await asked.after_step(StepFacts(code, ex), Facts())
+    assert kept.revert is None and "`df`: 244 rows (was 176) since cell [6]" in kept.notes[-1], kept.notes
+
+
 async def test_undone_code_sent_again_runs_with_the_table_renamed() -> None:
     """DABench 124 with the 1.5B model: the step that re-read the file into ``df`` and kept
     one vaccine's rows was undone, and the model sent the same code four times, each undone.

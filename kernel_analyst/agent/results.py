@@ -68,6 +68,8 @@ class TableChange:
         ``origin``: its rows when it was first loaded, if more than before the question."""
         of = origin if origin is not None else self.rows_before
         rows = f"{self.rows:,} of {of:,} rows" if self.rows is not None else "no longer a DataFrame"
+        if self.rows is not None and self.rows > of:
+            rows = f"{self.rows:,} rows (was {of:,})"
         columns = ", ".join(self.columns_dropped[:8])
         dropped = f", without the columns {columns}" if self.columns_dropped else ""
         where = f" since cell [{self.cell}]" if self.cell is not None else ""

@@ -29,8 +29,10 @@ _FRAME = "DataFrame"
 
 
 def table_changes(step: StepFacts, before: Mapping[str, VariableInfo]) -> list[TableChange]:
-    """The DataFrames of ``before`` (the question's start) the step shrank, replaced by
-    something else, or deleted; nothing for a step that failed or did not run."""
+    """The DataFrames of ``before`` (the question's start) the step shrank, grew (read
+    again: the conversation benchmark's tips, ``df = pd.read_csv('tips.csv')`` in the third
+    question, the first one's "from now on, only dinners" gone), replaced by something
+    else, or deleted; nothing for a step that failed or did not run."""
     ex = step.execution
     if not step.observed or ex.status != "ok":
         return []
@@ -41,7 +43,7 @@ def table_changes(step: StepFacts, before: Mapping[str, VariableInfo]) -> list[T
             continue
         rows = info.shape[0] if info.shape and info.type.endswith(_FRAME) else None
         dropped = tuple(c for c in (old.columns or []) if info.columns is not None and c not in info.columns)
-        if rows is None or rows < old.shape[0] or dropped:
+        if rows is None or rows != old.shape[0] or dropped:
             found.append(TableChange(info.name, old.shape[0], rows, dropped if rows is not None else (),
                                      ex.execution_count, _line(step.code, info.name)))
     for name in ex.variables.deleted:
@@ -55,12 +57,23 @@ def table_changes(step: StepFacts, before: Mapping[str, VariableInfo]) -> list[T
 def undone(changes: list[TableChange], step: int) -> Reason:
     """What the model is told when the step that changed the person's tables was undone."""
     first = changes[0]
+    if grown(changes):
+        assert first.rows is not None
+        return Reason("data_undone", message("data_grown", step=step, name=first.name,
+                                             before=f"{first.rows_before:,}", after=f"{first.rows:,}"))
     after = f"{first.rows:,} rows" if first.rows is not None else "something else"
     if first.rows is not None and first.rows == first.rows_before and first.columns_dropped:
         after = f"a copy without the columns {', '.join(first.columns_dropped[:6])}"
     text = message("data_undone", step=step, name=first.name, before=f"{first.rows_before:,}", after=after,
                    example=_example(first))
     return Reason("data_undone", text)
+
+
+def grown(changes: Sequence[TableChange]) -> bool:
+    """The step gave the first table more rows than the question began with: it read the
+    file again or rebuilt the table, which no new name mends (the copy is as wrong)."""
+    first = changes[0] if changes else None
+    return first is not None and first.rows is not None and first.rows > first.rows_before
 
 
 def kept(changes: list[TableChange]) -> Reason:
@@ -199,4 +212,4 @@ def _example(change: TableChange) -> str:
     return f"subset = {change.name}[...]"
 
 
-__all__ = ["Renamed", "kept", "renamed", "table_changes", "undone"]
+__all__ = ["Renamed", "grown", "kept", "renamed", "table_changes", "undone"]
