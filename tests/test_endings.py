@@ -220,6 +220,19 @@ def test_diagnosis_of_every_cause() -> None:
     assert KernelEnding.from_dict(at_limit.to_dict()) == at_limit
 
 
+def test_a_status_nobody_reported_is_unknown_not_a_signal() -> None:
+    """A forked kernel whose template was killed (this sitting's DSEval run: ``pkill`` of the
+    templates) had its unreported status read as bubblewrap's 128 + n: "killed from outside
+    by signal 128"."""
+    from kernel_analyst.kernels.launch._local_kernel import exit_status
+    from kernel_analyst.kernels.launch._process import EXIT_UNKNOWN
+
+    assert exit_status(EXIT_UNKNOWN, "sandbox") is None and exit_status(EXIT_UNKNOWN, "clean") is None
+    assert _diagnosed(exit_status(EXIT_UNKNOWN, "sandbox"), None).cause is EndCause.UNKNOWN
+    assert exit_status(128 + 9, "sandbox") == -9 and exit_status(137, "clean") == 137
+    assert exit_status(-15, "clean") == -15 and exit_status(None, "sandbox") is None
+
+
 def test_warning_once_past_the_share() -> None:
     warnings: list[str] = []
     probe = _Probe(held=700 * MB, limit=1000 * MB, oom=0, at_limit=False)

@@ -23,7 +23,7 @@ from ..exceptions import KernelConnectionError, KernelStartError
 from ..limits import Limits
 from . import sandbox
 from ._memory import MemoryProbe, memory_probe_for
-from ._process import ChildProcess, ForkedProcess
+from ._process import EXIT_UNKNOWN, ChildProcess, ForkedProcess
 from ._wire import Link
 from ._zmq import ZmqConnection
 from .base import RunningKernel
@@ -181,15 +181,23 @@ class LocalKernel(RunningKernel):
             self.place.rehome(workdir)
 
     def exit_status(self) -> int | None:
-        code = self.proc.returncode
-        if code is not None and code > 128 and self.plan.isolation == "sandbox":
-            return 128 - code  # bubblewrap exits with 128 + n when its child died of signal n
-        return code
+        return exit_status(self.proc.returncode, self.plan.isolation)
 
     def memory_probe(self) -> MemoryProbe | None:
         if self._probe is None:
             self._probe = memory_probe_for(self.plan.cgroup, self.proc.pid)
         return self._probe
+
+
+def exit_status(code: int | None, isolation: str) -> int | None:
+    """:meth:`RunningKernel.exit_status` from a process's return code: minus the signal for
+    a sandboxed kernel that bubblewrap reports as 128 + n, None when nobody reported how it
+    ended (a forked kernel whose template was killed: its status was read as "signal 128")."""
+    if code is None or code == EXIT_UNKNOWN:
+        return None
+    if code > 128 and isolation == "sandbox":
+        return 128 - code  # bubblewrap exits with 128 + n when its child died of signal n
+    return code
 
 
 def max_message_bytes(limits: Limits) -> int:

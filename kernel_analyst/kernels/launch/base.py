@@ -170,7 +170,8 @@ class RunningKernel(abc.ABC):
     def exit_status(self) -> int | None:
         """How the kernel process ended, once it has: its exit code, or minus the number of
         the signal that ended it (as ``subprocess`` reports it). None while it runs, and
-        where it is not known (a remote kernel). ``launch/diagnosis.py`` reads it."""
+        where it is not known (a remote kernel; a forked kernel whose template did not
+        report it). ``launch/diagnosis.py`` reads it."""
         return None
 
     def memory_probe(self) -> MemoryProbe | None:
