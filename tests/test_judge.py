@@ -1001,6 +1001,14 @@ async def test_a_step_that_reads_the_persons_table_again_is_undone_and_not_renam
                                                  frames=frames, asks_change=True))
     kept = await asked.after_step(StepFacts(code, ex), Facts())
     assert kept.revert is None and "`df`: 244 rows (was 176) since cell [6]" in kept.notes[-1], kept.notes
+    # rows added otherwise (a concat) go on as a copy under a new name, as a subset does
+    concat = "df = pd.concat([df, extra])\nprint(len(df))"
+    j = Judge(JudgeSettings(), QuestionFacts(asks, frames=frames))
+    said = await j.after_step(StepFacts(concat, ex), Facts())
+    assert said.revert is not None, said
+    assert "replaced `df` (the person's data: 176 rows) by 244 rows" in said.revert.text
+    renamed_run = j.on_action(Action(concat, Via.TOOL_CALL, "call-3"), Facts(variables=frames))
+    assert isinstance(renamed_run, Run) and renamed_run.action.code.startswith("df_work = df\n"), renamed_run
 
 
 async def test_undone_code_sent_again_runs_with_the_table_renamed() -> None:

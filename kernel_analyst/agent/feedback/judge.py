@@ -75,7 +75,7 @@ from .decisions import (
 from .doubts import DOUBT_CHECKS
 from .form import AnswerForm
 from .hints import ErrorTeacher
-from .keeping import Renamed, grown, kept, renamed, table_changes, undone
+from .keeping import Renamed, kept, read_again, renamed, table_changes, undone
 from .outcomes import STEP_CHECKS, StepCase, StepCheck, last_step
 from .replies import (
     NO_STEP,
@@ -426,10 +426,11 @@ class Judge:
         changes = table_changes(step, self.question.frames) if self.settings.keep_data else []
         if changes and not self.question.asks_change:
             self.budget.undone_at = len(facts.steps) + 1  # the step's code may run again, under a new name
-            if not grown(changes):
+            if not read_again(changes, step.code):
                 self.budget.reverted.setdefault(step.code.strip(), (len(facts.steps) + 1,
                                                                     tuple(c.name for c in changes)))
-            return StepNotes(tuple(reasons), last_step(case), revert=undone(changes, len(facts.steps) + 1))
+            return StepNotes(tuple(reasons), last_step(case),
+                             revert=undone(changes, len(facts.steps) + 1, step.code))
         if changes:
             reasons.append(kept(changes))
         return StepNotes(tuple(reasons), last_step(case), kept=tuple(changes))

@@ -54,10 +54,11 @@ def table_changes(step: StepFacts, before: Mapping[str, VariableInfo]) -> list[T
     return found
 
 
-def undone(changes: list[TableChange], step: int) -> Reason:
-    """What the model is told when the step that changed the person's tables was undone."""
+def undone(changes: list[TableChange], step: int, code: str = "") -> Reason:
+    """What the model is told when the step that changed the person's tables was undone
+    (``code``: the step's, to tell a file read again)."""
     first = changes[0]
-    if grown(changes):
+    if read_again(changes, code):
         assert first.rows is not None
         return Reason("data_undone", message("data_grown", step=step, name=first.name,
                                              before=f"{first.rows_before:,}", after=f"{first.rows:,}"))
@@ -69,11 +70,22 @@ def undone(changes: list[TableChange], step: int) -> Reason:
     return Reason("data_undone", text)
 
 
-def grown(changes: Sequence[TableChange]) -> bool:
-    """The step gave the first table more rows than the question began with: it read the
-    file again or rebuilt the table, which no new name mends (the copy is as wrong)."""
+def read_again(changes: Sequence[TableChange], code: str) -> bool:
+    """The step read the first table's file again into it, and the table has more rows than
+    the question began with: the changes kept earlier are gone, and no new name mends that
+    (the copy is as wrong). A table grown otherwise (``pd.concat``) may go on as a copy."""
     first = changes[0] if changes else None
-    return first is not None and first.rows is not None and first.rows > first.rows_before
+    if first is None or first.rows is None or first.rows <= first.rows_before:
+        return False
+    return any(isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+               and _called(node.value).startswith("read_")
+               and any(isinstance(t, ast.Name) and t.id == first.name for t in node.targets)
+               for node in syntax_nodes(code) or [])
+
+
+def _called(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def kept(changes: list[TableChange]) -> Reason:
@@ -212,4 +224,4 @@ def _example(change: TableChange) -> str:
     return f"subset = {change.name}[...]"
 
 
-__all__ = ["Renamed", "grown", "kept", "renamed", "table_changes", "undone"]
+__all__ = ["Renamed", "kept", "read_again", "renamed", "table_changes", "undone"]
