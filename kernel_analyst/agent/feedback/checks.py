@@ -65,6 +65,12 @@ def syntax_nodes(code: str) -> list[ast.AST] | None:
         return None
 
 
+def called_name(func: ast.expr) -> str:
+    """The name a call's function goes by: ``read_csv`` for ``pd.read_csv(...)``, ``len``
+    for ``len(...)``; "" for anything else (a call of a call, a subscript)."""
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
 def comparisons(code: str, frames: Mapping[str, VariableInfo]) -> list[Comparison]:
     """The comparisons of known DataFrame columns with literals in ``code`` (at most four)."""
     nodes = syntax_nodes(code) or []

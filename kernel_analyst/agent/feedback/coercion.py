@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from ..briefing.uploads import UploadedTable
 from ..prompting import message
-from .checks import syntax_nodes
+from .checks import called_name, syntax_nodes
 
 ROWS = 5000
 """Rows of the file read to judge a conversion, at most."""
@@ -33,7 +33,7 @@ def coerced_columns(code: str) -> list[str]:
     """The columns ``code`` converts with ``pd.to_numeric(frame[col], errors='coerce')``."""
     found = []
     for node in syntax_nodes(code) or []:
-        if not (isinstance(node, ast.Call) and node.args and _name(node.func) == "to_numeric"):
+        if not (isinstance(node, ast.Call) and node.args and called_name(node.func) == "to_numeric"):
             continue
         coerce = any(k.arg == "errors" and isinstance(k.value, ast.Constant) and k.value.value == "coerce"
                      for k in node.keywords)
@@ -41,10 +41,6 @@ def coerced_columns(code: str) -> list[str]:
         if coerce and column is not None:
             found.append(column)
     return list(dict.fromkeys(found))
-
-
-def _name(func: ast.expr) -> str:
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def _column(node: ast.expr) -> str | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ...kernels import VariableInfo
 from ..prompting import message
 from ..results import TableChange
-from .checks import syntax_nodes
+from .checks import called_name, syntax_nodes
 from .decisions import Reason, StepFacts
 
 _FRAME = "DataFrame"
@@ -78,14 +78,9 @@ def read_again(changes: Sequence[TableChange], code: str) -> bool:
     if first is None or first.rows is None or first.rows <= first.rows_before:
         return False
     return any(isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-               and _called(node.value).startswith("read_")
+               and called_name(node.value.func).startswith("read_")
                and any(isinstance(t, ast.Name) and t.id == first.name for t in node.targets)
                for node in syntax_nodes(code) or [])
-
-
-def _called(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def kept(changes: list[TableChange]) -> Reason:

@@ -16,7 +16,7 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .checks import syntax_nodes
+from .checks import called_name, syntax_nodes
 
 _ONCE_ONLY_CALLS = frozenset({"log", "log1p", "log2", "log10", "sqrt", "cbrt", "exp", "expm1", "square",
                               "reciprocal", "map", "replace", "cumsum", "cumprod", "diff", "pct_change",
@@ -92,10 +92,9 @@ def _transforms(value: ast.AST, column: tuple[str, str]) -> bool:
     for node in ast.walk(value):
         if isinstance(node, (ast.BinOp, ast.UnaryOp)) and any(_column(n) == column for n in ast.walk(node)):
             return True
-        if isinstance(node, ast.Call):
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if name in _ONCE_ONLY_CALLS and any(_column(n) == column for n in ast.walk(node)):
-                return True
+        if isinstance(node, ast.Call) and called_name(node.func) in _ONCE_ONLY_CALLS \
+                and any(_column(n) == column for n in ast.walk(node)):
+            return True
     return False
 
 
