@@ -26,7 +26,7 @@ import pytest
 from kernel_analyst.kernels import SessionManager
 from kernel_analyst.kernels.launch import GatewayBackend
 
-from .helpers import pid_alive
+from .helpers import pid_alive, start_time
 
 # Gateway settings the backend relies on (docs/gateway.md explains each):
 GATEWAY_ARGS = (
@@ -70,7 +70,8 @@ class GatewayProcess:
         self.token = secrets.token_hex(16)
         self.extra_args = extra_args
         self.proc: subprocess.Popen[bytes] | None = None
-        self.kernel_pids: set[int] = set()
+        self.kernel_pids: dict[int, str] = {}
+        """The gateway's kernel processes seen so far: pid -> start time (pids are reused)."""
 
     @property
     def url(self) -> str:
@@ -124,7 +125,9 @@ class GatewayProcess:
     def remember_kernels(self) -> None:
         """Note the gateway's kernel processes, so none outlives the tests."""
         if self.proc is not None and self.proc.poll() is None:
-            self.kernel_pids.update(child_pids(self.proc.pid))
+            for pid in child_pids(self.proc.pid):
+                if (started := start_time(pid)) is not None:
+                    self.kernel_pids.setdefault(pid, started)
 
     def kill(self) -> None:
         """SIGKILL the gateway at once (its kernels are orphaned, as in a crash)."""
@@ -142,8 +145,8 @@ class GatewayProcess:
             while self.proc.poll() is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             self.kill()
-        for pid in self.kernel_pids:
-            if pid_alive(pid):
+        for pid, started in self.kernel_pids.items():
+            if pid_alive(pid, started):  # not a later process given the same pid
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 

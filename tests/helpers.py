@@ -11,13 +11,25 @@ from kernel_analyst.kernels.testing import cpu_burners
 __all__ = ["cpu_burners", "pid_alive", "wait_until"]
 
 
-def pid_alive(pid: int) -> bool:
-    """True for a running process (a zombie counts as gone)."""
+def start_time(pid: int) -> str | None:
+    """When ``pid`` started (clock ticks since boot, from /proc), None once it is gone.
+    With the pid it names one process, even after the pid is given to another."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+            return f.read().rsplit(")", 1)[-1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def pid_alive(pid: int, started: str | None = None) -> bool:
+    """True for a running process (a zombie counts as gone); with ``started`` (its
+    :func:`start_time`), only while the pid is still that process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[-1].split()
     except OSError:
         return False
+    return fields[0] != "Z" and started in (None, fields[19])
 
 
 async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:

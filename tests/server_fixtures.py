@@ -34,6 +34,7 @@ from kernel_analyst.server.service import SessionService
 
 from .conftest import test_limits
 from .gateway_fixtures import child_pids
+from .helpers import start_time
 
 T = TypeVar("T")
 TENANTS = ("alice", "bob", "carol")
@@ -255,9 +256,10 @@ class ServeProcess:
     def client(self, token: str) -> httpx.AsyncClient:
         return httpx.AsyncClient(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
 
-    def kill(self) -> set[int]:
-        """SIGKILL, as the OOM killer would; returns the processes it left (its kernels)."""
-        left = descendants(self.proc.pid)
+    def kill(self) -> dict[int, str]:
+        """SIGKILL, as the OOM killer would; returns the processes it left (its kernels),
+        pid -> start time."""
+        left = {pid: started for pid in descendants(self.proc.pid) if (started := start_time(pid))}
         self.proc.kill()
         self.proc.wait(30)
         return left

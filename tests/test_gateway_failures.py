@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from kernel_analyst.kernels import SessionManager
+from kernel_analyst.kernels import KernelStartError, SessionManager
 from kernel_analyst.kernels.launch import GatewayBackend, GatewayKernel
 
 from .conftest import test_limits
@@ -139,3 +141,56 @@ async def test_gateway_killed_and_restarted(tmp_path: Path) -> None:
     finally:
         with contextlib.suppress(Exception):
             await gateway.stop()
+
+
+_DIES_FIRST = """\
+import os, sys
+marker, deaths = sys.argv[1], int(sys.argv[2])
+argv = [sys.executable, "-m", "ipykernel_launcher", "-f", sys.argv[3]]
+done = len(os.listdir(marker))
+if done < deaths:  # this launch answers kernel_info, then dies at its first execute
+    open(os.path.join(marker, str(done)), "w").close()
+    argv.append("--IPKernelApp.exec_lines=get_ipython().events.register("
+                "'pre_execute', lambda: __import__('os')._exit(1))")
+os.execv(sys.executable, argv)
+"""
+
+
+def _kernelspec_dying_first(gateway: GatewayProcess, name: str, deaths: int) -> Path:
+    """A kernelspec whose first ``deaths`` launches die once asked to run code, as a
+    kernel killed while it starts; returns the folder where those launches are counted."""
+    script = gateway.workdir / "dies_first.py"
+    script.write_text(_DIES_FIRST)
+    counted = gateway.workdir / f"{name}-deaths"
+    counted.mkdir()
+    spec = gateway.workdir / "jupyter" / "kernels" / name
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, str(script), str(counted), str(deaths), "{connection_file}"],
+        "display_name": name, "language": "python"}))
+    return counted
+
+
+async def test_a_kernel_that_dies_while_starting_is_replaced(tmp_path: Path) -> None:
+    """The gateway restarts a kernel whose process died while it started; the start goes
+    on with a new kernel instead of failing, and a kernelspec that keeps dying ends in a
+    clear error after a bounded number of kernels, none left behind."""
+    gateway = GatewayProcess(tmp_path)
+    once = _kernelspec_dying_first(gateway, "dies-once", 1)
+    always = _kernelspec_dying_first(gateway, "dies-always", 1000)
+    await gateway.start()
+    try:
+        async with SessionManager(tmp_path / "s", limits=test_limits(),
+                                  backend=gateway.backend(kernel_name="dies-once")) as m:
+            s = await m.session("dies-once")
+            assert (await s.execute("x = 41\nx + 1")).text == "42\n"
+            assert len(list(once.iterdir())) == 1  # one launch died; the kernel in use is another
+            assert len(gateway.kernel_ids()) == 1  # the restarted one was deleted
+        backend = gateway.backend(kernel_name="dies-always")
+        async with SessionManager(tmp_path / "t", limits=test_limits(), backend=backend) as m:
+            with pytest.raises(KernelStartError, match=r"died while starting, 3 time\(s\)"):
+                await m.session("dies-always")
+        assert 3 <= len(list(always.iterdir())) < 1000
+        assert await wait_until(lambda: not gateway.kernel_ids(), timeout=30)
+    finally:
+        await gateway.stop()

@@ -67,7 +67,8 @@ async def test_a_killed_server_comes_back_with_its_sessions(tmp_path: Path,
     finally:
         kernels = first.kill()
     assert kernels, "the server ran a kernel"
-    assert await wait_until(lambda: not any(pid_alive(p) for p in kernels), timeout=30), "kernels outlived it"
+    gone = await wait_until(lambda: not any(pid_alive(p, t) for p, t in kernels.items()), timeout=30)
+    assert gone, "kernels outlived it"
 
     second = ServeProcess(root, tokens_file, "--isolation", TEST_ISOLATION)
     try:

@@ -29,7 +29,8 @@ How failures are seen:
 - the gateway restarts a kernel that died (its restarter polls every
   ``KernelRestarter.time_to_dead`` s, 3 by default) and says so on the websocket
   (``status: restarting`` or ``dead``): the kernel is reported exited, since its
-  namespace is gone;
+  namespace is gone; while it starts (before it holds anything) another kernel is
+  started in its place instead, up to ``_START_TRIES``;
 - a deleted or culled kernel closes the websocket, and ``GET /api/kernels/{id}``
   answers 404; while a cell runs the kernel is polled every ``poll_interval_s``;
 - a dropped websocket is reconnected while the kernel exists (the server replays what
@@ -71,6 +72,8 @@ USER_FIELD = "{user}"
 """In a ``kernel_env`` value: the kernel's user (a namespace per tenant, for one)."""
 ISOLATION = "remote"
 _INFO_PROBE_S = 1.0
+_START_TRIES = 3
+"""Kernels started for one request when the gateway restarts each while it starts."""
 
 
 class _NoReply(Exception):
@@ -88,6 +91,8 @@ class GatewayKernel(RunningKernel):
         self.kernelspec = {}
         self.exit_reason: str | None = None
         """Why the kernel is considered gone (None while it runs)."""
+        self.restarted = False
+        """True once the gateway said it restarted the kernel (its process had died)."""
         self.poll_interval_s = poll_interval_s
         self._http = http
         self._path = f"/api/kernels/{kernel_id}"
@@ -126,6 +131,7 @@ class GatewayKernel(RunningKernel):
             if msg_type == "status":
                 state = msg.get("content", {}).get("execution_state")
                 if state in ("restarting", "dead"):
+                    self.restarted = self.restarted or state == "restarting"
                     self._mark_exited(f"the kernel died (the gateway reported {state!r})")
         elif msg_type == "shutdown_reply":
             # Not ours: the gateway (culling, a DELETE, another client's restart) stopped it.
@@ -504,25 +510,48 @@ class GatewayBackend(KernelBackend):
         spec = await self._spec_meta(request)
         timeout = request.limits.startup_timeout_s
         deadline = time.monotonic() + timeout
+        attempt = 0
+        while True:
+            attempt += 1
+            kernel = await self._new_kernel(spec, request)
+            try:
+                code = startup_code(request.limits, request.preload, kernel.marker)
+                await asyncio.wait_for(kernel._start(code), max(0.1, deadline - time.monotonic()))
+                await self._attach_files(kernel, request)
+            except asyncio.TimeoutError:
+                await self._discard(kernel)
+                raise KernelStartError(
+                    f"the kernel on {self.url} did not become ready within {timeout:g} s; "
+                    "raise Limits.startup_timeout_s if the gateway is slow to launch") from None
+            except GatewayError:
+                await self._discard(kernel)
+                if not kernel.restarted:
+                    raise
+                # Its process died before the kernel held anything (a port taken by
+                # another process between the gateway choosing it and the kernel binding
+                # it, for one); the gateway restarts it on new ports, but our websocket
+                # still points at the old ones. A new kernel is the clean way on.
+                if attempt == _START_TRIES or time.monotonic() >= deadline:
+                    raise KernelStartError(
+                        f"the kernel on {self.url} died while starting, {attempt} time(s) "
+                        "(the gateway restarted it each time); its log says why") from None
+                log.warning("gateway kernel %s died while starting; starting another (%d of %d)",
+                            kernel.kernel_id, attempt + 1, _START_TRIES)
+                continue
+            except BaseException:
+                await self._discard(kernel)
+                raise
+            log.info("started gateway kernel %s on %s", kernel.kernel_id, self.url)
+            return kernel
+
+    async def _new_kernel(self, spec: dict[str, Any], request: KernelRequest) -> GatewayKernel:
+        """POST a kernel and wrap it (its websocket not yet open)."""
         model = await self._post_kernel(spec, request)
         kernel = GatewayKernel(self._http, str(model["id"]), poll_interval_s=self.poll_interval_s,
                                reconnect_window_s=self.reconnect_window_s)
         kernel.kernelspec = spec
         self._kernels.add(kernel)
         kernel.on_shutdown.append(self._kernels.discard)
-        try:
-            code = startup_code(request.limits, request.preload, kernel.marker)
-            await asyncio.wait_for(kernel._start(code), max(0.1, deadline - time.monotonic()))
-            await self._attach_files(kernel, request)
-        except asyncio.TimeoutError:
-            await self._discard(kernel)
-            raise KernelStartError(
-                f"the kernel on {self.url} did not become ready within {timeout:g} s; "
-                "raise Limits.startup_timeout_s if the gateway is slow to launch") from None
-        except BaseException:
-            await self._discard(kernel)
-            raise
-        log.info("started gateway kernel %s on %s", kernel.kernel_id, self.url)
         return kernel
 
     def start_env(self, request: KernelRequest) -> dict[str, str]:
