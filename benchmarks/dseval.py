@@ -67,8 +67,9 @@ is not applied to the agent's steps (they run under ``--timeout``, the product's
 default). Questions whose reference code fails here are asked but not graded, and reported
 apart (``NOT_GRADED``): in this environment (pandas 3, scikit-learn 1.9, no ``xgboost``;
 before the ``analysis`` extra brought ``statsmodels`` and ``imblearn``, so fewer now)
-39 of the 355 runnable questions' references failed, or followed one that failed (diabetes 8, disease-symptoms 8, employee 6, food prices 5,
-coffee 4, bank churn 3, sleep health 3, sustainable energy 1, housing 1). The comparison
+39 of the 355 runnable questions' references failed, or followed one that failed
+(diabetes 8, disease-symptoms 8, employee 6, food prices 5, coffee 4, bank churn 3, sleep
+health 3, sustainable energy 1, housing 1). The comparison
 published with the benchmark: GPT-3.5 with the CoML agent solved 240 of 396 Kaggle
 questions (60.6%), all 31 sets, their protocol.
 

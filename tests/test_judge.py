@@ -1247,6 +1247,35 @@ def test_a_number_sent_back_and_then_typed_into_code_goes_back() -> None:
     assert "typed_in" not in [r.key for r in getattr(fresh, "reasons", ())], fresh
 
 
+def test_a_number_sent_back_and_then_printed_as_typed_goes_back() -> None:
+    """DABench hard 125 with the 1.5B model: an R-squared made up, sent back, then printed by
+    ``print(f"R-squared: {0.705}")`` and cited from that cell's output. A number the same
+    cell computes and prints is the cell's, even when the code holds other literals."""
+    question = "Fit a linear regression of y on x and report the R-squared."
+    fit = "model = LinearRegression().fit(df[['x']], df['y'])"
+    quiet = {"cell_type": "code", "id": "c1", "execution_count": 1, "source": fit, "outputs": [],
+             "metadata": {"kernel_analyst": {"status": "ok"}}}
+    answer = "The R-squared of the model is 0.705."
+    the_judge = judge(question, has_files=True)
+    first = the_judge.on_answer(answer, Facts(steps=[step(1, fit, printed="")], cells=[quiet]))
+    assert isinstance(first, SendBack) and "unsupported" in [r.key for r in first.reasons], first
+    typed = 'print(f"R-squared: {0.705}")'
+    shown = dict(quiet, id="c2", execution_count=2, source=typed,
+                 outputs=[{"output_type": "stream", "name": "stdout", "text": "R-squared: 0.705\n"}])
+    facts = Facts(steps=[step(1, fit, printed=""), step(2, typed, printed="R-squared: 0.705\n")],
+                  cells=[quiet, shown])
+    second = the_judge.on_answer(answer, facts)
+    assert isinstance(second, SendBack) and [r.key for r in second.reasons] == ["typed_in"], second
+    assert "as they are: 0.705" in second.text
+    computed = "print(f'R-squared: {model.score(df[[\"x\"]], df[\"y\"]):.3f} (0.7 is good)')"
+    honest = dict(shown, source=computed)
+    facts = Facts(steps=[step(1, fit, printed=""), step(2, computed, printed="R-squared: 0.705\n")],
+                  cells=[quiet, honest])
+    third = judge(question, has_files=True)
+    third.on_answer(answer, Facts(steps=[step(1, fit, printed="")], cells=[quiet]))
+    assert isinstance(third.on_answer(answer, facts), Accept)
+
+
 def test_a_placeholder_is_no_value() -> None:
     facts = Facts(steps=[step(1, "print(r)", printed="0.71\n")], cells=[cell(1, "print(r)", "0.71")])
     decision = judge("r? Answer as @correlation_coefficient[value].").on_answer(

@@ -214,15 +214,31 @@ def typed_in(case: AnswerCase) -> Reason | None:
     """Numbers sent back as no cell's, given again with only code as their source: typed into
     a cell as literals, not computed (DSEval students-exam-scores with the 1.5B model: the
     correlations 0.85, 0.78 and 0.72 made up, sent back, then written into the matrix with
-    ``correlation_matrix.iloc[0, 1] = 0.85`` and cited from that cell's code)."""
+    ``correlation_matrix.iloc[0, 1] = 0.85`` and cited from that cell's code), or printed by
+    a cell that writes them in as they are (DABench hard 125: ``print(f"R-squared: {0.705}")``
+    after 0.705 was sent back, cited from that cell's output)."""
     if not case.refused:
         return None
     typed = [c for c in case.grounding.claims if c.status is ClaimStatus.GROUNDED and c.source is not None
-             and c.source.where == "code" and c.value in case.refused]
+             and c.value in case.refused and _typed_source(c, case.cells)]
     if not typed:
         return None
     named = ", ".join(c.text for c in typed[:_MAX_NAMED]) + (", ..." if len(typed) > _MAX_NAMED else "")
     return Reason("typed_in", message("feedback_typed_in", numbers=named))
+
+
+def _typed_source(claim: Claim, cells: Sequence[dict[str, Any]]) -> bool:
+    """The claim's source is a cell's code, or an output of a cell whose code holds the
+    number as it was printed."""
+    source = claim.source
+    if source is None or source.where == "code":
+        return source is not None
+    index = source.cell_index
+    if source.where != "output" or index is None or not 0 <= index < len(cells):
+        return False
+    code = cells[index].get("source", "")
+    code = "".join(code) if isinstance(code, list) else str(code)
+    return re.search(rf"(?<![\w.]){re.escape(source.value)}(?![\w.])", code) is not None
 
 
 def unsupported_values(case: AnswerCase) -> Reason | None:
