@@ -795,6 +795,32 @@ def test_a_share_among_the_wrong_rows_is_named_and_its_answer_doubtful() -> None
     assert isinstance(decision, Accept), decision
 
 
+def test_one_row_of_a_series_printed_in_the_form_is_doubtful() -> None:
+    """DABench medium 250 with the 1.5B model: ``df.a - df.b.mean()`` printed inside
+    ``@mean[...]`` as a whole Series, and the answer took its first row. The same value
+    printed as one number, or a form item the cell printed on one line, is accepted."""
+    import pandas as pd
+
+    df = pd.DataFrame({"a": [0.25, 0.26, 0.24, 0.3, 0.28] * 20, "b": [0.31, 0.33, 0.3, 0.36, 0.35] * 20})
+    code = "new = df['a'] - df['b'].mean()\nprint(f\"@mean[{new.round(2)}]\")"
+    printed = f"@mean[{(df['a'] - df['b'].mean()).round(2)}]\n"
+    assert "Length: 100" in printed
+    question = ("Create a feature a minus b and calculate its mean. Finish with the results in exactly "
+                "this format: @mean[mean_value]")
+    first = printed.split("\n")[0].split()[-1]
+    seen = Facts(steps=[step(1, code, printed=printed)], cells=[cell(1, code, printed)])
+    decision = judge(question, has_files=True).on_answer(f"@mean[{first}]", seen)
+    assert isinstance(decision, SendBack), decision
+    assert [(r.key, r.kind) for r in decision.reasons] == [("doubtful", "many_values")], decision.reasons
+    assert "printed 100 values inside @mean[...], not one" in decision.text
+    assert f"{first} is only one of its rows" in decision.text
+    right = "new = df['a'] - df['b']\nprint(f\"@mean[{new.mean():.2f}]\")"
+    shown = f"@mean[{(df['a'] - df['b']).mean():.2f}]\n"
+    seen = Facts(steps=[step(1, right, printed=shown)], cells=[cell(1, right, shown)])
+    answer = f"@mean[{(df['a'] - df['b']).mean():.2f}]"
+    assert isinstance(judge(question, has_files=True).on_answer(answer, seen), Accept)
+
+
 def test_row_labels_of_a_printed_series_answered_as_values_are_doubtful() -> None:
     """The conversation benchmark's titanic with the 1.5B model: ``print(youngest.fare)``
     wrote ``803    8.5167`` and 803 was the answer; the 2 oldest passengers' ages were

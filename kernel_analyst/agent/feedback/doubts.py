@@ -45,7 +45,11 @@ naming what was seen):
   bounds that need no table of the t distribution: the largest p a coefficient can have is
   its p on 3 rows (Student's t with one degree of freedom, closed form), the smallest no
   less than the normal distribution's on all the table's rows (the t distribution's tails
-  are heavier); the coefficient and the p-value are taken at either end of their rounding.
+  are heavier); the coefficient and the p-value are taken at either end of their rounding;
+- **the row labels of a printed Series** given as its values (``803`` for ``803    8.5167``);
+- **one row of a column given for one value**: the cells printed a whole Series inside a
+  form's item (``@mean[0   -0.05 ... Length: 337]``, from ``a - b.mean()``), and the answer
+  gives one of its rows (DABench medium 250).
 
 Each is a pure function of the answer, the question and the uploaded tables' row counts;
 a doubtful answer that is right says so and is accepted (each doubt goes back once, and a
@@ -497,6 +501,31 @@ def row_labels(case: AnswerCase) -> str | None:
                    values=", ".join(labels[c.value] for c in read))
 
 
+_ITEM_BLOCK = re.compile(r"@(\w+)\[([^\[\]]*\n[^\[\]]*)\]")
+"""A form item printed over several lines: ``@mean[0   -0.05\n1   -0.05\n...]``."""
+_SERIES_LENGTH = re.compile(r"Length: ([\d,]*\d)")
+
+
+def many_values(case: AnswerCase) -> str | None:
+    """The question's cells printed a whole Series or array where the form asks for one
+    value, and the answer gives one of its rows: DABench medium 250 with the 1.5B model,
+    ``df['batting_average'] - df['on_base_percentage'].mean()`` (the mean of one column taken
+    from each row of the other) printed in ``@mean[...]`` as 337 rows, answered with the first."""
+    if not case.steps:
+        return None
+    given = AnswerForm.given(case.answer)
+    for _, text in printed_since(case.cells, case.question.first_cell, skip_roles=("profile",)):
+        for found in _ITEM_BLOCK.finditer(text):
+            name, block = found.group(1), found.group(2)
+            lines = [line for line in block.strip().splitlines() if line.strip()]
+            if name not in given or len(lines) < 3 or "\n" in given[name].strip():
+                continue
+            length = _SERIES_LENGTH.search(block)
+            count = length.group(1) if length else str(len([ln for ln in lines if not _SERIES_END.match(ln)]))
+            return message("doubt_many_values", name=name, count=count, value=given[name].strip())
+    return None
+
+
 def _number(text: str) -> float | None:
     try:
         return float(text.replace(",", ""))
@@ -523,7 +552,8 @@ def _own_code(case: AnswerCase) -> list[str]:
 
 DOUBTS: tuple[Callable[[AnswerCase], str | None], ...] = (
     whole_or_nothing, whole_denominator, whole_table, short_list, same_for_each, p_value_disagrees,
-    rule_broken, no_average, no_verdict, written_verdict, carried_filter, slip_kept, row_labels)
+    rule_broken, no_average, no_verdict, written_verdict, carried_filter, slip_kept, row_labels,
+    many_values)
 """The doubts, each a pure function of the answer case giving what it saw (or None), in the
 order the model reads them."""
 
