@@ -210,3 +210,29 @@ def test_two_names_computed_the_same_way_are_a_slip() -> None:
                  "a = pd.read_csv('t.csv')\nb = pd.read_csv('t.csv')",
                  "m = df.rate.mean()\nm = df.rate.mean()"):  # one name bound twice
         assert slips_in("Was it lower in 2016?", fine) == [], fine
+
+
+@pytest.mark.parametrize("code", [
+    # DABench hard 137 with the 1.5B model: an accuracy of 1.00 (0.61 without the target)
+    "X_train, X_test, y_train, y_test = train_test_split(df[['IsAlone', 'Survived']], df['Survived'], "
+    "test_size=0.3, random_state=42)",
+    "X = df[['IsAlone', 'Survived']]\ny = df['Survived']\nmodel = LogisticRegression().fit(X, y)",
+    "X, y = df.drop('Name', axis=1), df['Survived']\nscores = cross_val_score(LogisticRegression(), X, y)",
+    "X = df.drop(columns=['Name', 'Ticket'])\ny = df['Survived']\nparts = train_test_split(X, y)",
+])
+def test_a_target_among_the_features_is_a_slip(code: str) -> None:
+    found = slips_in("Train a logistic regression to predict survival and report its accuracy.", code)
+    assert len(found) == 1 and "its target, 'Survived', among its features" in found[0].text, found
+
+
+@pytest.mark.parametrize("code", [
+    "X_train, X_test, y_train, y_test = train_test_split(df[['IsAlone']], df['Survived'], test_size=0.3)",
+    "X = df.drop('Survived', axis=1)\ny = df['Survived']\nLogisticRegression().fit(X, y)",
+    "X = df.drop(columns=['Survived', 'Name'])\ny = df['Survived']\ntrain_test_split(X, y)",
+    "X = df.drop(columns=target)\ny = df[target]\ntrain_test_split(X, y)",  # a name: not read
+    "X = df.drop(columns=cols)\ny = df['Survived']\ntrain_test_split(X, y)",
+    "scaler.fit(df[['Age', 'Fare']])",
+    "X = other.drop('Name', axis=1)\ny = df['Survived']\ntrain_test_split(X, y)",  # another frame
+])
+def test_features_without_the_target_are_no_slip(code: str) -> None:
+    assert slips_in("Train a logistic regression to predict survival and report its accuracy.", code) == []

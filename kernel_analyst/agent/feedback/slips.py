@@ -9,7 +9,8 @@ Kolmogorov-Smirnov test of one column run as the two-sample test; a month (an ho
 grouping whole dates; label encoding done as one-hot columns; normalizing done by
 standardizing; a share of the wrong rows ("of the Saturday dinners, what percent were at
 smokers' tables" as the Saturday smokers over all smokers); two names given the same summary
-in one cell (a copied line that kept its filter); and, whatever it asks, a scipy test's
+in one cell (a copied line that kept its filter); a model given its target among its
+features (an accuracy of 1.00); and, whatever it asks, a scipy test's
 result unpacked p-value first. The 1.5B
 model did each on DABench or DSEval (easy 129, medium 8: ``@std_dev_fare[49.69]`` for 49.67;
 hard 30: ``@model_rmse[131440262.76]`` for 11464.74; easy 18: 384.44 for 171.44; medium 6;
@@ -132,7 +133,8 @@ def slips_in(question: str, code: str) -> list[Reason]:
     found = [Reason("slip", message(slip.key)) for slip in SLIPS
              if slip.asks.search(question) and not (slip.not_asked and slip.not_asked.search(question))
              and slip.does.search(code) and not slip.unless.search(code)]
-    return found + unasked_ratios(question, code) + inverted_shares(question, code) + same_twice(code)
+    return (found + unasked_ratios(question, code) + inverted_shares(question, code) + same_twice(code)
+            + target_in_features(code))
 
 
 _RATIO_WORDS = re.compile(r"\bper\b|\bratio|\brate\b|\brates\b|proportion|\bshare|percent|%|fraction|divid|"
@@ -203,6 +205,75 @@ def same_twice(code: str) -> list[Reason]:
             return [Reason("slip", message("slip_same_twice", first=first, second=name,
                                            expression=ast.unparse(value)))]
     return []
+
+
+_FITTING = {"train_test_split": 0, "fit": 0, "cross_val_score": 1, "cross_validate": 1,
+            "cross_val_predict": 1}
+"""Calls given the features and then the target, by the position of the features."""
+
+
+def target_in_features(code: str) -> list[Reason]:
+    """A model given its target among its features: ``train_test_split(df[['IsAlone',
+    'Survived']], df['Survived'])`` (DABench hard 137 with the 1.5B model: an accuracy of
+    1.00, for 0.61), or ``df.drop(...)`` that keeps the target column. Read from the cell's
+    code only: the features and the target written in the call or bound by a plain
+    assignment in the same cell. One line, the first such call."""
+    nodes = syntax_nodes(code) or []
+    bound: dict[str, ast.AST] = {}
+    for node in nodes:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            if isinstance(target, ast.Name):
+                bound[target.id] = value
+            elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) \
+                    and len(target.elts) == len(value.elts):
+                pairs = zip(target.elts, value.elts, strict=True)
+                bound.update((t.id, v) for t, v in pairs if isinstance(t, ast.Name))
+    for node in nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        at = _FITTING.get(name)
+        if at is None or len(node.args) < at + 2:
+            continue
+        features, predicted = (_resolve(arg, bound) for arg in node.args[at:at + 2])
+        column = _column_read(predicted)
+        if column is None or not _keeps(features, column):
+            continue
+        return [Reason("slip", message("slip_target_in_features", column=repr(column[1]),
+                                       expression=ast.unparse(features)))]
+    return []
+
+
+def _resolve(node: ast.AST, bound: dict[str, ast.AST]) -> ast.AST:
+    """The expression a plain name was bound to in the cell (the node itself otherwise)."""
+    return bound.get(node.id, node) if isinstance(node, ast.Name) else node
+
+
+def _column_read(node: ast.AST) -> tuple[str, str] | None:
+    """(frame, column) of ``frame['col']``."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+            and isinstance(node.slice.value, str):
+        return ast.unparse(node.value), node.slice.value
+    return None
+
+
+def _keeps(features: ast.AST, column: tuple[str, str]) -> bool:
+    """``features`` holds ``column``: ``frame[[..., col, ...]]``, or ``frame.drop(...)`` of
+    the same frame whose (literal) arguments leave it in."""
+    frame, name = column
+    if isinstance(features, ast.Subscript) and isinstance(features.slice, ast.List):
+        return any(isinstance(e, ast.Constant) and e.value == name for e in features.slice.elts)
+    if isinstance(features, ast.Call) and isinstance(features.func, ast.Attribute) \
+            and features.func.attr == "drop" and ast.unparse(features.func.value) == frame:
+        given = [*features.args, *(k.value for k in features.keywords if k.arg in ("columns", "labels"))]
+        literals = [e for arg in given
+                    for e in (arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [arg])]
+        if not literals or not all(isinstance(e, ast.Constant) for e in literals):
+            return False  # a name or an expression: what it drops is not read here
+        return name not in {e.value for e in literals if isinstance(e, ast.Constant)}
+    return False
 
 
 _SUMMARIES = frozenset({"mean", "median", "sum", "max", "min", "count", "std", "var", "nunique", "len",
