@@ -221,6 +221,29 @@ def test_a_series_method_on_one_number_is_a_statistic_meant_per_group() -> None:
     assert not _hint_after(lambda: table.idxmaxx()).startswith("`.idxmax")  # a DataFrame's own slip
 
 
+def test_the_answers_form_written_as_code_is_told_to_be_printed() -> None:
+    """DABench medium 219: the 1.5B model ended its cell with the answer's form as lines of
+    code, ``@site_identifiers[outliers['site'].tolist()]``, a SyntaxError Python reports as
+    "incomplete input" (a decorator with nothing after it). The hint's print runs."""
+    code = ("outliers = df[df.x > 2]\n"
+            "@site_identifiers[outliers['site'].tolist()]\n@outlier_values[outliers['x'].tolist()]\n")
+    hint = _hint_after(lambda: compile(code, "<cell>", "exec"), code)
+    assert hint.startswith("A line `@site_identifiers[...]` is the answer's form, not Python"), hint
+    printing = re.search(r"`(print\(f\"[^`]+)`", hint)
+    assert printing is not None, hint
+    import io
+    from contextlib import redirect_stdout
+
+    import pandas as pd
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        exec(printing.group(1), {"outliers": pd.DataFrame({"site": ["a", "b"], "x": [3, 4]})})
+    assert out.getvalue() == "@site_identifiers[['a', 'b']]\n"
+    fine = "x = 1\nif x:\nprint(x)"  # another SyntaxError: no such hint
+    assert not _hint_after(lambda: compile(fine, "<cell>", "exec"), fine).startswith("A line `@")
+
+
 def test_an_import_the_library_never_had_is_no_matter_of_installing() -> None:
     """DSEval's students-performance: ``from scipy.stats import cramers_v``, and the 1.5B
     model's answer told the person to ``pip install scipy``. The installed scipy's message;

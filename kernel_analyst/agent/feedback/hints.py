@@ -89,6 +89,8 @@ _ONE_NUMBER = re.compile(r"^'(?:numpy\.)?(?:float|int)(?:\d+)?' object has no at
                          r"'(idxmax|idxmin|nlargest|nsmallest|sort_values|index|iloc|loc|values|items|"
                          r"head|tail|max|min|argmax|argmin)'")
 """Series methods called on a number: a whole column's statistic taken for one per group."""
+_FORM_LINE = re.compile(r"^[ \t]*@(\w+)\[(.*)\][ \t]*$", re.M)
+"""A line of code that is an answer's ``@name[value]`` item (Python reads ``@`` as a decorator)."""
 
 
 @dataclass
@@ -131,6 +133,9 @@ class ErrorTeacher:
             return message("hint_text_compared", kind="dates" if dates else "numbers",
                            convert="df[col] = pd.to_datetime(df[col])" if dates
                            else "df[col] = pd.to_numeric(df[col], errors='coerce')")
+        form = _FORM_LINE.search(code) if ex.error.ename in ("SyntaxError", "IndentationError") else None
+        if form is not None:  # @site_identifiers[outliers['site'].tolist()] as code: DABench medium 219
+            return message("hint_form_as_code", name=form.group(1), value=form.group(2))
         one = _ONE_NUMBER.search(ex.error.evalue) if ex.error.ename == "AttributeError" else None
         if one is not None:  # df[col].skew().idxmax(): DABench medium 252, 18 cells in its attempts
             return message("hint_one_number", attribute=one.group(1))
