@@ -9,6 +9,7 @@ facts) and checks the value it returns: :class:`Tell`, :class:`Accept`, :class:`
 from __future__ import annotations
 
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -1256,12 +1257,8 @@ def test_a_number_sent_back_and_then_typed_into_code_goes_back() -> None:
     cited from that cell's code."""
     question = "Compute the mutual correlation among math, reading and writing scores."
     corr = "correlation_matrix = students[['MathScore', 'ReadingScore']].corr()"
-    quiet = {"cell_type": "code", "id": "c1", "execution_count": 1, "source": corr, "outputs": [],
-             "metadata": {"kernel_analyst": {"status": "ok"}}}
     answer = "MathScore and ReadingScore have a correlation of 0.85."
-    the_judge = judge(question, has_files=True)
-    first = the_judge.on_answer(answer, Facts(steps=[step(1, corr, printed="")], cells=[quiet]))
-    assert isinstance(first, SendBack) and "unsupported" in [r.key for r in first.reasons], first
+    the_judge, quiet = _sent_back_as_no_outputs(question, corr, answer)
     typed = "correlation_matrix.iloc[0, 1] = 0.85"
     written = dict(quiet, id="c2", execution_count=2, source=typed)
     facts = Facts(steps=[step(1, corr, printed=""), step(2, typed, printed="")], cells=[quiet, written])
@@ -1279,12 +1276,8 @@ def test_a_number_sent_back_and_then_printed_as_typed_goes_back() -> None:
     cell computes and prints is the cell's, even when the code holds other literals."""
     question = "Fit a linear regression of y on x and report the R-squared."
     fit = "model = LinearRegression().fit(df[['x']], df['y'])"
-    quiet = {"cell_type": "code", "id": "c1", "execution_count": 1, "source": fit, "outputs": [],
-             "metadata": {"kernel_analyst": {"status": "ok"}}}
     answer = "The R-squared of the model is 0.705."
-    the_judge = judge(question, has_files=True)
-    first = the_judge.on_answer(answer, Facts(steps=[step(1, fit, printed="")], cells=[quiet]))
-    assert isinstance(first, SendBack) and "unsupported" in [r.key for r in first.reasons], first
+    the_judge, quiet = _sent_back_as_no_outputs(question, fit, answer)
     typed = 'print(f"R-squared: {0.705}")'
     shown = dict(quiet, id="c2", execution_count=2, source=typed,
                  outputs=[{"output_type": "stream", "name": "stdout", "text": "R-squared: 0.705\n"}])
@@ -1297,9 +1290,19 @@ def test_a_number_sent_back_and_then_printed_as_typed_goes_back() -> None:
     honest = dict(shown, source=computed)
     facts = Facts(steps=[step(1, fit, printed=""), step(2, computed, printed="R-squared: 0.705\n")],
                   cells=[quiet, honest])
-    third = judge(question, has_files=True)
-    third.on_answer(answer, Facts(steps=[step(1, fit, printed="")], cells=[quiet]))
+    third, _ = _sent_back_as_no_outputs(question, fit, answer)
     assert isinstance(third.on_answer(answer, facts), Accept)
+
+
+def _sent_back_as_no_outputs(question: str, code: str, answer: str) -> tuple[Judge, dict[str, Any]]:
+    """A judge that has sent ``answer`` back once, its numbers no output's, after one quiet
+    cell running ``code``; and that cell."""
+    quiet = {"cell_type": "code", "id": "c1", "execution_count": 1, "source": code, "outputs": [],
+             "metadata": {"kernel_analyst": {"status": "ok"}}}
+    the_judge = judge(question, has_files=True)
+    first = the_judge.on_answer(answer, Facts(steps=[step(1, code, printed="")], cells=[quiet]))
+    assert isinstance(first, SendBack) and "unsupported" in [r.key for r in first.reasons], first
+    return the_judge, quiet
 
 
 def test_a_placeholder_is_no_value() -> None:
