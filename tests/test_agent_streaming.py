@@ -64,6 +64,28 @@ async def test_a_reply_repeating_itself_is_cut_before_the_token_limit(manager: S
     assert answer.ok and answer.text == "The total is 42."
 
 
+@pytest.mark.parametrize("as_call", [False, True])
+async def test_a_code_block_cut_at_the_token_limit_is_not_read_back(manager: SessionManager,
+                                                                     as_call: bool) -> None:
+    """DABench hard 142 with the 1.5B model: three replies in a row wrote a code block to the
+    token limit, each reading the last one back, and no step ran in 16 minutes. The cut block
+    is left out of the next request, and that request samples. A tool call cut the same way
+    (its arguments completed as JSON by the client) runs nothing either."""
+    long_code = "values = [" + ", ".join(str(i) for i in range(300)) + "]\nprint(sum(values))"
+    first = ScriptedReply(code=long_code) if as_call else ScriptedReply(text=f"```python\n{long_code}\n```")
+    replies = [first, ScriptedReply(code="print(sum(range(300)))"), ScriptedReply(text="The total is 44850.")]
+    with OpenAIServer(replies) as server:
+        answer = await Analyst(_model(server), manager, max_reply_tokens=60).ask(
+            f"stream-cut-code-{as_call}", "What is the sum of the numbers below 300?")
+        second = server.requests[1]
+        temperatures = [r.get("temperature") for r in server.requests]
+    told = str(second["messages"][-1]["content"])
+    assert "cut at the reply's length limit" in told, told
+    assert "values = [" not in str(second["messages"]), "the cut block is not read back"
+    assert temperatures[:2] == [None, 0.7], temperatures
+    assert answer.ok and answer.text == "The total is 44850.", answer.text
+
+
 async def test_a_hanging_server_ends_the_question_within_the_deadline(manager: SessionManager) -> None:
     replies = [ScriptedReply(code="print(6 * 7)"), ScriptedReply(hang_s=30),
                ScriptedReply(text="It is still 42.")]

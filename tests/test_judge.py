@@ -290,9 +290,13 @@ def test_unreadable_arguments_count_and_a_call_without_id_is_left_alone() -> Non
 
 def test_code_cut_at_the_length_limit_or_unreadable_runs_nothing() -> None:
     cut = read("```python\nfor i in range(3):\n")
-    assert cut.cut and judge().on_nothing_to_run(cut).reason.key == "cut_code"
+    told = judge().on_nothing_to_run(cut)
+    assert cut.cut and told.reason.key == "cut_code"
+    assert told.resample and told.forget  # greedy, it would write the same block to the same limit
     unreadable = read('```json\n{"name": "python", "code": oops}\n```')
-    assert unreadable.unreadable and judge().on_nothing_to_run(unreadable).reason.key == "unreadable_call"
+    told = judge().on_nothing_to_run(unreadable)
+    assert unreadable.unreadable and told.reason.key == "unreadable_call"
+    assert not told.resample and not told.forget
 
 
 # -- answers -----------------------------------------------------------------------------------

@@ -185,10 +185,17 @@ class ProtocolState:
         self.text_only = True
 
     def read(self, text: str, tool_calls: Sequence[Mapping[str, Any]] = (),
-             invalid_calls: Sequence[Mapping[str, Any]] = (), *, tool_name: str) -> Reading:
-        """What a reply (its text and native calls) asks for under this protocol."""
+             invalid_calls: Sequence[Mapping[str, Any]] = (), *, tool_name: str,
+             cut: bool = False) -> Reading:
+        """What a reply (its text and native calls) asks for under this protocol; ``cut``:
+        the reply was cut at its length limit."""
         if tool_calls or invalid_calls:
-            return self._read_native(text, tool_calls, invalid_calls, tool_name)
+            reading = self._read_native(text, tool_calls, invalid_calls, tool_name)
+            if cut and any(not _parses(action.code) for action in reading.actions):
+                # the call's arguments were cut mid-code (and completed as JSON by the
+                # client): nothing runs, as for a block left open at the limit
+                return Reading(text=text, cut=True, switched_to=reading.switched_to)
+            return reading
         text = unfence_answers(text)
         if self.active == "tools":
             return Reading(text=text, code_only=is_code_only(text))

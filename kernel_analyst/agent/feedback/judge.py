@@ -364,10 +364,13 @@ class Judge:
         return Skip(Reason("bad_arguments", message("bad_arguments", tool_name=self.settings.tool_name,
                                                     detail=detail)))
 
-    def on_nothing_to_run(self, reading: Reading) -> Skip:
-        """A reply with code that cannot run (cut, or a call that cannot be read): counts as a try."""
+    def on_nothing_to_run(self, reading: Reading) -> Tell:
+        """A reply with code that cannot run (cut, or a call that cannot be read): counts as a
+        try. A block cut at the length limit is not read back and the next call samples: a
+        greedy model shown its cut block writes it again to the same limit (DABench hard 142:
+        three replies cut in a row, no step in 16 minutes)."""
         self.budget.count(self.settings.max_steps)
-        return Skip(nothing_to_run(reading))
+        return Tell(nothing_to_run(reading), resample=reading.cut, forget=reading.cut)
 
     def on_action(self, action: Action, facts: TurnFacts) -> ActionDecision:
         """Run the action, undo, or skip it with the reason."""

@@ -102,8 +102,7 @@ class Actor:
         elif reading.actions:
             await self._text_code(turn, judge, reading.actions[0])
         else:
-            skip = judge.on_nothing_to_run(reading)
-            await self.not_run(turn, skip.reason.key, skip.reason.text, as_user=True)
+            await self.tell(turn, judge.on_nothing_to_run(reading))
 
     async def _tool_calls(self, turn: Turn, judge: Judge, reading: Reading) -> None:
         figures: list[tuple[int, Observation]] = []

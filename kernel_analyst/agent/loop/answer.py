@@ -159,13 +159,13 @@ class AnswerLoop:
             reply = await self.caller.call(turn)
             if reply is None:
                 return Outcome(failed(turn), turn)
+            cut = str(reply.response_metadata.get(CUT_KEY, ""))
             reading = turn.protocol.read(str(reply.text), reply.tool_calls, reply.invalid_tool_calls,
-                                         tool_name=TOOL_NAME)
+                                         tool_name=TOOL_NAME, cut=cut == "limit")
             if reading.switched_to == "code":
                 via = reading.actions[0].via.value if reading.actions else "text"
                 note(turn, "protocol_switched", message("protocol_switched", via=via))
-            decision = judge.on_reply(reading, str(reply.text), turn.facts(),
-                                      cut=str(reply.response_metadata.get(CUT_KEY, "")))
+            decision = judge.on_reply(reading, str(reply.text), turn.facts(), cut=cut)
             if isinstance(decision, (Accept, SendBack)) and decision.switch_to_code \
                     and turn.protocol.prefer_code():  # the system prompt stays: it describes both forms
                 note(turn, "protocol_switched", message("protocol_switched_no_call"))
