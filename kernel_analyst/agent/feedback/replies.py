@@ -6,8 +6,10 @@ says what to do instead (and none of them counted as work done):
 - a reply **cut while it repeated itself** (:mod:`.runaway`), one that is **empty**,
   **only code** under ``tools`` (code is never an answer), or one that **echoes** what the
   agent told the model (a send-back, a hint, a rollback's notice, copied as the answer);
-- a block **cut** at the reply's length limit, or a call written as text that **cannot be
-  read** (both count against the step limit: the model tried to run something);
+- a block **cut** at the reply's length limit (a native call too), or a call written as
+  text that **cannot be read** (both count against the step limit: the model tried to run
+  something); a cut block is not read back and the next call samples, since a greedy model
+  shown it writes it again to the same limit;
 - a **wait, check or cancel with no background run**, or an **undo right after a step that
   only read** (copied from the prompt after the work was done): no step, and prose beside
   such a block is the reply's answer;
