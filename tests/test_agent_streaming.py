@@ -86,6 +86,22 @@ async def test_a_code_block_cut_at_the_token_limit_is_not_read_back(manager: Ses
     assert answer.ok and answer.text == "The total is 44850.", answer.text
 
 
+async def test_code_sent_again_after_it_ran_is_refused_and_the_next_call_samples(
+        manager: SessionManager) -> None:
+    """DABench hard 177 with the 1.5B model: told its cell had just run (and what the line after
+    its output said), it sent the same cell three times more, greedy each time. The call after
+    a refused repeat samples; the one after that is greedy again."""
+    replies = [ScriptedReply(code="print(6 * 7)"), ScriptedReply(code="print(6 * 7)"),
+               ScriptedReply(code="print(6 * 8)"), ScriptedReply(text="It is 48.")]
+    with OpenAIServer(replies) as server:
+        answer = await Analyst(_model(server), manager).ask("stream-repeat", "What is six times eight?")
+        temperatures = [r.get("temperature") for r in server.requests]
+        refused = str(server.requests[2]["messages"][-1]["content"])
+    assert "this code just ran in step 1" in refused, refused
+    assert temperatures == [None, None, 0.7, None], temperatures
+    assert answer.ok and answer.text == "It is 48."
+
+
 async def test_a_hanging_server_ends_the_question_within_the_deadline(manager: SessionManager) -> None:
     replies = [ScriptedReply(code="print(6 * 7)"), ScriptedReply(hang_s=30),
                ScriptedReply(text="It is still 42.")]

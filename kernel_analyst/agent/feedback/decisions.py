@@ -145,6 +145,10 @@ class Skip:
 
     reason: Reason
     """Why it is no step."""
+    resample: bool = False
+    """The next model call samples, where the model takes a temperature: a greedy model told
+    its code just ran sends the same code again (DABench hard 177: the same cell three times
+    after its slip was named, then the answer ended with a statistic of 49572 as its p-value)."""
 
 
 @dataclass(frozen=True)

@@ -393,7 +393,7 @@ class Judge:
         for policy in self.policies.repeats:
             if (reason := policy(case)) is not None:
                 stuck = self._rollback(facts) if reason.key == "repeated_failure" else None
-                return stuck if stuck is not None else Skip(reason)
+                return stuck if stuck is not None else Skip(reason, resample=True)
         self.budget.renaming = renaming
         return Run(action)
 

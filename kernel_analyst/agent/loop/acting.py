@@ -146,6 +146,8 @@ class Actor:
             await self._rollback(turn, decision)
             return "", None
         if isinstance(decision, Skip):
+            if decision.resample:
+                turn.temperature = RETRY_TEMPERATURE
             return await self.not_run(turn, decision.reason.key, decision.reason.text), None
         if isinstance(decision, Undo):
             text = await undo_step(turn.session, decision.to)
