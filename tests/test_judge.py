@@ -800,6 +800,33 @@ def test_a_share_among_the_wrong_rows_is_named_and_its_answer_doubtful() -> None
     assert isinstance(decision, Accept), decision
 
 
+def test_a_p_value_or_correlation_out_of_its_range_is_doubtful() -> None:
+    """DABench hard 177 with the 1.5B model: ``p_value, _ = mannwhitneyu(...)`` printed the U
+    statistic as the p-value, ``@p_value[49572.0000]``. A correlation beyond 1 likewise; a
+    regression coefficient, a statistic or a p-value within range are no doubt."""
+    code = "p_value, _ = mannwhitneyu(a, b)\nprint(f'@p_value[{p_value:.4f}]')"
+    seen = Facts(steps=[step(1, code, printed="@p_value[49572.0000]\n")],
+                 cells=[cell(1, code, "@p_value[49572.0000]\n")])
+    question = ("Test the difference with the Mann-Whitney U test. Finish with the results in exactly this "
+                "format: @p_value[p_value] @significance[Yes/No]")
+    decision = judge(question, has_files=True).on_answer("@p_value[49572.0000] @significance[No]", seen)
+    assert isinstance(decision, SendBack), decision
+    assert ("doubtful", "out_of_range") in [(r.key, r.kind) for r in decision.reasons], decision.reasons
+    assert "@p_value[49572.0000] cannot be a p-value, which is always between 0 and 1" in decision.text
+    corr = "print(f'@correlation_coefficient[{r:.2f}]')"
+    shown = "@correlation_coefficient[1.35]\n"
+    facts = Facts(steps=[step(1, corr, printed=shown)], cells=[cell(1, corr, shown)])
+    decision = judge("What is the correlation?", has_files=True).on_answer(shown.strip(), facts)
+    assert isinstance(decision, SendBack) and "cannot be a correlation coefficient" in decision.text, decision
+    for name, value in (("coef_age", "3.7"), ("u_statistic", "49572"), ("p_value", "0.0312"),
+                        ("pearson_r", "-0.98"), ("pvalue", "1e-05")):
+        shown = f"@{name}[{value}]\n"
+        code = f"print('@{name}[{value}]')"
+        facts = Facts(steps=[step(1, code, printed=shown)], cells=[cell(1, code, shown)])
+        found = judge("Fit and test it.", has_files=True).on_answer(f"@{name}[{value}]", facts)
+        assert "out_of_range" not in [r.kind for r in getattr(found, "reasons", ())], (name, found)
+
+
 def test_one_row_of_a_series_printed_in_the_form_is_doubtful() -> None:
     """DABench medium 250 with the 1.5B model: ``df.a - df.b.mean()`` printed inside
     ``@mean[...]`` as a whole Series, and the answer took its first row. The same value

@@ -46,6 +46,8 @@ naming what was seen):
   its p on 3 rows (Student's t with one degree of freedom, closed form), the smallest no
   less than the normal distribution's on all the table's rows (the t distribution's tails
   are heavier); the coefficient and the p-value are taken at either end of their rounding;
+- **a p-value outside 0 to 1, or a correlation outside -1 to 1**: another number of the
+  computation taken for it (a test's statistic, DABench hard 177: ``@p_value[49572.0000]``);
 - **the row labels of a printed Series** given as its values (``803`` for ``803    8.5167``);
 - **one row of a column given for one value**: the cells printed a whole Series inside a
   form's item (``@mean[0   -0.05 ... Length: 337]``, from ``a - b.mean()``), and the answer
@@ -218,6 +220,27 @@ def p_value_disagrees(case: AnswerCase) -> str | None:
         if p + p_half < smallest:
             return message("doubt_p_value", p=p_text, r=r_text,
                            bound=f"above {smallest:.2g} even on all {rows:,} rows")
+    return None
+
+
+_CORR_NAME_RE = re.compile(r"corr|pearson|spearman|kendall|rho|(?:^|_)r(?:_?value)?$", re.I)
+"""An item named for a correlation coefficient (not ``coef``: a regression's is unbounded)."""
+
+
+def out_of_range(case: AnswerCase) -> str | None:
+    """A p-value outside 0 to 1, or a correlation coefficient outside -1 to 1: some other
+    number of the computation taken for it (DABench hard 177 with the 1.5B model:
+    ``p_value, _ = mannwhitneyu(...)`` and ``@p_value[49572.0000]``, the U statistic)."""
+    for name, value in AnswerForm.given(case.answer).items():
+        number = _number(value.strip())
+        if number is None or math.isnan(number):
+            continue
+        if _P_NAME_RE.search(name) and not 0.0 <= number <= 1.0:
+            return message("doubt_out_of_range", name=name, value=value.strip(), what="a p-value",
+                           bounds="0 and 1")
+        if _CORR_NAME_RE.search(name) and not _P_NAME_RE.search(name) and abs(number) > 1.0:
+            return message("doubt_out_of_range", name=name, value=value.strip(),
+                           what="a correlation coefficient", bounds="-1 and 1")
     return None
 
 
@@ -551,9 +574,9 @@ def _own_code(case: AnswerCase) -> list[str]:
 
 
 DOUBTS: tuple[Callable[[AnswerCase], str | None], ...] = (
-    whole_or_nothing, whole_denominator, whole_table, short_list, same_for_each, p_value_disagrees,
-    rule_broken, no_average, no_verdict, written_verdict, carried_filter, slip_kept, row_labels,
-    many_values)
+    whole_or_nothing, whole_denominator, whole_table, short_list, same_for_each, out_of_range,
+    p_value_disagrees, rule_broken, no_average, no_verdict, written_verdict, carried_filter, slip_kept,
+    row_labels, many_values)
 """The doubts, each a pure function of the answer case giving what it saw (or None), in the
 order the model reads them."""
 
