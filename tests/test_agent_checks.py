@@ -221,6 +221,17 @@ def test_a_series_method_on_one_number_is_a_statistic_meant_per_group() -> None:
     assert not _hint_after(lambda: table.idxmaxx()).startswith("`.idxmax")  # a DataFrame's own slip
 
 
+def test_round_on_a_plain_number_gets_the_builtin() -> None:
+    """The mpg conversation with the 1.5B model: ``print((len(a) / len(b) * 100).round(2))``
+    three times in one question; a plain float has no ``.round``."""
+    import numpy as np
+
+    hint = _hint_after(lambda: (392 / 392 * 100).round(2))  # type: ignore[attr-defined]
+    assert hint.startswith("A plain Python number has no `.round()`"), hint
+    assert "`round(value, 2)`" in hint
+    assert not _hint_after(lambda: np.float64(1.5).rounded()).startswith("A plain")  # numpy's own
+
+
 def test_the_answers_form_written_as_code_is_told_to_be_printed() -> None:
     """DABench medium 219: the 1.5B model ended its cell with the answer's form as lines of
     code, ``@site_identifiers[outliers['site'].tolist()]``, a SyntaxError Python reports as

@@ -333,3 +333,22 @@ async def test_a_partial_answer_in_prose_is_completed_from_the_printed_items(man
     assert answer.text.endswith("@planet_count[1035]"), answer.text
     assert any("taken from what cell [2] printed" in n for n in answer.notes), answer.notes
     assert answer.claims is not None and not answer.claims.unsupported
+
+
+async def test_a_block_indented_where_python_expects_none_runs_mended(manager: SessionManager) -> None:
+    """The mpg conversation with the 1.5B model: a block whose lines after the first were
+    indented as if inside it, sent four times, each an ``IndentationError`` that ran nothing.
+    It runs with the lines moved back, the notebook keeps the code that ran, and the model
+    is told why."""
+    indented = "transit = df[df['method'] == 'Transit']\n    print(len(transit))"
+    replies = [ScriptedReply(code=indented), ScriptedReply(text="397 were found by transit.")]
+    with OpenAIServer(replies) as server:
+        answer = await Analyst(_model(server), manager).ask(
+            "right-indent", "How many planets were found by transit?", files=[PLANETS])
+        told = _last(server.requests[1])
+    assert answer.ok and [s.execution.status for s in answer.steps] == ["ok"]
+    assert answer.steps[0].execution.text.strip() == "397"
+    assert answer.steps[0].code == "transit = df[df['method'] == 'Transit']\nprint(len(transit))"
+    assert "lines indented where Python expects no indent (line 2)" in told, told
+    sources = ["".join(c["source"]) for c in _cells(answer.notebook_path) if c["cell_type"] == "code"]
+    assert answer.steps[0].code in sources and indented not in sources

@@ -27,7 +27,7 @@ reads, so an error about reading one is answered with its call:
 - a keyword or method the installed libraries no longer have (what a small model learned from
   older examples: ``mean_squared_error(squared=False)``, ``OneHotEncoder(sparse=False)``,
   ``DataFrame.append``) gets today's spelling; another unexpected keyword, how to list what
-  the function takes.
+  the function takes; ``.round(2)`` on a plain number, ``round(x, 2)``.
 
 The same error twice in a row gets a different, more concrete hint: the file's first lines
 and the loader's call, or the code that takes the number out of the text, instead of the
@@ -89,6 +89,8 @@ _ONE_NUMBER = re.compile(r"^'(?:numpy\.)?(?:float|int)(?:\d+)?' object has no at
                          r"'(idxmax|idxmin|nlargest|nsmallest|sort_values|index|iloc|loc|values|items|"
                          r"head|tail|max|min|argmax|argmin)'")
 """Series methods called on a number: a whole column's statistic taken for one per group."""
+_ROUND_ON_FLOAT = re.compile(r"^'(?:float|int)' object has no attribute 'round'")
+"""``(a / b * 100).round(2)``: a plain Python number has no ``.round`` (a Series has)."""
 _FORM_LINE = re.compile(r"^[ \t]*@(\w+)\[(.*)\][ \t]*$", re.M)
 """A line of code that is an answer's ``@name[value]`` item (Python reads ``@`` as a decorator)."""
 
@@ -139,6 +141,8 @@ class ErrorTeacher:
         one = _ONE_NUMBER.search(ex.error.evalue) if ex.error.ename == "AttributeError" else None
         if one is not None:  # df[col].skew().idxmax(): DABench medium 252, 18 cells in its attempts
             return message("hint_one_number", attribute=one.group(1))
+        if ex.error.ename == "AttributeError" and _ROUND_ON_FLOAT.search(ex.error.evalue):
+            return message("hint_round_on_number")  # the mpg conversation: three cells in one question
         table = self._table_in(code)
         for teach in (self._decode, self._parser, self._separator, self._close_column, self._conversion,
                       self._missing_file, self._missing_values, self._version_drift):

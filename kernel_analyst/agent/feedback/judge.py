@@ -75,6 +75,7 @@ from .decisions import (
 from .doubts import DOUBT_CHECKS
 from .form import AnswerForm
 from .hints import ErrorTeacher
+from .indentation import Mended, mended_indentation
 from .keeping import Renamed, kept, read_again, renamed, table_changes, undone
 from .outcomes import STEP_CHECKS, StepCase, StepCheck, last_step
 from .replies import (
@@ -211,6 +212,8 @@ class Budget:
     """Code undone because it changed the person's tables -> its step and those tables."""
     renaming: tuple[int, Renamed] | None = None
     """Undone code sent again, running now with the tables renamed (and its first step)."""
+    mended: Mended | None = None
+    """The running step's code, its indentation mended (:mod:`.indentation`)."""
     rewrites: dict[str, Renamed] = field(default_factory=dict)
     """Undone code -> the code it last ran as, renamed: sent again right after, it is renamed
     the same way, and so a repeat (DABench hard 124: the same cell sent four times after its
@@ -381,6 +384,10 @@ class Judge:
         if self.budget.steps >= self.settings.max_steps:
             return Skip(Reason("step_limit", message("step_limit", max_steps=self.settings.max_steps)))
         self.budget.steps += 1
+        mended = mended_indentation(action.code)
+        if mended is not None:  # runs as mended, and is a repeat if the mended code just ran
+            action = replace(action, code=mended.code)
+            case = self._case(action, facts)
         renaming = self._renaming(action.code, facts, case.last_step)
         if renaming is not None:  # runs renamed (and is a repeat if it just did)
             action = replace(action, code=renaming[1].code)
@@ -395,6 +402,7 @@ class Judge:
                 stuck = self._rollback(facts) if reason.key == "repeated_failure" else None
                 return stuck if stuck is not None else Skip(reason, resample=True)
         self.budget.renaming = renaming
+        self.budget.mended = mended
         return Run(action)
 
     def _renaming(self, code: str, facts: TurnFacts, last: Step | None) -> tuple[int, Renamed] | None:
@@ -422,6 +430,10 @@ class Judge:
         renaming, self.budget.renaming = self.budget.renaming, None
         if renaming is not None and renaming[1].code == step.code:
             reasons.insert(0, _renamed_note(*renaming))
+        mended, self.budget.mended = self.budget.mended, None
+        if mended is not None and mended.code == step.code:
+            said = message("indentation_mended", lines=mended.named())
+            reasons.insert(0, Reason("indentation_mended", said))
         hints = [r.text for r in reasons if r.key == "hint"]
         stuck = self._rollback(facts, failing=step.execution, hint=hints)
         if stuck is not None:
