@@ -464,6 +464,8 @@ def test_a_verdict_judged_by_eye_goes_back_to_be_computed() -> None:
     ("What percent of the JFK departures left more than 15 minutes late?", "100.0% of them.", ()),
     ("How many passengers paid more than 100?", "891 passengers.", (891,)),
     ("What are the 2 worst scores?", "The worst score is 45.", ()),
+    # the mpg conversation: the count before the things, the ranking after them
+    ("Which 3 cars have the worst scores? Give their numbers.", "The worst is 45.", ()),
 ])
 def test_doubtful_results_go_back(question: str, answer: str, rows: tuple[int, ...]) -> None:
     printed = "100.0\n891\n45\n"
@@ -480,6 +482,8 @@ def test_doubtful_results_go_back(question: str, answer: str, rows: tuple[int, .
      "@unique_species_count[29]"),
     ("Which brand has the highest average rating among hotels with at least 100 reviews? @brand[name]",
      "@brand[Preferred Hotels]"),
+    ("Which rating do hotels with at least 100 reviews that have the highest price get? @rating[r]",
+     "@rating[4.5]"),
     # DABench 424: the top three, each an item of its own
     ("What are the top three features? @feature1[f] @feature2[f] @feature3[f]",
      "@feature1[Open] @feature2[High] @feature3[Low]"),

@@ -85,7 +85,11 @@ _RANKED = (r"(?:worst|best|largest|smallest|highest|lowest|biggest|most|least|to
            r"cheapest|longest|shortest|oldest|youngest)")
 _COUNT = r"(\d{1,2}|two|three|four|five|six|seven|eight|nine|ten)"
 _LIST_RES = (re.compile(rf"(?<!\bat\s)\b{_RANKED}\s+{_COUNT}\b", re.I),  # not "at least 5 observations"
-             re.compile(rf"\b{_COUNT}\s+{_RANKED}\b", re.I))
+             re.compile(rf"\b{_COUNT}\s+{_RANKED}\b", re.I),
+             # "Which 3 cars have the worst mpg?", "the 5 countries with the highest GDP"
+             re.compile(rf"(?<!\bat least\s)(?<!\bat most\s)\b{_COUNT}\s+[a-z]+(?:\s+[a-z]+)?\s+"
+                        rf"(?:with|that|which|who|whose|having|have|has|had|get|gets)\s+(?:the\s+)?{_RANKED}\b",
+                        re.I))
 _ITEM_SPLIT = re.compile(r",|;|\n|\band\b|\s[-*]\s")
 _NUMBER_RE = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
 _SAME_FOR_EACH = 3
