@@ -1233,6 +1233,26 @@ def test_an_answer_without_the_form_is_completed_from_what_its_cells_printed() -
     assert decision.answer.endswith("@skewness_coefficient[-0.03] @skewness_type[Negative Skewness]")
 
 
+def test_lines_labelled_with_the_items_names_complete_the_form() -> None:
+    """DABench hard 124 and 125 with the 1.5B model: the cells printed
+    ``Significance of difference: no`` and ``R-squared: 0.705``, and the answers came in prose
+    (at the time limit, and sent back twice). An item printed in the form wins over a
+    labelled line; a label that is another name, or a placeholder, completes nothing."""
+    printed = ("Significance of difference: no\nR-squared = 0.705\nP value of the test: 0.01\n"
+               "mean: value\n")
+    facts = Facts(steps=[step(1, "print(...)", printed=printed),
+                         step(2, "print(...)", printed="@r_squared[0.71]")],
+                  cells=[{"cell_type": "markdown", "source": "### Question"}, cell(1, "print(...)", printed),
+                         cell(2, "print(...)", "@r_squared[0.71]")])
+    question = ("Answer as @significance_of_difference[yes or no] @r_squared[value] @p_value[p] "
+                "@mean[m].")
+    decision = judge(question, first_cell=0).on_answer("There is no significant difference.", facts)
+    assert isinstance(decision, SendBack), "p_value and mean are still missing"
+    text, cells = judge(question, first_cell=0).completed("There is no significant difference.", facts)
+    assert text.endswith("@significance_of_difference[no] @r_squared[0.71]"), text
+    assert cells == (1, 2)
+
+
 def test_undone_cells_neither_complete_the_form_nor_count_as_the_questions_code() -> None:
     """A further attempt's branch is forked after the first attempt's cells were undone: the
     notebook keeps them (marked ``undone``) after the question's cell, and they were read as

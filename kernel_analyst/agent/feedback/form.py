@@ -16,8 +16,10 @@ one feedback message:
   for "Yes" or "No").
 
 :meth:`AnswerForm.complete` fills the templates an answer lacks from what the question's
-cells printed in the form (``@skewness[-0.03]`` on a cell's output): a small model often
-prints the items, then answers in prose.
+cells printed in the form (``@skewness[-0.03]`` on a cell's output), or on a line that
+names the item as its label (``Significance of difference: no`` for
+``@significance_of_difference[...]``, DABench hard 124; ``R-squared: 0.705`` for
+``@r_squared``, hard 125): a small model often prints the items, then answers in prose.
 
 Units and list shapes are not checked: the ways to write them are too many to judge
 without a model.
@@ -44,9 +46,17 @@ _VERDICT_WORDS = ("yes", "no", "true", "false")
 _WORD_PAIR_RE = re.compile(r"""(?<![\w'"])["']?(yes|no|true|false)["']?\s*(?:,?\s*or|/)\s*"""
                            r"""["']?(yes|no|true|false)\b""", re.IGNORECASE)
 """Two verdict words the question offers: ``"Yes" or "No"``, ``True or False``, ``yes/no``."""
+_LABELLED_RE = re.compile(r"^[ \t]*([A-Za-z][\w \-]{0,60}?)[ \t]*[:=][ \t]*([^\s@].{0,80}?)[ \t]*$", re.M)
+"""A printed line that names a value (``Significance of difference: no``)."""
 _GENERIC = frozenset({"name"})
 """Template names that describe the form rather than ask for an answer ("write each
 @name[value] as shown", as DABench's prompt says)."""
+
+
+def _label_key(label: str) -> str:
+    """A name or a printed label as they are compared: ``Significance of difference`` and
+    ``significance_of_difference`` alike."""
+    return re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")
 
 
 def is_placeholder(value: str) -> bool:
@@ -119,10 +129,17 @@ class AnswerForm:
         The answer is returned as it is when nothing it lacks was printed in the form."""
         missing = self.missing(answer)
         values: dict[str, tuple[int | None, str]] = {}
+        labelled: dict[str, tuple[int | None, str]] = {}
+        by_label = {_label_key(name): name for name in missing}
         for cell, text in printed:
             for name, value in _ANSWER_RE.findall(text):
                 if name in missing and not _PLACEHOLDER_RE.match(value):
                     values[name] = (cell, value.strip())
+            for label, value in _LABELLED_RE.findall(text):
+                name = by_label.get(_label_key(label))
+                if name is not None and not _PLACEHOLDER_RE.match(value):
+                    labelled[name] = (cell, value.strip())
+        values = labelled | values  # an item printed in the form wins over a labelled line
         if not values:
             return answer, []
         items = " ".join(f"@{name}[{values[name][1]}]" for name in missing if name in values)
