@@ -352,3 +352,21 @@ async def test_a_block_indented_where_python_expects_none_runs_mended(manager: S
     assert "lines indented where Python expects no indent (line 2)" in told, told
     sources = ["".join(c["source"]) for c in _cells(answer.notebook_path) if c["cell_type"] == "code"]
     assert answer.steps[0].code in sources and indented not in sources
+
+
+async def test_an_earlier_answer_given_again_word_for_word_goes_back(manager: SessionManager) -> None:
+    """DSEval students-exam-scores 2 with the 1.5B model: a question that asked for a table of
+    means was answered with question 1's answer word for word; its numbers still held (the
+    table's shape), so no check on numbers saw it."""
+    first = "The table has 1035 rows and 6 columns."
+    replies = [ScriptedReply(code="print(df.shape)"), ScriptedReply(text=first),
+               ScriptedReply(code="print((df['method'] == 'Transit').sum())"), ScriptedReply(text=first),
+               ScriptedReply(text="397 were found by transit.")]
+    with OpenAIServer(replies) as server:
+        analyst = Analyst(_model(server), manager)
+        shape = await analyst.ask("right-repeated", "How big is the table?", files=[PLANETS])
+        transit = await analyst.ask("right-repeated", "How many planets were found by transit?")
+        told = _last(server.requests[4])
+    assert shape.text == first
+    assert 'word for word, your answer to an earlier question ("How big is the table?")' in told, told
+    assert transit.ok and transit.text == "397 were found by transit."

@@ -53,6 +53,12 @@ def message(key: str, /, **values: Any) -> str:
     return string.Template(_messages()[key]).substitute(values)
 
 
+def shortened(text: str, width: int = 120) -> str:
+    """``text`` on one line (its spacing collapsed), cut at ``width`` characters, for a message."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
 def system_prompt(*, tool_name: str, max_steps: int, budget: int, send_images: bool,
                   protocol: str = "tools", undo: bool = False) -> str:
     """The analyst's system prompt, for the action protocol ``protocol`` (``tools``: the

@@ -48,6 +48,9 @@ reads them:
   own row count for a count of some rows), or a list shorter than the question asks
   (:mod:`.doubts`).
 
+- ``repeated_answer``: the answer is an earlier question's answer word for word (six words
+  or more), to another question.
+
 - ``stale``: the question ran cells, but every number of the answer comes from the cells
   of an earlier question (a follow-up answered with the previous answer's total): the
   answer is grounded, but not in what this question computed.
@@ -66,7 +69,7 @@ from typing import Any
 
 from ...claims import Claim, ClaimStatus, Grounding, SourceIndex, ground
 from ...kernels.trail import cell_meta, stands
-from ..prompting import message
+from ..prompting import message, shortened
 from .checks import empty_answer
 from .decisions import QuestionFacts, Reason
 from .form import AnswerForm, is_placeholder
@@ -373,6 +376,31 @@ def stale(case: AnswerCase) -> Reason | None:
     return Reason("stale", message("feedback_stale", numbers=_named(found, case.cells)))
 
 
+_REPEATED_WORDS = 6
+"""Words an answer needs before it repeating an earlier one word for word is doubtful ("Yes"
+answers two questions by right)."""
+
+
+def repeated_answer(case: AnswerCase) -> Reason | None:
+    """The answer of an earlier question, word for word, to another question (DSEval
+    students-exam-scores 2 with the 1.5B model: "Return a DataFrame with ParentEduc as the
+    index ..." answered "The dataset has 30641 rows and 14 columns.", question 1's answer;
+    its numbers still held, so nothing else saw it)."""
+    q = case.question
+    said = _plain(case.answer)
+    if len(said.split()) < _REPEATED_WORDS:
+        return None
+    for asked, answered in zip(q.earlier, q.earlier_answers, strict=False):
+        if _plain(answered) == said and _plain(asked) != _plain(q.question):
+            return Reason("repeated_answer", message("feedback_repeated_answer", question=shortened(asked)))
+    return None
+
+
+def _plain(text: str) -> str:
+    """Text as two answers are compared: case, spacing and the ends' punctuation left out."""
+    return " ".join(text.lower().split()).strip(" .!*_`")
+
+
 def _with_origin(claim: Claim, cells: Sequence[dict[str, Any]]) -> str:
     """``800074 (cell [2]: df['TOTAL'].sum())``: a number and the code that printed it."""
     source = claim.source
@@ -447,6 +475,7 @@ __all__ = [
     "nothing_shown",
     "printed_since",
     "profile_only",
+    "repeated_answer",
     "rests_on_nan",
     "stale",
     "typed_in",

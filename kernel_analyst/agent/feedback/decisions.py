@@ -226,6 +226,8 @@ class QuestionFacts:
     """The question asks to change the data (:mod:`.intent`): its steps may shrink them."""
     earlier: tuple[str, ...] = ()
     """The conversation's earlier questions, in order."""
+    earlier_answers: tuple[str, ...] = ()
+    """The answers given to them, in the same order."""
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from .answers import (
     nothing_shown,
     printed_since,
     profile_only,
+    repeated_answer,
     rests_on_nan,
     stale,
     typed_in,
@@ -163,6 +164,7 @@ ANSWER_CHECKS: tuple[Registered, ...] = (
     *(Registered(check, "check_results") for check in DOUBT_CHECKS),
     Registered(wrong_form, "check_results"),
     Registered(stale, "check_results"),
+    Registered(repeated_answer, "check_results"),
 )
 """The answer checks (:mod:`.answers`, :mod:`.doubts`), in the order their reasons are read."""
 

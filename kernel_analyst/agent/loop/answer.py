@@ -129,6 +129,7 @@ class AnswerLoop:
         conversation.history = without_images(turn.messages[1:])
         conversation.turns += 1
         conversation.asked.append(question)
+        conversation.answered.append(outcome.answer.text)
         await record_answer(turn, outcome.answer, self.settings.max_steps)
         return outcome.answer
 
@@ -151,7 +152,7 @@ class AnswerLoop:
                   if info.type.endswith("DataFrame")}
         facts = QuestionFacts(question, tuple(briefing.uploaded), briefing.has_files, briefing.cells_before,
                               briefing.first_cell, rows, frames, asks_to_change(question),
-                              tuple(conversation.asked))
+                              tuple(conversation.asked), tuple(conversation.answered))
         return turn, Judge(self.judging, facts, teacher=conversation.teacher)
 
     async def _run(self, turn: Turn, judge: Judge) -> Outcome:

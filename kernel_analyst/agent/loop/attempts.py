@@ -51,7 +51,7 @@ from ..events import AgentNote
 from ..feedback.agreement import Attempt, Vote, vote
 from ..feedback.hints import ErrorTeacher
 from ..feedback.judge import Judge, JudgeSettings
-from ..prompting import message
+from ..prompting import message, shortened
 from ..results import Agreement, Usage
 from ..tools.background import BackgroundSteps
 from .ending import Outcome, timing_of
@@ -248,7 +248,7 @@ class Attempts:
         with contextlib.suppress(KernelAnalystError):
             said = outcome.answer.text or "(no answer)"
             await branch.add_markdown(f"### Attempt {k}\n\n{said}", role="model", attempt=k)
-        _note(main, message("attempt_done", number=k, answer=_short(outcome.answer.text)))
+        _note(main, message("attempt_done", number=k, answer=shortened(outcome.answer.text)))
         return outcome
 
     async def _choose(self, first: Outcome, aside: KernelSession, branches: list[KernelSession],
@@ -303,7 +303,7 @@ def _clone(conversation: Conversation) -> Conversation:
     teacher = ErrorTeacher(last=conversation.teacher.last, tables=dict(conversation.teacher.tables))
     return Conversation(protocol, list(conversation.history), {}, conversation.turns, teacher,
                         BackgroundSteps(), dict(conversation.changes), dict(conversation.origins),
-                        asked=list(conversation.asked))
+                        asked=list(conversation.asked), answered=list(conversation.answered))
 
 
 def _adopt(conversation: Conversation, attempt: Conversation) -> None:
@@ -336,10 +336,6 @@ def _why(outcome: Outcome) -> str:
         return message("attempts_asked")
     return "; ".join(r.text.lstrip("- ").split(":")[0].split(".")[0] for r in outcome.doubts[:2])
 
-
-def _short(text: str, width: int = 120) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 3] + "..."
 
 
 def _note(turn: Turn, text: str) -> None:

@@ -54,6 +54,8 @@ class Conversation:
     """One answer at a time."""
     asked: list[str] = field(default_factory=list)
     """The questions of its completed answers, in order."""
+    answered: list[str] = field(default_factory=list)
+    """The texts of its completed answers, in the same order."""
 
 
 @dataclass
