@@ -1306,6 +1306,31 @@ def test_a_result_asked_to_be_shown_and_never_shown_goes_back() -> None:
     assert isinstance(kept, Accept), kept
 
 
+def test_a_table_asked_for_and_not_shown_by_the_last_cell_goes_back() -> None:
+    """DSEval students-exam-scores 5 with the 1.5B model: "Return a DataFrame ... only the rows
+    that are outliers" made ``outliers`` and then printed the two bounds in its last cell,
+    answering with them. A last cell that displays the table, or prints one, is an answer."""
+    question = ("Detect the outliers in math score using the IQR method. Return a DataFrame with the same "
+                "columns as the original dataset and only the rows that are outliers.")
+    make = "outliers = students[students['MathScore'] < 23]"
+    bounds = "print(lower_bound)\nprint(upper_bound)"
+    answer = "The outliers are the scores below 23.0 or above 111.0."
+    facts = Facts(steps=[step(1, make), step(2, bounds, printed="23.0\n111.0")],
+                  cells=[dict(cell(1, make, ""), outputs=[]), cell(2, bounds, "23.0\n111.0")])
+    decision = judge(question, has_files=True).on_answer(answer, facts)
+    assert isinstance(decision, SendBack) and "nothing_shown" in [r.key for r in decision.reasons], decision
+    assert "asks for a DataFrame, and this question's last cell shows none" in decision.text
+    table = dict(cell(3, "outliers", ""), outputs=[{"output_type": "execute_result", "execution_count": 3,
+                                                     "metadata": {}, "data": {"text/plain": "  Gender ..."}}])
+    shown = Facts(steps=[*facts.steps, step(3, "outliers")], cells=[*facts.cells, table])
+    again = judge(question, has_files=True).on_answer("There are 76 outlier rows, shown above.", shown)
+    assert "nothing_shown" not in [r.key for r in getattr(again, "reasons", ())], again
+    printed = cell(3, "print(outliers)", "   Gender  MathScore\n12  male  20\n40  female  18")
+    table_printed = Facts(steps=[*facts.steps, step(3, "print(outliers)")], cells=[*facts.cells, printed])
+    also = judge(question, has_files=True).on_answer("There are 76 outlier rows, shown above.", table_printed)
+    assert "nothing_shown" not in [r.key for r in getattr(also, "reasons", ())], also
+
+
 def test_a_number_sent_back_and_then_typed_into_code_goes_back() -> None:
     """DSEval students-exam-scores with the 1.5B model: correlations made up, sent back as no
     output's, then written into the matrix (``correlation_matrix.iloc[0, 1] = 0.85``) and

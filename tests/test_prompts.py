@@ -19,7 +19,7 @@ SNAPSHOT = Path(__file__).parent / "snapshots" / "prompts.txt"
 
 # Sample values for every placeholder a message takes.
 SAMPLES = {"count": "1,234", "bounds": "0 and 1", "file": "outputs/turn1-step2-abc123.txt", "index": 1,
-           "size": "640x480", "lines": "line 2",
+           "size": "640x480", "lines": "line 2", "shown": "DataFrame",
            "mime": "text/html", "error": "KeyError: 'x'", "omitted": 3, "changes": "created df: DataFrame",
            "seconds": "30.0", "names": "df, x", "step": 2, "tool_name": "python", "detail": "",
            "name": "sql", "max_steps": 15, "via": "python_fence",

@@ -336,22 +336,46 @@ DataFrame ...", "... and display ..." (DSEval's "Show the result in a DataFrame 
 'Education' as the index")."""
 
 
+_TABLE_ASKED = re.compile(r"\b(?:return|show|display|give)\b[^.?!\n]{0,40}?\b(data\s?frame|series|table)\b",
+                          re.I)
+"""A question that asks for a table as its result: "Return a DataFrame with ParentEduc as the
+index", "Show the result in a DataFrame" (62 of DSEval's questions; every reference cell of
+them ends with the table as its value)."""
+_TABLE_LINES = 3
+"""Printed lines that can be a table (two numbers printed are not)."""
+
+
 def nothing_shown(case: AnswerCase) -> Reason | None:
     """A question that asks to show its result, answered while none of its own cells showed
     anything (DSEval employee-dataset: ``pivot = employee.pivot_table(...)`` displays nothing,
-    and the answer was "The pivot table shows the average 'PaymentTier' for each level")."""
+    and the answer was "The pivot table shows the average 'PaymentTier' for each level"); or
+    one that asks for a table, answered while its last cell showed none (DSEval
+    students-exam-scores 5: "Return a DataFrame ... only the rows that are outliers", and the
+    last cell printed the two bounds)."""
     q = case.question
     asked = _SHOW_RE.search(q.question)
     if asked is None or not case.steps:
         return None
-    for cell in _code_cells(case.cells, q.first_cell, ("profile",)):
-        for output in cell.get("outputs") or []:
-            kind = output.get("output_type")
-            if (kind == "stream" and _text(output.get("text", "")).strip()) or kind in ("execute_result",
-                                                                                       "display_data"):
-                return None
-    verb = (asked.group(1) or asked.group(2)).lower()
-    return Reason("nothing_shown", message("feedback_nothing_shown", verb=verb))
+    cells = _code_cells(case.cells, q.first_cell, ("profile",))
+    if not any(_shows(cell, 1) for cell in cells):
+        verb = (asked.group(1) or asked.group(2)).lower()
+        return Reason("nothing_shown", message("feedback_nothing_shown", verb=verb))
+    table = _TABLE_ASKED.search(q.question)
+    ran = [cell for cell in cells if cell_meta(cell).get("status", "ok") == "ok"]
+    if table is not None and ran and not _shows(ran[-1], _TABLE_LINES):
+        return Reason("nothing_shown", message("feedback_no_table", shown=table.group(1)))
+    return None
+
+
+def _shows(cell: dict[str, Any], lines: int) -> bool:
+    """The cell displayed a value, or printed ``lines`` lines or more."""
+    for output in cell.get("outputs") or []:
+        kind = output.get("output_type")
+        if kind in ("execute_result", "display_data"):
+            return True
+        if kind == "stream" and len(_text(output.get("text", "")).strip().splitlines()) >= lines:
+            return True
+    return False
 
 
 def wrong_form(case: AnswerCase) -> Reason | None:
