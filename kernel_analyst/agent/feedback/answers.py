@@ -49,7 +49,7 @@ reads them:
   (:mod:`.doubts`).
 
 - ``repeated_answer``: the answer is an earlier question's answer word for word (six words
-  or more), to another question.
+  or more, with numbers), to another question.
 
 - ``stale``: the question ran cells, but every number of the answer comes from the cells
   of an earlier question (a follow-up answered with the previous answer's total): the
@@ -409,10 +409,11 @@ def repeated_answer(case: AnswerCase) -> Reason | None:
     """The answer of an earlier question, word for word, to another question (DSEval
     students-exam-scores 2 with the 1.5B model: "Return a DataFrame with ParentEduc as the
     index ..." answered "The dataset has 30641 rows and 14 columns.", question 1's answer;
-    its numbers still held, so nothing else saw it)."""
+    its numbers still held, so nothing else saw it). Only an answer with numbers: "Done: the
+    last cell holds the result." answers every question whose result is a cell's value."""
     q = case.question
     said = _plain(case.answer)
-    if len(said.split()) < _REPEATED_WORDS:
+    if len(said.split()) < _REPEATED_WORDS or not case.grounding.claims:
         return None
     for asked, answered in zip(q.earlier, q.earlier_answers, strict=False):
         if _plain(answered) == said and _plain(asked) != _plain(q.question):
