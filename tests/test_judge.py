@@ -1325,6 +1325,10 @@ def test_a_table_asked_for_and_not_shown_by_the_last_cell_goes_back() -> None:
     shown = Facts(steps=[*facts.steps, step(3, "outliers")], cells=[*facts.cells, table])
     again = judge(question, has_files=True).on_answer("There are 76 outlier rows, shown above.", shown)
     assert "nothing_shown" not in [r.key for r in getattr(again, "reasons", ())], again
+    one_per_line = cell(3, "print(a)\nprint(b)\nprint(c)", "0.8178\n0.9526\n0.8071")
+    numbers = Facts(steps=[*facts.steps, step(3, "print(a)")], cells=[*facts.cells, one_per_line])
+    still = judge(question, has_files=True).on_answer("The outliers are below 23.0 or above 111.0.", numbers)
+    assert "nothing_shown" in [r.key for r in getattr(still, "reasons", ())], still
     printed = cell(3, "print(outliers)", "   Gender  MathScore\n12  male  20\n40  female  18")
     table_printed = Facts(steps=[*facts.steps, step(3, "print(outliers)")], cells=[*facts.cells, printed])
     also = judge(question, has_files=True).on_answer("There are 76 outlier rows, shown above.", table_printed)

@@ -341,8 +341,8 @@ _TABLE_ASKED = re.compile(r"\b(?:return|show|display|give)\b[^.?!\n]{0,40}?\b(da
 """A question that asks for a table as its result: "Return a DataFrame with ParentEduc as the
 index", "Show the result in a DataFrame" (62 of DSEval's questions; every reference cell of
 them ends with the table as its value)."""
-_TABLE_LINES = 3
-"""Printed lines that can be a table (two numbers printed are not)."""
+_TABLE_ROWS = 2
+"""Printed lines of two fields or more that can be a table (numbers printed one per line are not)."""
 
 
 def nothing_shown(case: AnswerCase) -> Reason | None:
@@ -357,23 +357,27 @@ def nothing_shown(case: AnswerCase) -> Reason | None:
     if asked is None or not case.steps:
         return None
     cells = _code_cells(case.cells, q.first_cell, ("profile",))
-    if not any(_shows(cell, 1) for cell in cells):
+    if not any(_shows(cell) for cell in cells):
         verb = (asked.group(1) or asked.group(2)).lower()
         return Reason("nothing_shown", message("feedback_nothing_shown", verb=verb))
     table = _TABLE_ASKED.search(q.question)
     ran = [cell for cell in cells if cell_meta(cell).get("status", "ok") == "ok"]
-    if table is not None and ran and not _shows(ran[-1], _TABLE_LINES):
+    if table is not None and ran and not _shows(ran[-1], table=True):
         return Reason("nothing_shown", message("feedback_no_table", shown=table.group(1)))
     return None
 
 
-def _shows(cell: dict[str, Any], lines: int) -> bool:
-    """The cell displayed a value, or printed ``lines`` lines or more."""
+def _shows(cell: dict[str, Any], *, table: bool = False) -> bool:
+    """The cell displayed a value, or printed something (``table``: printed a table, rows of
+    two fields or more; the three correlations of DSEval students-exam-scores 6 printed one
+    per line are no table)."""
     for output in cell.get("outputs") or []:
         kind = output.get("output_type")
         if kind in ("execute_result", "display_data"):
             return True
-        if kind == "stream" and len(_text(output.get("text", "")).strip().splitlines()) >= lines:
+        text = _text(output.get("text", "")) if kind == "stream" else ""
+        rows = [line for line in text.splitlines() if len(line.split()) >= 2]
+        if text.strip() and (not table or len(rows) >= _TABLE_ROWS):
             return True
     return False
 
