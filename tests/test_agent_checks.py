@@ -221,6 +221,18 @@ def test_a_series_method_on_one_number_is_a_statistic_meant_per_group() -> None:
     assert not _hint_after(lambda: table.idxmaxx()).startswith("`.idxmax")  # a DataFrame's own slip
 
 
+def test_the_answers_items_written_as_lines_of_code_are_told_to_be_the_answer() -> None:
+    """DABench hard 124 with the 1.5B model: a cell of ``significance_of_difference: no`` and
+    ``p_value: 0.9700`` (``NameError: name 'no' is not defined``), sent twice and rolled back."""
+    code = "significance_of_difference: no\np_value: 0.9700\n"
+    hint = _hint_after(lambda: exec(compile(code, "<cell>", "exec", dont_inherit=True), {}), code)
+    assert hint.startswith("These lines are your answer's items written as code"), hint
+    assert "@significance_of_difference[no] @p_value[0.9700]" in hint
+    other = "x = 1\nlabel: no\n"
+    failing = compile(other, "<cell>", "exec", dont_inherit=True)
+    assert not _hint_after(lambda: exec(failing, {}), other).startswith("These lines")
+
+
 def test_round_on_a_plain_number_gets_the_builtin() -> None:
     """The mpg conversation with the 1.5B model: ``print((len(a) / len(b) * 100).round(2))``
     three times in one question; a plain float has no ``.round``."""

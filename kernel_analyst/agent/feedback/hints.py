@@ -24,6 +24,8 @@ reads, so an error about reading one is answered with its call:
   ``pd.to_numeric``);
 - a Series method called on one number (``df[col].skew().idxmax()``: the whole column's
   statistic where one per group was meant) gets the ``groupby`` that makes one per group;
+- a cell made only of ``name: value`` lines (the answer's items written as code, which
+  Python reads as annotations) is told to answer with them, outside a code block;
 - a keyword or method the installed libraries no longer have (what a small model learned from
   older examples: ``mean_squared_error(squared=False)``, ``OneHotEncoder(sparse=False)``,
   ``DataFrame.append``) gets today's spelling; another unexpected keyword, how to list what
@@ -91,6 +93,8 @@ _ONE_NUMBER = re.compile(r"^'(?:numpy\.)?(?:float|int)(?:\d+)?' object has no at
 """Series methods called on a number: a whole column's statistic taken for one per group."""
 _ROUND_ON_FLOAT = re.compile(r"^'(?:float|int)' object has no attribute 'round'")
 """``(a / b * 100).round(2)``: a plain Python number has no ``.round`` (a Series has)."""
+_ANSWER_LINE = re.compile(r"^[ \t]*([A-Za-z_]\w*)[ \t]*:[ \t]*(\S.*?)[ \t]*$")
+"""A line ``name: value``: an answer's item, which Python reads as an annotation."""
 _FORM_LINE = re.compile(r"^[ \t]*@(\w+)\[(.*)\][ \t]*$", re.M)
 """A line of code that is an answer's ``@name[value]`` item (Python reads ``@`` as a decorator)."""
 
@@ -135,6 +139,10 @@ class ErrorTeacher:
             return message("hint_text_compared", kind="dates" if dates else "numbers",
                            convert="df[col] = pd.to_datetime(df[col])" if dates
                            else "df[col] = pd.to_numeric(df[col], errors='coerce')")
+        items = _answer_lines(code) if ex.error.ename in ("NameError", "SyntaxError") else []
+        if items:  # "significance_of_difference: no" and "p_value: 0.9700" as a cell: DABench hard 124
+            written = " ".join(f"@{name}[{value}]" for name, value in items)
+            return message("hint_answer_as_code", items=written)
         form = _FORM_LINE.search(code) if ex.error.ename in ("SyntaxError", "IndentationError") else None
         if form is not None:  # @site_identifiers[outliers['site'].tolist()] as code: DABench medium 219
             return message("hint_form_as_code", name=form.group(1), value=form.group(2))
@@ -300,6 +308,15 @@ class ErrorTeacher:
                 return message(key)
         found = _UNEXPECTED_KEYWORD.search(text)
         return message("hint_unexpected_keyword", name=found.group(1)) if found else ""
+
+
+def _answer_lines(code: str) -> list[tuple[str, str]]:
+    """The ``name: value`` items of a cell made only of them (none when any line is other code)."""
+    lines = [line for line in code.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    found = [_ANSWER_LINE.match(line) for line in lines]
+    if not found or any(match is None for match in found):
+        return []
+    return [(match.group(1), match.group(2)) for match in found if match is not None]
 
 
 def _literals(code: str) -> set[str]:
