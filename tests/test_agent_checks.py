@@ -137,6 +137,11 @@ def test_the_form_a_question_asks_for() -> None:
     assert form.problems("The mean fare is 32.2.") == ["missing: @mean_fare[...], @count[...]"]
     assert form.problems("@mean_fare[32.204] @count[891]") == ["more than 2 decimals: @mean_fare[32.204]"]
     assert form.problems("@mean_fare[32.20], @count[891]") == []
+    # rounded as asked: only the items' numbers, never code that prints the form
+    said = "Mean 32.2041 `print(f'@mean_fare[{0.12345}]')` @mean_fare[32.204] @count[891] @other[1.2345]"
+    assert form.rounded(said) == ("Mean 32.2041 `print(f'@mean_fare[{0.12345}]')` @mean_fare[32.20] "
+                                  "@count[891] @other[1.2345]")
+    assert AnswerForm.of("Answer as @r[value].").rounded("@r[0.081333]") == "@r[0.081333]"
     assert AnswerForm.of("What is the mean fare?").problems("About 32.") == []
     dabench = AnswerForm.of("Finish with @mean_fare[mean_fare_value]. Write each @name[value] as shown.")
     assert dabench.names == ("mean_fare",) and dabench.problems("@mean_fare[34.65]") == []

@@ -370,3 +370,24 @@ async def test_an_earlier_answer_given_again_word_for_word_goes_back(manager: Se
     assert shape.text == first
     assert 'word for word, your answer to an earlier question ("How big is the table?")' in told, told
     assert transit.ok and transit.text == "397 were found by transit."
+
+
+async def test_an_items_value_with_more_decimals_than_asked_is_rounded_not_sent_back(
+        manager: SessionManager) -> None:
+    """DABench easy 218 with the 1.5B model: ``@correlation_coefficient[0.08133301638819802]``
+    for "rounded to two decimal places" was sent back for its decimals; the model ran its cell
+    five more times instead of rounding, and the question ended at the step limit. The value is
+    rounded as asked, the answer accepted at once, and its citation says "rounded"."""
+    corr = "print(df['distance'].corr(df['orbital_period']))"
+    planets = pd.read_csv(PLANETS)
+    r = str(planets["distance"].corr(planets["orbital_period"]))  # what the cell prints
+    replies = [ScriptedReply(code=corr), ScriptedReply(text=f"@correlation_coefficient[{r}]")]
+    with OpenAIServer(replies) as server:
+        answer = await Analyst(_model(server), manager).ask(
+            "right-round", "What is the correlation between distance and orbital period? Answer as "
+            "@correlation_coefficient[r_value], rounded to two decimal places.", files=[PLANETS])
+        asked = len(server.requests)
+    assert len(r.split(".")[1]) > 2, r
+    assert answer.ok and asked == 2 and answer.text == f"@correlation_coefficient[{float(r):.2f}]"
+    assert answer.claims is not None and answer.claims.all_grounded
+    assert [c.source.form for c in answer.claims.claims if c.source] == ["rounded"], answer.claims

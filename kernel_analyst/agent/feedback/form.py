@@ -123,6 +123,32 @@ class AnswerForm:
         given = self.given(answer)
         return [name for name in self.names if name not in given or _PLACEHOLDER_RE.match(given[name])]
 
+    def rounded(self, answer: str) -> str:
+        """The answer with each number inside its templates rounded to the decimals the
+        question asks, where it has more (DABench easy 218: ``@correlation_coefficient
+        [0.08133301638819802]`` for "rounded to two decimal places", sent back for its
+        decimals, and the 1.5B model ran its cell five more times instead of rounding; the
+        citation still shows the cell's value and says "rounded")."""
+        decimals = self.decimals
+        if decimals is None or not self.names:
+            return answer
+
+        def round_number(match: re.Match[str]) -> str:
+            long = len(match.group(1)) > decimals
+            return f"{float(match.group(0)):.{decimals}f}" if long else match.group(0)
+
+        def round_item(match: re.Match[str]) -> str:
+            name, value = match.group(1), match.group(2)
+            if name not in self.names:
+                return match.group(0)
+            return f"@{name}[{_DECIMAL_NUMBER_RE.sub(round_number, value)}]"
+
+        parts, end = [], 0
+        for code in _CODE_RE.finditer(answer):  # code that prints the form is left as written
+            parts += [_ANSWER_RE.sub(round_item, answer[end:code.start()]), code.group(0)]
+            end = code.end()
+        return "".join([*parts, _ANSWER_RE.sub(round_item, answer[end:])])
+
     def complete(self, answer: str, printed: list[tuple[int | None, str]]) -> tuple[str, list[int | None]]:
         """The answer with the templates it lacks filled from ``printed`` (each cell's number
         and output text, oldest first; the latest value of a name wins), and the cells used.

@@ -260,7 +260,8 @@ class Judge:
     def on_answer(self, answer: str, facts: TurnFacts) -> Accept | SendBack:
         """Accept an answer, or send it back with the reasons not sent yet (none left: with a
         reason :data:`SEND_BACK_ALLOWANCE` allows again, sampled). An answer that lacks the form's
-        templates the question's cells printed is completed from them first."""
+        templates the question's cells printed is completed from them first, and its items are
+        rounded as the question asks."""
         q = self.question
         answer, completed_from = self.completed(answer, facts)
         switch = (self.settings.require_work and q.has_files and facts.protocol.active is None
@@ -294,14 +295,16 @@ class Judge:
 
     def completed(self, answer: str, facts: TurnFacts) -> tuple[str, tuple[int | None, ...]]:
         """The answer with the form's items it lacks taken from what this question's cells
-        printed in the form, and those cells' numbers (none taken: the answer as it is). A
-        partial answer too: the step limit or a stall ends in prose more often than not, and
+        printed in the form, and those cells' numbers (none taken: the answer as it is); its
+        items' numbers rounded to the decimals the question asks (:meth:`AnswerForm.rounded`).
+        A partial answer too: the step limit or a stall ends in prose more often than not, and
         items a cell printed are the question's answer (DABench hard 271)."""
         if not self.settings.check_results:
             return answer, ()
         printed = printed_since(facts.cells, self.question.first_cell)
-        answer, cells = AnswerForm.of(self.question.question).complete(answer, printed)
-        return answer, tuple(cells)
+        form = AnswerForm.of(self.question.question)
+        answer, cells = form.complete(answer, printed)
+        return form.rounded(answer), tuple(cells)
 
     def after_reply(self, decision: ReplyDecision, facts: TurnFacts) -> Stop | None:
         """After the loop acted on a reply: stop, or go on (None)."""
