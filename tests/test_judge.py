@@ -1333,6 +1333,10 @@ def test_a_table_asked_for_and_not_shown_by_the_last_cell_goes_back() -> None:
     table_printed = Facts(steps=[*facts.steps, step(3, "print(outliers)")], cells=[*facts.cells, printed])
     also = judge(question, has_files=True).on_answer("There are 76 outlier rows, shown above.", table_printed)
     assert "nothing_shown" not in [r.key for r in getattr(also, "reasons", ())], also
+    shape = Facts(steps=[step(1, "print(df.shape)")], cells=[cell(1, "print(df.shape)", "(30641, 14)")])
+    shown_shape = judge("Show the shape of the dataframe.", has_files=True)
+    told = shown_shape.on_answer("30641 rows, 14 columns.", shape)
+    assert "nothing_shown" not in [r.key for r in getattr(told, "reasons", ())], "a shape is no table"
 
 
 def test_a_number_sent_back_and_then_typed_into_code_goes_back() -> None:

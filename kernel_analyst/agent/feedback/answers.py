@@ -336,11 +336,11 @@ DataFrame ...", "... and display ..." (DSEval's "Show the result in a DataFrame 
 'Education' as the index")."""
 
 
-_TABLE_ASKED = re.compile(r"\b(?:return|show|display|give)\b[^.?!\n]{0,40}?\b(data\s?frame|series|table)\b",
-                          re.I)
+_TABLE_ASKED = re.compile(r"\b(?:return|show|display|give)\b[^.?!\n]{0,40}?\b(?:a|an|as|in)\s+"
+                          r"(?:new\s+|single\s+)?(?:pandas\s+)?(data\s?frame|series|table)\b", re.I)
 """A question that asks for a table as its result: "Return a DataFrame with ParentEduc as the
-index", "Show the result in a DataFrame" (62 of DSEval's questions; every reference cell of
-them ends with the table as its value)."""
+index", "Show the result in a DataFrame" (61 of DSEval's questions; every reference cell of
+them ends with the table as its value); not "Show the shape of the dataframe"."""
 _TABLE_ROWS = 2
 """Printed lines of two fields or more that can be a table (numbers printed one per line are not)."""
 
