@@ -391,3 +391,26 @@ async def test_an_items_value_with_more_decimals_than_asked_is_rounded_not_sent_
     assert answer.ok and asked == 2 and answer.text == f"@correlation_coefficient[{float(r):.2f}]"
     assert answer.claims is not None and answer.claims.all_grounded
     assert [c.source.form for c in answer.claims.claims if c.source] == ["rounded"], answer.claims
+
+
+async def test_a_files_column_replaced_by_a_computation_is_named_and_sent_back(
+        manager: SessionManager) -> None:
+    """DABench easy 123 with the 1.5B model: the file's own ``daily_vaccinations_per_million``
+    recomputed from two other columns, and the answer taken from it (Algeria, for Gibraltar).
+    The line after the step names the column, the answer from that step goes back, and the
+    answer from the file's column is the one given."""
+    question = "On which day is the average tip the highest?"
+    recomputed = "df['tip'] = df['total_bill'] / df['size']\nprint(df.groupby('day')['tip'].mean().idxmax())"
+    again = "df = pd.read_csv('tips.csv')\nprint(df.groupby('day')['tip'].mean().idxmax())"
+    replies = [ScriptedReply(code=recomputed), ScriptedReply(text="Sat"),
+               ScriptedReply(code=again), ScriptedReply(text="Sun")]
+    with OpenAIServer(replies) as server:
+        answer = await Analyst(_model(server), manager, attempts_on_doubt=1).ask(
+            "right-recomputed", question, files=[SEABORN / "tips.csv"])
+        requests = server.requests
+    told = _last(requests[1])
+    assert "replaced the values of `tip`, a column of the file `tips.csv`" in told, told
+    assert "The answer comes from your last step as it was" in _last(requests[2]), _last(requests[2])
+    assert "replaced the values of `tip`" not in _last(requests[3])  # the file's column, read again
+    assert answer.ok and answer.text == "Sun" and len(requests) == 4, answer.text
+    assert [s.execution.text.strip() for s in answer.steps] == ["Sat", "Sun"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernel_analyst.agent.feedback.slips import slips_in
-from tests.dseval_problems import reference_cells
+from kernel_analyst.agent.feedback.slips import recomputed_columns, slips_in
+from tests.dseval_problems import reference_cells, set_columns
 
 POPULATION = ("Calculate the mean and standard deviation of the fare. Calculate the arithmetic mean and "
               "population standard deviation (σ).")  # DABench easy 129
@@ -236,3 +236,39 @@ def test_a_target_among_the_features_is_a_slip(code: str) -> None:
 ])
 def test_features_without_the_target_are_no_slip(code: str) -> None:
     assert slips_in("Train a logistic regression to predict survival and report its accuracy.", code) == []
+
+
+VACCINATIONS = {"country": "country_vaccinations.csv", "daily_vaccinations": "country_vaccinations.csv",
+                "total_vaccinations": "country_vaccinations.csv",
+                "daily_vaccinations_per_million": "country_vaccinations.csv"}
+
+
+def test_a_files_column_replaced_by_a_computation_is_a_slip() -> None:
+    # DABench easy 123 with the 1.5B model: the file's own column recomputed, Algeria for Gibraltar
+    question = "Which country has the highest average number of daily vaccinations per million people?"
+    code = ("df['daily_vaccinations_per_million'] = (df['daily_vaccinations'] / df['total_vaccinations'])"
+            " * 1e6\n"
+            "print(df.groupby('country')['daily_vaccinations_per_million'].mean().idxmax())")
+    found = recomputed_columns(question, code, VACCINATIONS)
+    assert [r.text for r in found] == [
+        "- `df['daily_vaccinations_per_million'] = df['daily_vaccinations'] / df['total_vaccinations'] "
+        "* 1000000.0` replaced the values of `daily_vaccinations_per_million`, a column of the file "
+        "`country_vaccinations.csv`, with a computation of other columns, and the question does not ask "
+        "to change the data. Use the file's own `daily_vaccinations_per_million` as it is (undo this step, "
+        "or read the file again), run it again, and answer with what it prints."]
+    for asked, right in (
+            (question, "df['rate'] = df['daily_vaccinations'] / df['total_vaccinations']"),  # a new column
+            (question, "df['daily_vaccinations'] = df['daily_vaccinations'].fillna(0)"),  # reads itself
+            (question, "df['daily_vaccinations'] = 0"),  # no other column read
+            ("Replace daily_vaccinations_per_million with daily over total vaccinations.", code),  # asked
+            ("Recompute it from now on.", code)):
+        assert recomputed_columns(asked, right, VACCINATIONS) == [], (asked, right)
+    assert recomputed_columns(question, code, {}) == []
+
+
+def test_no_recomputed_column_in_dsevals_reference_code() -> None:
+    """The authors' reference cells against their sets' input files: none replaces a file's
+    column with a computation of others for a question that asks for no change."""
+    found = [f"{name}: {question[:80]!r}: {slips[0].text[:100]}" for name, question, code in reference_cells()
+             if (slips := recomputed_columns(question, code, set_columns(name)))]
+    assert found == []

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import keyword
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -94,6 +94,12 @@ class UploadedTable:
         code = self.plan.code(var=var or self.variable or "df", compact=True)
         needs = "pd." in code and "import pandas" not in code
         return f"import pandas as pd\n{code}" if needs else code
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The names of its columns as the loader reads them (empty when not known)."""
+        shape = self.plan.shape if self.plan is not None else None
+        return tuple(str(name) for name, _ in shape.columns) if shape is not None else ()
 
     def first_lines(self, *, lines: int = 5, width: int = 160) -> str:
         """The file's first lines, decoded as the loader decodes it ("" when unknown)."""
@@ -288,6 +294,15 @@ def _table_note(table: UploadedTable) -> str:
     return "\n".join([head, _indented(table.call()), message("table_columns", columns=_columns(table))])
 
 
+def file_columns(tables: Iterable[UploadedTable]) -> dict[str, str]:
+    """Every uploaded table's column names -> the file it is a column of (the first)."""
+    found: dict[str, str] = {}
+    for table in tables:
+        for name in table.columns:
+            found.setdefault(name, table.file)
+    return found
+
+
 def _columns(table: UploadedTable) -> str:
     shape = table.plan.shape if table.plan is not None else None
     if shape is None or not shape.columns:
@@ -306,6 +321,7 @@ __all__ = [
     "TABLE_SUFFIXES",
     "NoteBudget",
     "UploadedTable",
+    "file_columns",
     "frame_names",
     "is_table",
     "preload",

@@ -228,6 +228,8 @@ class QuestionFacts:
     """The conversation's earlier questions, in order."""
     earlier_answers: tuple[str, ...] = ()
     """The answers given to them, in the same order."""
+    columns: Mapping[str, str] = field(default_factory=dict)
+    """The uploaded tables' column names, each -> the file it is a column of."""
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,7 @@ from .checks import carried_filters, syntax_nodes
 from .decisions import Reason
 from .form import AnswerForm
 from .rules import stated_rules
-from .slips import slips_in
+from .slips import recomputed_columns, slips_in
 
 _SHARE_RE = re.compile(r"\b(?:percent(?:age)?s?|proportions?|shares?|fractions?|rates?|ratios?)\b|%", re.I)
 _FILTER_RE = re.compile(r"\b(?:more|less|fewer|greater|higher|lower|at least|at most|above|below|over|"
@@ -463,7 +463,8 @@ def slip_kept(case: AnswerCase) -> str | None:
     (DABench easy 129: ``df['Fare'].std()`` for "the population standard deviation",
     named, and ``@std_dev_fare[49.69]`` answered at once, for 49.67)."""
     own = _own_code(case) if case.steps else []
-    found = slips_in(case.question.question, own[-1]) if own else []
+    q = case.question
+    found = slips_in(q.question, own[-1]) + recomputed_columns(q.question, own[-1], q.columns) if own else []
     if not found:
         return None
     return message("doubt_slip", slip=found[0].text.removeprefix("- "))

@@ -19,13 +19,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from ...kernels import VariableInfo
+from ..briefing.uploads import file_columns
 from ..prompting import message
 from .checks import ValueLookup, carried_filter_notes, comparison_notes, result_notes
 from .coercion import coerced_notes
 from .decisions import Reason, StepFacts
 from .hints import ErrorTeacher
 from .reapplied import reapplied
-from .slips import slips_in
+from .slips import recomputed_columns, slips_in
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,8 @@ async def slips(case: StepCase) -> list[Reason]:
     """Code that computes a near neighbour of what the question asks (:mod:`.slips`)."""
     if not case.check_results or not case.ran or not case.question:
         return []
-    return slips_in(case.question, case.step.code)
+    recomputed = recomputed_columns(case.question, case.step.code, file_columns(case.teacher.tables.values()))
+    return slips_in(case.question, case.step.code) + recomputed
 
 
 async def carried_filters(case: StepCase) -> list[Reason]:

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..prompting import message
 from .checks import column_words, mentions, syntax_nodes
 from .decisions import Reason
+from .intent import asks_to_change
 
 
 @dataclass(frozen=True)
@@ -204,6 +206,35 @@ def same_twice(code: str) -> list[Reason]:
         if first != name:
             return [Reason("slip", message("slip_same_twice", first=first, second=name,
                                            expression=ast.unparse(value)))]
+    return []
+
+
+def recomputed_columns(question: str, code: str, columns: Mapping[str, str]) -> list[Reason]:
+    """A column of an uploaded file (``columns``: its name -> the file) replaced by a
+    computation of other columns, for a question that does not ask to change the data:
+    "Which country has the highest average number of daily vaccinations per million
+    people?" run as ``df['daily_vaccinations_per_million'] = df['daily_vaccinations'] /
+    df['total_vaccinations'] * 1e6`` over the file's own column of that name (DABench easy
+    123 with the 1.5B model: Algeria, for Gibraltar). Only an assignment whose value reads
+    other columns of the files and not the replaced one (a cleaning of the column reads it:
+    ``df['Age'] = df['Age'].fillna(...)``); one line, the first. Of DSEval's 396 reference
+    cells, 4 replace a file's column without reading it, and none of them is for a question
+    that asks for no change."""
+    if not columns or asks_to_change(question):
+        return []
+    for node in syntax_nodes(code) or []:
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target = node.targets[0]
+        column = target.slice.value if isinstance(target, ast.Subscript) \
+            and isinstance(target.slice, ast.Constant) else None
+        if not isinstance(column, str) or column not in columns:
+            continue
+        read = {inner.value for inner in ast.walk(node.value)
+                if isinstance(inner, ast.Constant) and isinstance(inner.value, str)}
+        if column not in read and read & (set(columns) - {column}):
+            return [Reason("slip", message("slip_recomputed_column", column=column, file=columns[column],
+                                           code=ast.unparse(node)))]
     return []
 
 
@@ -459,4 +490,5 @@ def _shown(conditions: Conditions) -> str:
     return " and ".join(f"`{column} {written}`" for column, written, _ in sorted(conditions))
 
 
-__all__ = ["SLIPS", "Slip", "inverted_shares", "same_twice", "slips_in", "unasked_ratios"]
+__all__ = ["SLIPS", "Slip", "inverted_shares", "recomputed_columns", "same_twice", "slips_in",
+           "unasked_ratios"]

@@ -28,7 +28,7 @@ from langchain_core.tools import BaseTool
 
 from ...kernels import KernelSession, SessionManager
 from ..briefing.brief import brief
-from ..briefing.uploads import NoteBudget
+from ..briefing.uploads import NoteBudget, file_columns
 from ..feedback.decisions import Accept, QuestionFacts, SendBack, Tell
 from ..feedback.intent import asks_to_change
 from ..feedback.judge import Judge, JudgeSettings
@@ -152,7 +152,8 @@ class AnswerLoop:
                   if info.type.endswith("DataFrame")}
         facts = QuestionFacts(question, tuple(briefing.uploaded), briefing.has_files, briefing.cells_before,
                               briefing.first_cell, rows, frames, asks_to_change(question),
-                              tuple(conversation.asked), tuple(conversation.answered))
+                              tuple(conversation.asked), tuple(conversation.answered),
+                              file_columns(conversation.teacher.tables.values()))
         return turn, Judge(self.judging, facts, teacher=conversation.teacher)
 
     async def _run(self, turn: Turn, judge: Judge) -> Outcome:
