@@ -414,3 +414,24 @@ async def test_a_files_column_replaced_by_a_computation_is_named_and_sent_back(
     assert "replaced the values of `tip`" not in _last(requests[3])  # the file's column, read again
     assert answer.ok and answer.text == "Sun" and len(requests) == 4, answer.text
     assert [s.execution.text.strip() for s in answer.steps] == ["Sat", "Sun"]
+
+
+async def test_the_population_std_asked_for_is_what_the_step_computes(manager: SessionManager) -> None:
+    """DABench easy 129 with the 1.5B model: "population standard deviation" asked,
+    ``df['Fare'].std()`` run, the slip named after the step, and 49.69 (the sample one)
+    answered again in each of three attempts. The step runs with ``ddof=0``, the notebook
+    keeps the code that ran, and the model is told."""
+    question = "What is the population standard deviation of the tips? Round it to two decimals."
+    sample = "print(round(df['tip'].std(), 2))"
+    population = round(float(pd.read_csv(SEABORN / "tips.csv")["tip"].std(ddof=0)), 2)
+    replies = [ScriptedReply(code=sample), ScriptedReply(text=f"{population}")]
+    with OpenAIServer(replies) as server:
+        answer = await Analyst(_model(server), manager).ask("right-population", question,
+                                                            files=[SEABORN / "tips.csv"])
+        told = _last(server.requests[1])
+    assert "so your step ran with pandas' `.std()` and `.var()` as `.std(ddof=0)`" in told, told
+    assert "population standard deviation (or variance), which divides by n" not in told  # no slip left
+    assert [s.execution.text.strip() for s in answer.steps] == [str(population)]
+    assert answer.ok and answer.text == str(population)
+    code = ["".join(c["source"]) for c in _cells(answer.notebook_path) if c["cell_type"] == "code"]
+    assert "print(round(df['tip'].std(ddof=0), 2))" in code, code

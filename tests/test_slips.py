@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernel_analyst.agent.feedback.slips import recomputed_columns, slips_in
+from kernel_analyst.agent.feedback.slips import mended_population_std, recomputed_columns, slips_in
 from tests.dseval_problems import reference_cells, set_columns
 
 POPULATION = ("Calculate the mean and standard deviation of the fare. Calculate the arithmetic mean and "
@@ -272,3 +272,28 @@ def test_no_recomputed_column_in_dsevals_reference_code() -> None:
     found = [f"{name}: {question[:80]!r}: {slips[0].text[:100]}" for name, question, code in reference_cells()
              if (slips := recomputed_columns(question, code, set_columns(name)))]
     assert found == []
+
+
+@pytest.mark.parametrize(("code", "runs"), [
+    # DABench easy 129 with the 1.5B model: told of the slip, it answered 49.69 again (for 49.67)
+    ("print(round(df['Fare'].std(), 2))", "print(round(df['Fare'].std(ddof=0), 2))"),
+    ("s = df.groupby('Pclass').Fare.var()\nprint('σ', df.Fare.std())",
+     "s = df.groupby('Pclass').Fare.var(ddof=0)\nprint('σ', df.Fare.std(ddof=0))"),  # offsets in bytes
+    ("import statistics\nprint(statistics.stdev(df.Fare))",
+     "import statistics\nprint(statistics.pstdev(df.Fare))"),
+])
+def test_the_population_std_asked_runs_with_ddof_0(code: str, runs: str) -> None:
+    assert mended_population_std(POPULATION, code) == runs
+
+
+@pytest.mark.parametrize(("question", "code"), [
+    (POPULATION, "print(np.std(df.Fare))"),  # numpy divides by n already
+    (POPULATION, "print(df.Fare.std(ddof=0))"),
+    (POPULATION, "print(df.Fare.std(skipna=False))"),  # arguments of its own: named, not mended
+    (POPULATION, "df.Fare.agg(['mean', 'std'])"),
+    (POPULATION, "print(df.Fare.std("),  # does not parse
+    (SAMPLE, "print(df.age.std())"),
+    ("What is the standard deviation of the fare?", "print(df.Fare.std())"),
+])
+def test_nothing_else_is_mended(question: str, code: str) -> None:
+    assert mended_population_std(question, code) is None

@@ -91,6 +91,7 @@ from .replies import (
     answer_in,
     nothing_to_run,
 )
+from .slips import mended_population_std
 
 _NO_DOUBT = frozenset({"stale"})
 """Reasons that leave an accepted answer beyond doubt: a follow-up that says it reuses an
@@ -216,6 +217,9 @@ class Budget:
     """Undone code sent again, running now with the tables renamed (and its first step)."""
     mended: Mended | None = None
     """The running step's code, its indentation mended (:mod:`.indentation`)."""
+    population: str | None = None
+    """The running step's code, run with the population standard deviation the question asks
+    for (:func:`.slips.mended_population_std`)."""
     rewrites: dict[str, Renamed] = field(default_factory=dict)
     """Undone code -> the code it last ran as, renamed: sent again right after, it is renamed
     the same way, and so a repeat (DABench hard 124: the same cell sent four times after its
@@ -393,6 +397,10 @@ class Judge:
         if mended is not None:  # runs as mended, and is a repeat if the mended code just ran
             action = replace(action, code=mended.code)
             case = self._case(action, facts)
+        population = mended_population_std(self.question.question, action.code)
+        if population is not None:  # as with the indentation: runs mended, a repeat if that just ran
+            action = replace(action, code=population)
+            case = self._case(action, facts)
         renaming = self._renaming(action.code, facts, case.last_step)
         if renaming is not None:  # runs renamed (and is a repeat if it just did)
             action = replace(action, code=renaming[1].code)
@@ -408,6 +416,7 @@ class Judge:
                 return stuck if stuck is not None else Skip(reason, resample=True)
         self.budget.renaming = renaming
         self.budget.mended = mended
+        self.budget.population = population
         return Run(action)
 
     def _renaming(self, code: str, facts: TurnFacts, last: Step | None) -> tuple[int, Renamed] | None:
@@ -439,6 +448,9 @@ class Judge:
         if mended is not None and mended.code == step.code:
             said = message("indentation_mended", lines=mended.named())
             reasons.insert(0, Reason("indentation_mended", said))
+        population, self.budget.population = self.budget.population, None
+        if population is not None and population == step.code:
+            reasons.insert(0, Reason("population_std_mended", message("population_std_mended")))
         hints = [r.text for r in reasons if r.key == "hint"]
         stuck = self._rollback(facts, failing=step.execution, hint=hints)
         if stuck is not None:

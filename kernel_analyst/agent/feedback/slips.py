@@ -209,6 +209,47 @@ def same_twice(code: str) -> list[Reason]:
     return []
 
 
+_POPULATION = SLIPS[0]
+"""The population standard deviation asked, the sample one computed."""
+
+
+def mended_population_std(question: str, code: str) -> str | None:
+    """``code`` with pandas' ``.std()`` and ``.var()`` called with ``ddof=0`` (and
+    ``statistics.stdev`` as ``pstdev``), when the question asks for the population standard
+    deviation or variance and the code computes the sample one, with the calls as written
+    (None when there is nothing to mend). DABench easy 129 with the 1.5B model: told after
+    its step that ``df['Fare'].std()`` divides by n - 1, it answered 49.69 (for 49.67) again,
+    and so did each of three attempts in forked branches. The question's words are plain,
+    so the step runs as they ask, and the model is told so. A ``'std'`` given to ``agg`` is
+    not mended (the line after the step names it)."""
+    slip = _POPULATION
+    if not slip.asks.search(question) or not slip.does.search(code) or slip.unless.search(code):
+        return None
+    nodes = syntax_nodes(code)
+    if nodes is None:
+        return None
+    lines = [line.encode() for line in code.split("\n")]  # ast's offsets count UTF-8 bytes
+    edits: list[tuple[int, int, int, bytes]] = []  # (0-based line, start, end, new text)
+    for node in nodes:
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        func = node.func
+        receiver = func.value.id if isinstance(func.value, ast.Name) else ""
+        if func.attr in ("std", "var") and receiver not in ("np", "numpy") and not node.args \
+                and not node.keywords and node.end_lineno is not None and node.end_col_offset is not None:
+            at = node.end_col_offset - 1
+            if lines[node.end_lineno - 1][at:at + 1] == b")":
+                edits.append((node.end_lineno - 1, at, at, b"ddof=0"))
+        elif func.attr in ("stdev", "variance") and receiver == "statistics" \
+                and func.end_lineno is not None and func.end_col_offset is not None:
+            end = func.end_col_offset
+            edits.append((func.end_lineno - 1, end - len(func.attr), end, b"p" + func.attr.encode()))
+    for line, start, end, text in sorted(edits, reverse=True):
+        lines[line] = lines[line][:start] + text + lines[line][end:]
+    mended = "\n".join(line.decode() for line in lines)
+    return mended if edits and syntax_nodes(mended) is not None else None
+
+
 def recomputed_columns(question: str, code: str, columns: Mapping[str, str]) -> list[Reason]:
     """A column of an uploaded file (``columns``: its name -> the file) replaced by a
     computation of other columns, for a question that does not ask to change the data:
@@ -490,5 +531,5 @@ def _shown(conditions: Conditions) -> str:
     return " and ".join(f"`{column} {written}`" for column, written, _ in sorted(conditions))
 
 
-__all__ = ["SLIPS", "Slip", "inverted_shares", "recomputed_columns", "same_twice", "slips_in",
-           "unasked_ratios"]
+__all__ = ["SLIPS", "Slip", "inverted_shares", "mended_population_std", "recomputed_columns", "same_twice",
+           "slips_in", "unasked_ratios"]
