@@ -105,6 +105,12 @@ def test_an_answer_that_quotes_a_little_of_the_message_or_an_output_is_an_answer
     assert not isinstance(decision, Tell)
 
 
+    # DABench easy 129: the whole message after a step copied, its output's items and all
+    copy = ("The question asks for the population standard deviation.\n\nOutput of your code (step 2):\n"
+            "@mean_fare[32.20] @std_dev_fare[49.69]\n\nThe question was: Calculate the mean fare.")
+    decision = judge().on_reply(read(copy), copy, Facts(told=[ROLLBACK]))
+    assert isinstance(decision, Tell) and decision.reason.key == "echoed"
+
 
 def test_a_reply_that_copies_a_send_back_with_a_word_changed_is_no_answer() -> None:
     # the conversation benchmark's brussels-hotels with the 1.5B model: the send-back, its first

@@ -214,12 +214,21 @@ _ADDS = re.compile(r"\d")
 number (a restated question followed by its result is an answer)."""
 
 
+_OUTPUT_HEADER = re.compile(re.escape(message("code_output", step=999)).replace("999", r"\d+"))
+"""The line above a step's output in the agent's message (code written as text): a reply that
+holds it copies the message, whatever numbers the copy carries."""
+
+
 def echoed(case: ReplyCase) -> Reason | None:
     """A reply that repeats what the agent told the model (the question, a send-back, a hint,
     the notice of a rollback) instead of answering: a small model copies the last message it
     read, and the copy would be given as the answer, with the agent's own words in it. A
     reply whose few words of its own hold a number adds a result: it is read as an answer."""
     reading = case.reading
+    if reading.is_answer and _OUTPUT_HEADER.search(reading.text):
+        # DABench easy 129 with the 1.5B model: the whole message (the line after the step, its
+        # output, the question restated) copied, and given as the answer of three attempts
+        return Reason("echoed", message("echoed"))
     if not case.told or not reading.is_answer:
         return None
     told = " ".join(" ".join(text.split()) for text in case.told)
