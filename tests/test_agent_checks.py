@@ -21,7 +21,7 @@ from kernel_analyst.agent.feedback.form import AnswerForm
 from kernel_analyst.agent.feedback.hints import ErrorTeacher
 from kernel_analyst.eda import detect
 from kernel_analyst.kernels import Execution, ExecutionError, VariableChanges, VariableInfo
-from tests.conftest import MESSY, SHARED
+from tests.conftest import MESSY, SEABORN, SHARED
 
 TIPS = VariableInfo(
     "df",
@@ -390,6 +390,16 @@ def test_a_model_that_refuses_missing_values_is_answered_with_how_to_drop_them()
     ex.error = error
     assert ErrorTeacher().hint(ex, ex.code, {}).startswith(
         "The model refuses missing values: keep the rows where every column you use has a value")
+    # DABench hard 125: the target left out of the subset, four cells; the hint names every column used
+    titanic = UploadedTable("titanic.csv", detect(SEABORN / "titanic.csv"))
+    teacher = ErrorTeacher(tables={"titanic.csv": titanic})
+    ex = Execution(code="data = df.dropna(subset=['age', 'fare'])\n"
+                        "model.fit(data[['age', 'fare']], data['deck'] == 'C')", status="error")
+    ex.error = error
+    assert teacher.hint(ex, ex.code, {}) == (
+        "The model refuses missing values: keep the rows where every column the code uses has a value, the "
+        "target's too, then fit and score on them: `data = df.dropna(subset=['age', 'fare', 'deck'])`, and "
+        "take `X` and `y` from `data`.")
     ex.error = ExecutionError("ValueError", "could not broadcast input array", [])
     assert ErrorTeacher().hint(ex, ex.code, {}) == ""
 

@@ -152,6 +152,11 @@ class ErrorTeacher:
         if ex.error.ename == "AttributeError" and _ROUND_ON_FLOAT.search(ex.error.evalue):
             return message("hint_round_on_number")  # the mpg conversation: three cells in one question
         table = self._table_in(code)
+        used = _used_columns(code, table) if table is not None else []
+        if len(used) >= 2 and self._missing_values(ex, table, variables, repeated):
+            # DABench hard 125: `df.dropna(subset=[the two features])`, the target left out, four cells
+            return message("hint_missing_values_columns", frame=(table.variable if table else None) or "df",
+                           columns=repr(used))
         for teach in (self._decode, self._parser, self._separator, self._close_column, self._conversion,
                       self._missing_file, self._missing_values, self._version_drift):
             text = teach(ex, table, variables, repeated)
@@ -317,6 +322,16 @@ def _answer_lines(code: str) -> list[tuple[str, str]]:
     if not found or any(match is None for match in found):
         return []
     return [(match.group(1), match.group(2)) for match in found if match is not None]
+
+
+def _used_columns(code: str, table: UploadedTable) -> list[str]:
+    """The table's columns the code names, in the order it first names them."""
+    columns = set(table.columns)
+    nodes = syntax_nodes(code) or []
+    named = sorted((node.lineno, node.col_offset, node.value) for node in nodes
+                   if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                   and node.value in columns)
+    return list(dict.fromkeys(name for _, _, name in named))
 
 
 def _literals(code: str) -> set[str]:
