@@ -435,3 +435,30 @@ async def test_the_population_std_asked_for_is_what_the_step_computes(manager: S
     assert answer.ok and answer.text == str(population)
     code = ["".join(c["source"]) for c in _cells(answer.notebook_path) if c["cell_type"] == "code"]
     assert "print(round(df['tip'].std(ddof=0), 2))" in code, code
+
+
+async def test_a_change_the_questions_words_say_is_not_the_one_asked_is_undone(
+        manager: SessionManager) -> None:
+    """DSEval employee-dataset 7 with the 1.5B model: "label encoding ... in-place" run as
+    ``pd.get_dummies``, the slip named and not acted on, and the table without its target for
+    the seven questions after. The step is undone, the label encoding that follows is kept,
+    and the next question sees the table with its columns."""
+    one_hot = "df = pd.get_dummies(df, columns=['sex'])\nprint(df.shape)"
+    label = ("from sklearn.preprocessing import LabelEncoder\n"
+             "df['sex'] = LabelEncoder().fit_transform(df['sex'].astype(str))\n"
+             "print(sorted(df['sex'].unique()))")
+    replies = [ScriptedReply(code=one_hot), ScriptedReply(code=label),
+               ScriptedReply(text="Encoded as 0, 1, 2."),
+               ScriptedReply(code="print(df.shape[1], df['sex'].dtype)"), ScriptedReply(text="7 columns.")]
+    with OpenAIServer(replies) as server:
+        analyst = Analyst(_model(server), manager)
+        first = await analyst.ask("right-wrong-change", "Encode the 'sex' column using label encoding. Save "
+                                  "the result in-place.", files=[SEABORN / "penguins.csv"])
+        second = await analyst.ask("right-wrong-change", "How many columns does the table have?")
+        told = _last(server.requests[1])
+    assert "The question asks for label encoding" in told, told
+    assert ("Step 1 changed `df` in a way the line above says the question does not ask for, so it was "
+            "undone") in told, told
+    assert [s.execution.text.strip() for s in first.steps] == [
+        "(344, 8)", "[np.int64(0), np.int64(1), np.int64(2)]"]
+    assert second.steps[0].execution.text.strip() == "7 int64", second.steps[0].execution.text

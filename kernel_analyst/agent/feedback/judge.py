@@ -91,7 +91,7 @@ from .replies import (
     answer_in,
     nothing_to_run,
 )
-from .slips import mended_population_std
+from .slips import mended_population_std, wrong_change
 
 _NO_DOUBT = frozenset({"stale"})
 """Reasons that leave an accepted answer beyond doubt: a follow-up that says it reuses an
@@ -463,6 +463,10 @@ class Judge:
                                                                     tuple(c.name for c in changes)))
             return StepNotes(tuple(reasons), last_step(case),
                              revert=undone(changes, len(facts.steps) + 1, step.code))
+        if changes and self.settings.check_results and wrong_change(self.question.question, step.code):
+            self.budget.undone_at = len(facts.steps) + 1
+            said = message("data_undone_slip", step=len(facts.steps) + 1, name=changes[0].name)
+            return StepNotes(tuple(reasons), last_step(case), revert=Reason("data_undone", said))
         if changes:
             reasons.append(kept(changes))
         return StepNotes(tuple(reasons), last_step(case), kept=tuple(changes))

@@ -130,11 +130,14 @@ SLIPS: tuple[Slip, ...] = (
 """The slips looked for, in the order their lines are read."""
 
 
+def _slipped(slip: Slip, question: str, code: str) -> bool:
+    return bool(slip.asks.search(question) and not (slip.not_asked and slip.not_asked.search(question))
+                and slip.does.search(code) and not slip.unless.search(code))
+
+
 def slips_in(question: str, code: str) -> list[Reason]:
     """The slips of ``code`` against what ``question`` asks for (one line each)."""
-    found = [Reason("slip", message(slip.key)) for slip in SLIPS
-             if slip.asks.search(question) and not (slip.not_asked and slip.not_asked.search(question))
-             and slip.does.search(code) and not slip.unless.search(code)]
+    found = [Reason("slip", message(slip.key)) for slip in SLIPS if _slipped(slip, question, code)]
     return (found + unasked_ratios(question, code) + inverted_shares(question, code) + same_twice(code)
             + target_in_features(code))
 
@@ -207,6 +210,22 @@ def same_twice(code: str) -> list[Reason]:
             return [Reason("slip", message("slip_same_twice", first=first, second=name,
                                            expression=ast.unparse(value)))]
     return []
+
+
+_TRANSFORMS = frozenset({"slip_label_encoding", "slip_normalize_min_max", "slip_open_bin",
+                         "slip_clip_removes"})
+"""The slips that change data the wrong way: one-hot columns for label codes, standard scores
+for min-max, bins that leave the open last group out, outliers clipped, not removed."""
+
+
+def wrong_change(question: str, code: str) -> bool:
+    """``code`` changes data in a way the question's words say is not what it asks for (one
+    of :data:`_TRANSFORMS`): a question that asks to change the data, and a step that changes
+    it so, is undone (DSEval employee-dataset 7 with the 1.5B model: "Encode the categorical
+    columns using label encoding. Save the result in-place." run as ``pd.get_dummies``, the
+    slip named and not acted on, and the table's ``LeaveOrNot`` gone for the seven questions
+    after it)."""
+    return any(_slipped(slip, question, code) for slip in SLIPS if slip.key in _TRANSFORMS)
 
 
 _POPULATION = SLIPS[0]
@@ -532,4 +551,4 @@ def _shown(conditions: Conditions) -> str:
 
 
 __all__ = ["SLIPS", "Slip", "inverted_shares", "mended_population_std", "recomputed_columns", "same_twice",
-           "slips_in", "unasked_ratios"]
+           "slips_in", "unasked_ratios", "wrong_change"]
