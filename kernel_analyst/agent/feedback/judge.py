@@ -397,7 +397,8 @@ class Judge:
         if mended is not None:  # runs as mended, and is a repeat if the mended code just ran
             action = replace(action, code=mended.code)
             case = self._case(action, facts)
-        population = mended_population_std(self.question.question, action.code)
+        population = mended_population_std(self.question.question, action.code) \
+            if self.settings.check_results else None
         if population is not None:  # as with the indentation: runs mended, a repeat if that just ran
             action = replace(action, code=population)
             case = self._case(action, facts)

@@ -17,7 +17,11 @@ hard 30: ``@model_rmse[131440262.76]`` for 11464.74; easy 18: 384.44 for 171.44;
 easy 33; hard 28: every mean 0.0000). Each :class:`Slip` pairs
 words of the question with a call of the code that misses what they ask, and the line the
 model reads beside the step's output says what to use instead. A slip is read only from
-the question's words and the step's code: nothing runs, nothing is guessed about data.
+the question's words and the step's code (and, for a file's column recomputed, the uploaded
+files' column names): nothing runs, nothing is guessed about data. Two slips are acted on,
+not only named: the population standard deviation asked for runs as asked
+(:func:`mended_population_std`), and a change of the data that the question's words say is
+the wrong one (:func:`wrong_change`) is undone.
 """
 
 from __future__ import annotations
@@ -228,7 +232,7 @@ def wrong_change(question: str, code: str) -> bool:
     return any(_slipped(slip, question, code) for slip in SLIPS if slip.key in _TRANSFORMS)
 
 
-_POPULATION = SLIPS[0]
+_POPULATION = next(slip for slip in SLIPS if slip.key == "slip_population_std")
 """The population standard deviation asked, the sample one computed."""
 
 
