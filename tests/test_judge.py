@@ -1405,3 +1405,24 @@ def test_a_placeholder_is_no_value() -> None:
         "@correlation_coefficient[r_value]", facts)
     assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["form"]
     assert "placeholders, not values: @correlation_coefficient[r_value]" in decision.text
+
+
+def test_a_summary_over_every_row_for_a_question_that_leaves_outliers_out_is_doubtful() -> None:
+    """DABench easy 18 with the 1.5B model: the pruning step undone (it replaced ``df``), then
+    ``df['Mar.2019'].mean()`` over every row: 364.78, for 171.44."""
+    question = ("Calculate the mean and standard deviation of the \"Mar.2019\" column. Outliers are to be "
+                "pruned via the interquartile range method before calculating the mean and standard "
+                "deviation.")
+    whole = "print(round(df['Mar.2019'].mean(), 2), round(df['Mar.2019'].std(), 2))"
+    out = "364.78 966.85\n"
+    facts = Facts(steps=[step(1, whole, printed=out)], cells=[cell(1, whole, out)])
+    decision = judge(question, has_files=True).on_answer("364.78 and 966.85", facts)
+    assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["doubtful"]
+    assert "leaves the outliers out before computing" in decision.text, decision.text
+    bounded = ("q1, q3 = df['Mar.2019'].quantile([0.25, 0.75])\nkept = df[df['Mar.2019'].between(q1 - 1.5 * "
+               "(q3 - q1), q3 + 1.5 * (q3 - q1))]\nprint(round(kept['Mar.2019'].mean(), 2), "
+               "round(kept['Mar.2019'].std(), 2))")
+    for code, asked in ((bounded, question), (whole, "What is the mean of the \"Mar.2019\" column?")):
+        printed = "171.44 188.25\n"
+        seen = Facts(steps=[step(1, code, printed=printed)], cells=[cell(1, code, printed)])
+        assert isinstance(judge(asked, has_files=True).on_answer("171.44 and 188.25", seen), Accept), code

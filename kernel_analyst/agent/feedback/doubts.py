@@ -457,6 +457,31 @@ def _written(code: str) -> tuple[bool | None, list[str]]:
     return True, [text for node in prints for text in _literal_text(node)]
 
 
+_REMOVAL_ASKED = re.compile(
+    r"(?s)(?=.*(?:\bIQR\b|\binter-?quartile|\bquartile range|\bz[- ]?scores?\b))"
+    r"(?=.*\boutliers?\b)(?=.*\b(?:prune|pruned|pruning|remove|removed|removing|exclude|excluded|excluding|"
+    r"drop|dropped|dropping|discard|discarded|filter(?:ed)? out|without)\b)", re.I)
+"""A question that leaves the outliers out (by the interquartile range or z-scores) before it
+computes."""
+_SUMMARY_CALL = re.compile(r"\.(?:mean|std|var|median|describe|corr)\(")
+_BOUNDED = re.compile(r"\b(?:quantile|percentile|nanpercentile|iqr|zscore|between|clip)\b|\b[qQ][13]\b|"
+                      r"\b(?:lower|upper|low|high)(?:_\w+)?\b|\bbounds?\b|\boutlier|\bfilter", re.I)
+
+
+def outliers_kept(case: AnswerCase) -> str | None:
+    """The question leaves the outliers out before it computes, and the last cell computes
+    its summary over a table with no bound in sight (DABench easy 18 with the 1.5B model:
+    the pruning step was undone for replacing ``df``, and the next cell took
+    ``df['Mar.2019'].mean()`` over every row: 364.78, for 171.44)."""
+    q = case.question
+    if not q.has_files or not case.steps or not _REMOVAL_ASKED.search(q.question):
+        return None
+    own = _own_code(case)
+    if not own or not _SUMMARY_CALL.search(own[-1]) or _BOUNDED.search(own[-1]):
+        return None
+    return message("doubt_outliers_kept")
+
+
 def slip_kept(case: AnswerCase) -> str | None:
     """The question's last cell has a slip the line after its output named
     (:mod:`.slips`), and the answer came from it: the line was read and not acted on
@@ -581,6 +606,7 @@ def _own_code(case: AnswerCase) -> list[str]:
 DOUBTS: tuple[Callable[[AnswerCase], str | None], ...] = (
     whole_or_nothing, whole_denominator, whole_table, short_list, same_for_each, out_of_range,
     p_value_disagrees, rule_broken, no_average, no_verdict, written_verdict, carried_filter, slip_kept,
+    outliers_kept,
     row_labels, many_values)
 """The doubts, each a pure function of the answer case giving what it saw (or None), in the
 order the model reads them."""
