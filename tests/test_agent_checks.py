@@ -404,6 +404,23 @@ def test_a_model_that_refuses_missing_values_is_answered_with_how_to_drop_them()
     assert ErrorTeacher().hint(ex, ex.code, {}) == ""
 
 
+def test_a_regressions_predictions_scored_as_classes_are_answered_with_a_threshold() -> None:
+    """DABench hard 7 with the 1.5B model: "linear regression ... predict whether a passenger
+    survived", ``accuracy_score(y_test, model.predict(X_test))``, three cells. The installed
+    scikit-learn's real message."""
+    from sklearn.metrics import accuracy_score
+
+    try:
+        accuracy_score([0, 1, 1], [0.2, 0.7, 0.9])
+    except ValueError as exc:
+        error = ExecutionError("ValueError", str(exc), [])
+    ex = Execution(code="print(accuracy_score(y_test, model.predict(X_test)))", status="error")
+    ex.error = error
+    assert ErrorTeacher().hint(ex, ex.code, {}).startswith(
+        "A regression predicts numbers, not classes, and a classification score needs classes: "
+        "turn the predictions into classes first (`pred = (model.predict(X_test) >= 0.5).astype(int)`")
+
+
 def test_code_written_for_older_libraries_gets_todays_spelling() -> None:
     """The installed libraries' real messages (DABench hard 30 and 70 answered a made-up
     RMSE after ``mean_squared_error(..., squared=False)`` failed)."""

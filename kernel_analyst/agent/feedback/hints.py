@@ -92,6 +92,10 @@ _ONE_NUMBER = re.compile(r"^'(?:numpy\.)?(?:float|int)(?:\d+)?' object has no at
                          r"head|tail|max|min|argmax|argmin)'")
 """Series methods called on a number: a whole column's statistic taken for one per group."""
 _ROUND_ON_FLOAT = re.compile(r"^'(?:float|int)' object has no attribute 'round'")
+_CONTINUOUS_CLASSES = re.compile(r"Classification metrics can't handle a mix of (?:binary|multiclass) and "
+                                 r"continuous")
+"""scikit-learn's accuracy of a regression's predictions (DABench hard 7: "linear regression ...
+predict whether a passenger survived", three cells)."""
 """``(a / b * 100).round(2)``: a plain Python number has no ``.round`` (a Series has)."""
 _ANSWER_LINE = re.compile(r"^[ \t]*([A-Za-z_]\w*)[ \t]*:[ \t]*(\S.*?)[ \t]*$")
 """A line ``name: value``: an answer's item, which Python reads as an annotation."""
@@ -151,6 +155,8 @@ class ErrorTeacher:
             return message("hint_one_number", attribute=one.group(1))
         if ex.error.ename == "AttributeError" and _ROUND_ON_FLOAT.search(ex.error.evalue):
             return message("hint_round_on_number")  # the mpg conversation: three cells in one question
+        if ex.error.ename == "ValueError" and _CONTINUOUS_CLASSES.search(ex.error.evalue):
+            return message("hint_continuous_classes")
         table = self._table_in(code)
         used = _used_columns(code, table) if table is not None else []
         if len(used) >= 2 and self._missing_values(ex, table, variables, repeated):
