@@ -275,10 +275,10 @@ async def test_a_conversion_that_makes_nan_of_most_of_a_column_is_told(manager: 
     coerced = "cases = pd.to_numeric(df['No. of cases'], errors='coerce')\nprint(int(cases.mean()))"
     extracted = ("cases = pd.to_numeric(df['No. of cases'].astype(str).str.extract(r'(\\d+)')[0])\n"
                  "print(int(cases.mean()))")
-    replies = [ScriptedReply(code=coerced), ScriptedReply(code=extracted),
-               ScriptedReply(text="@mean_cases[2081990]")]
+    replies = [ScriptedReply(code=coerced), ScriptedReply(text="@mean_cases[2200]"),  # the line not read
+               ScriptedReply(code=extracted), ScriptedReply(text="@mean_cases[2081990]")]
     with OpenAIServer(replies) as server:
-        analyst = Analyst(_model(server), manager)
+        analyst = Analyst(_model(server), manager, attempts_on_doubt=1)
         result = await analyst.ask("right-coerced",
                                    "What is the mean number of cases recorded? @mean_cases[mean]",
                                    files=[table])
@@ -286,7 +286,10 @@ async def test_a_conversion_that_makes_nan_of_most_of_a_column_is_told(manager: 
     told = json.dumps(requests[1]["messages"][-1])
     assert "made NaN of 544 of the 856 values of 'No. of cases'" in told, told
     assert "'630308[495000-801000]'" in told
-    assert "made NaN" not in json.dumps(requests[2]["messages"][-1])  # the extraction loses nothing
+    # answered at once from that step (DABench easy 55 again, on dc6fa7d): sent back with the line
+    sent = json.dumps(requests[2]["messages"][-1])
+    assert "The answer comes from your last step as it was" in sent and "made NaN of 544" in sent, sent
+    assert "made NaN" not in json.dumps(requests[3]["messages"][-1])  # the extraction loses nothing
     assert result.ok and result.text == "@mean_cases[2081990]"
 
 

@@ -103,6 +103,9 @@ class AnswerCase:
     refused: frozenset[float] = frozenset()
     """Numbers an earlier answer to this question gave that no cell produced (sent back as
     unsupported): one of them typed into code since is still not computed (:func:`typed_in`)."""
+    told: tuple[str, ...] = ()
+    """The lines after the question's last step that said its result is wrong (a conversion
+    that made NaN of most of a column, a comparison with a value the column never holds)."""
 
     @property
     def cells_run(self) -> int:

@@ -486,13 +486,16 @@ def slip_kept(case: AnswerCase) -> str | None:
     """The question's last cell has a slip the line after its output named
     (:mod:`.slips`), and the answer came from it: the line was read and not acted on
     (DABench easy 129: ``df['Fare'].std()`` for "the population standard deviation",
-    named, and ``@std_dev_fare[49.69]`` answered at once, for 49.67)."""
+    named, and ``@std_dev_fare[49.69]`` answered at once, for 49.67). The same for a line
+    that said the step's result is wrong (:attr:`.AnswerCase.told`: easy 55, a conversion that
+    made NaN of 544 of 856 values named, and the mean of the rest answered at once)."""
     own = _own_code(case) if case.steps else []
     q = case.question
     found = slips_in(q.question, own[-1]) + recomputed_columns(q.question, own[-1], q.columns) if own else []
-    if not found:
+    said = [reason.text for reason in found] + list(case.told)
+    if not said:
         return None
-    return message("doubt_slip", slip=found[0].text.removeprefix("- "))
+    return message("doubt_slip", slip=said[0].removeprefix("- "))
 
 
 def carried_filter(case: AnswerCase) -> str | None:

@@ -217,6 +217,8 @@ class Budget:
     """Undone code sent again, running now with the tables renamed (and its first step)."""
     mended: Mended | None = None
     """The running step's code, its indentation mended (:mod:`.indentation`)."""
+    told: tuple[str, ...] = ()
+    """The lines after the last step that said its result is wrong (:data:`TOLD_WRONG`)."""
     population: str | None = None
     """The running step's code, run with the population standard deviation the question asks
     for (:func:`.slips.mended_population_std`)."""
@@ -275,7 +277,7 @@ class Judge:
                           "code" if switch else facts.protocol.prompt_protocol, self.settings.tool_name,
                           failed=_last_failure(facts.steps),
                           nan=tuple(nan_numbers([step.execution for step in facts.steps])),
-                          refused=frozenset(self.budget.refused))
+                          refused=frozenset(self.budget.refused), told=self.budget.told)
         checks = [r.check for r in self.policies.answers if getattr(self.settings, r.setting)]
         reasons = [reason for check in checks if (reason := check(case)) is not None]
         sent = self.budget.sent
@@ -452,6 +454,7 @@ class Judge:
         population, self.budget.population = self.budget.population, None
         if population is not None and population == step.code:
             reasons.insert(0, Reason("population_std_mended", message("population_std_mended")))
+        self.budget.told = tuple(r.text for r in reasons if r.key in TOLD_WRONG)
         hints = [r.text for r in reasons if r.key == "hint"]
         stuck = self._rollback(facts, failing=step.execution, hint=hints)
         if stuck is not None:
@@ -504,6 +507,11 @@ class Judge:
     def _case(self, action: Action, facts: TurnFacts) -> ActionCase:
         return ActionCase(action, facts.steps, self.budget.undone_at, self.budget.idle, facts.failed,
                           facts.pending, self.settings.undo, self.question.question)
+
+
+TOLD_WRONG = frozenset({"check_coerced", "check_values"})
+"""The lines after a step that say its result is wrong: an answer from that step, the line
+not acted on, is in doubt (:func:`.doubts.slip_kept`)."""
 
 
 def _question_reminder(question: str) -> str:
