@@ -142,6 +142,23 @@ def test_the_form_a_question_asks_for() -> None:
     assert form.rounded(said) == ("Mean 32.2041 `print(f'@mean_fare[{0.12345}]')` @mean_fare[32.20] "
                                   "@count[891] @other[1.2345]")
     assert AnswerForm.of("Answer as @r[value].").rounded("@r[0.081333]") == "@r[0.081333]"
+    # DABench medium 34: each item to its own decimals, not all to the smallest named (0.4058 was 0.41)
+    mixed = AnswerForm.of(
+        "@correlation_coefficient[r_value] @p_value[p_value] @relationship_type[relationship_type] where "
+        "\"r_value\" is a number between -1 and 1, rounded to two decimal places. where \"p_value\" is a "
+        "number between 0 and 1, rounded to four decimal places. where \"relationship_type\" is a string.")
+    assert [mixed.decimals_of(n) for n in mixed.names] == [2, 4, None]
+    assert mixed.rounded("@correlation_coefficient[-0.0412] @p_value[0.40581] @relationship_type[none]") == (
+        "@correlation_coefficient[-0.04] @p_value[0.4058] @relationship_type[none]")
+    assert mixed.problems("@correlation_coefficient[-0.04] @p_value[0.4058] @relationship_type[none]") == []
+    # DABench medium 647: two phrases in one sentence, each with the names before it; a name no
+    # phrase goes with is not rounded when the question names several
+    listed = AnswerForm.of(
+        "@mean[mean_value] @p[p_value] @other[x], where \"mean_value\" is the mean, rounded to two decimal "
+        "places, \"p_value\" is a number between 0 and 1, rounded to four decimal places, and more.")
+    assert [listed.decimals_of(n) for n in listed.names] == [2, 4, None]
+    assert listed.rounded("@mean[1.23456] @p[0.123456] @other[1.23456]") == (
+        "@mean[1.23] @p[0.1235] @other[1.23456]")
     assert AnswerForm.of("What is the mean fare?").problems("About 32.") == []
     dabench = AnswerForm.of("Finish with @mean_fare[mean_fare_value]. Write each @name[value] as shown.")
     assert dabench.names == ("mean_fare",) and dabench.problems("@mean_fare[34.65]") == []

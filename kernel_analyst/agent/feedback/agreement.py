@@ -60,7 +60,7 @@ def values_of(attempt: Attempt, question: str) -> tuple[str, ...]:
     form = AnswerForm.of(question)
     given = AnswerForm.given(attempt.text)
     if form.names and any(name in given for name in form.names):
-        return tuple(f"{name}={_norm(given.get(name, ''), form.decimals)}" for name in form.names)
+        return tuple(f"{name}={_norm(given.get(name, ''), form.decimals_of(name))}" for name in form.names)
     numbers = []
     if attempt.grounding is not None:
         numbers = [_norm_number(c.value, None) for c in attempt.grounding.claims

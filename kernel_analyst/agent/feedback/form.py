@@ -53,6 +53,41 @@ _GENERIC = frozenset({"name"})
 @name[value] as shown", as DABench's prompt says)."""
 
 
+_SENTENCE_RE = re.compile(r"(?<=[.;])\s+|\n+")
+_TEMPLATE_VALUE_RE = re.compile(r"@(\w+)\[([^\]]*)\]")
+_VAGUE = frozenset({"value", "values", "number", "name", "string", "x", "val"})
+"""Placeholder words too common to tell one template's sentence from another's."""
+
+
+def _places(word: str) -> int:
+    return int(word) if word.isdigit() else _NUMBER_WORDS[word.lower()]
+
+
+def _item_places(question: str, names: tuple[str, ...], found: list[int]) -> tuple[tuple[str, int], ...]:
+    """The decimals of each template that a sentence names with them: the template's name or
+    a word of its placeholder (``"p_value" is a number between 0 and 1, rounded to four
+    decimal places`` for ``@p_value[p_value]``). Only where the question names more than one
+    number of decimals (otherwise that one is every item's)."""
+    if len(set(found)) < 2:
+        return ()
+    words = {name: {name.lower()} for name in names}
+    for name, placeholder in _TEMPLATE_VALUE_RE.findall(question):
+        if name in words:
+            words[name] |= {w.lower() for w in re.findall(r"\w+", placeholder) if w.lower() not in _VAGUE}
+    shared = {w for w in set().union(*words.values()) if sum(w in ws for ws in words.values()) > 1} \
+        if words else set()
+    places: dict[str, int] = {}
+    for sentence in _SENTENCE_RE.split(_TEMPLATE_VALUE_RE.sub(" ", question)):
+        start = 0
+        for said in _DECIMALS_RE.finditer(sentence):  # each phrase goes with the words before it
+            named = {w.lower() for w in re.findall(r"\w+", sentence[start:said.end()])}
+            start = said.end()
+            for name, own in words.items():
+                if (own - shared) & named:
+                    places.setdefault(name, _places(said.group(1)))
+    return tuple(places.items())
+
+
 def _label_key(label: str) -> str:
     """A name or a printed label as they are compared: ``Significance of difference`` and
     ``significance_of_difference`` alike."""
@@ -74,15 +109,31 @@ class AnswerForm:
     """The decimals it asks values to be rounded to, when it says (the smallest it names)."""
     words: tuple[str, ...] = ()
     """The verdict words it offers (``Yes``, ``No``), as it writes them; none: it names none."""
+    places: tuple[tuple[str, int], ...] = ()
+    """The decimals of each template the question names them for (:meth:`decimals_of`)."""
+    mixed: bool = False
+    """The question names more than one number of decimals."""
 
     @classmethod
     def of(cls, question: str) -> AnswerForm:
         """Read the form from the question's text."""
         names = tuple(dict.fromkeys(n for n in _TEMPLATE_RE.findall(question) if n not in _GENERIC))
-        found = [int(m) if m.isdigit() else _NUMBER_WORDS[m.lower()] for m in _DECIMALS_RE.findall(question)]
+        found = [_places(m) for m in _DECIMALS_RE.findall(question)]
         words = tuple(dict.fromkeys(w for pair in _WORD_PAIR_RE.findall(question) for w in pair)
                       if names else ())
-        return cls(names, min(found) if found else None, words)
+        return cls(names, min(found) if found else None, words, _item_places(question, names, found),
+                   len(set(found)) > 1)
+
+    def decimals_of(self, name: str) -> int | None:
+        """The decimals item ``name`` is to be rounded to: those the sentence that names it
+        (or its placeholder) gives, or else the question's only number of decimals; None when
+        the question names several and none for this item (DABench medium 34: "r_value ...
+        rounded to two decimal places. "p_value" ... rounded to four": 0.4058 was rounded to
+        two, the smallest of them)."""
+        own = dict(self.places)
+        if name in own:
+            return own[name]
+        return None if self.mixed else self.decimals
 
     @property
     def template(self) -> str:
@@ -107,11 +158,13 @@ class AnswerForm:
         if offered and other:
             said = " or ".join(f'"{w}"' for w in self.words)
             return [f"the question writes the verdict as {said}, not {', '.join(other)}"]
-        if self.decimals is None:
+        long = [(f"@{name}[{value}]", places) for name, value in given.items() if name in self.names
+                and (places := self.decimals_of(name)) is not None
+                and any(len(m.group(1)) > places for m in _DECIMAL_NUMBER_RE.finditer(value))]
+        if not long:
             return []
-        long = [f"@{name}[{value}]" for name, value in given.items() if name in self.names
-                and any(len(m.group(1)) > self.decimals for m in _DECIMAL_NUMBER_RE.finditer(value))]
-        return [f"more than {self.decimals} decimals: {', '.join(long)}"] if long else []
+        fewest = min(places for _, places in long)
+        return [f"more than {fewest} decimals: {', '.join(item for item, _ in long)}"]
 
     @staticmethod
     def given(answer: str) -> dict[str, str]:
@@ -129,18 +182,19 @@ class AnswerForm:
         [0.08133301638819802]`` for "rounded to two decimal places", sent back for its
         decimals, and the 1.5B model ran its cell five more times instead of rounding; the
         citation still shows the cell's value and says "rounded")."""
-        decimals = self.decimals
-        if decimals is None or not self.names:
+        if self.decimals is None or not self.names:
             return answer
-
-        def round_number(match: re.Match[str]) -> str:
-            long = len(match.group(1)) > decimals
-            return f"{float(match.group(0)):.{decimals}f}" if long else match.group(0)
 
         def round_item(match: re.Match[str]) -> str:
             name, value = match.group(1), match.group(2)
-            if name not in self.names:
+            places = self.decimals_of(name) if name in self.names else None
+            if places is None:
                 return match.group(0)
+
+            def round_number(number: re.Match[str]) -> str:
+                long = len(number.group(1)) > places
+                return f"{float(number.group(0)):.{places}f}" if long else number.group(0)
+
             return f"@{name}[{_DECIMAL_NUMBER_RE.sub(round_number, value)}]"
 
         parts, end = [], 0
