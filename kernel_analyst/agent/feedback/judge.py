@@ -442,7 +442,8 @@ class Judge:
         """The lines the model reads after a step's output."""
         case = StepCase(step, facts.variables, self.teacher, facts.lookup, self.budget.steps,
                         self.settings.max_steps, self.settings.check_results, self.question.question,
-                        self.question.earlier, _standing(facts.cells, step.execution.execution_count))
+                        self.question.earlier, columns=self.question.columns,
+                        before=_standing(facts.cells, step.execution.execution_count))
         reasons = [reason for check in self.policies.steps for reason in await check(case)]
         renaming, self.budget.renaming = self.budget.renaming, None
         if renaming is not None and renaming[1].code == step.code:

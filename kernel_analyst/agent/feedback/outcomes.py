@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from ...kernels import VariableInfo
-from ..briefing.uploads import file_columns
 from ..prompting import message
 from .checks import ValueLookup, carried_filter_notes, comparison_notes, result_notes
 from .coercion import coerced_notes
@@ -51,6 +50,8 @@ class StepCase:
     """The question the step is for (what :func:`slips` reads)."""
     earlier: tuple[str, ...] = ()
     """The conversation's earlier questions (what :func:`carried_filters` reads)."""
+    columns: Mapping[str, str] = field(default_factory=dict)
+    """The uploaded tables' column names, each -> its file (:attr:`.QuestionFacts.columns`)."""
     before: tuple[tuple[int | None, str], ...] = ()
     """The conversation's earlier cells that ran and stand (not undone), as (execution count,
     code): what :func:`transformed_again` reads."""
@@ -84,7 +85,7 @@ async def slips(case: StepCase) -> list[Reason]:
     """Code that computes a near neighbour of what the question asks (:mod:`.slips`)."""
     if not case.check_results or not case.ran or not case.question:
         return []
-    recomputed = recomputed_columns(case.question, case.step.code, file_columns(case.teacher.tables.values()))
+    recomputed = recomputed_columns(case.question, case.step.code, case.columns)
     return slips_in(case.question, case.step.code) + recomputed
 
 
