@@ -588,3 +588,33 @@ def test_the_columns_a_step_coerces_to_numbers() -> None:
     assert coerced_columns("x = pd.to_numeric(df['a'])") == []  # raises instead: the conversion hint's case
     assert coerced_columns("x = pd.to_numeric(values, errors='coerce')") == []  # no column to read
     assert coerced_columns("x = (") == []
+
+
+def test_an_examples_stand_in_copied_as_code_is_told_to_be_written_out() -> None:
+    """The mpg conversation with the 1.5B model: the doubt's example ``(subset[col] > x)`` was
+    copied as ``(euro_df[col] > x).mean()`` (NameError on ``col``), then as
+    ``(euro_df['mpg'] > x)`` (NameError on ``x``). The hint names what each stand-in is for,
+    with the code's own frame and column; an ``x`` of the model's own is left alone."""
+    mpg = UploadedTable("mpg.csv", detect(SEABORN / "mpg.csv"))
+    teacher = ErrorTeacher(tables={"mpg.csv": mpg})
+
+    import pandas as pd
+
+    frame = pd.read_csv(SEABORN / "mpg.csv")
+
+    def hint(code: str) -> str:
+        try:
+            exec(code, {"euro_df": frame})
+        except NameError as exc:
+            ex = Execution(code=code, status="error")
+            ex.error = ExecutionError("NameError", str(exc), [])
+            return teacher.hint(ex, code, {})
+        raise AssertionError("no NameError")
+
+    first = "euro_df = euro_df\nprint((euro_df[col] > x).mean() * 100)"
+    assert hint(first) == ("`col` stands for something in an example you were given; nothing here is named "
+                           "`col`. Write the column's own name, in quotes (e.g. `euro_df['mpg']`) in its "
+                           "place and run it again.")
+    assert "number itself" in hint("print((euro_df.mpg > x).mean() * 100)")
+    assert "q3 + 1.5 * iqr" in hint("kept = euro_df[euro_df.mpg.between(low, high)]")
+    assert "stands for" not in hint("import matplotlib.pyplot as plt\nplt.plot(x, euro_df.mpg)")

@@ -20,6 +20,8 @@ reads, so an error about reading one is answered with its call:
   gives both, ``scipy.stats.pearsonr``;
 - an import of a name the installed library does not have (``from scipy.stats import
   cramers_v``) says nothing can be installed, with the call that does it where one is known;
+- a stand-in of an example copied as code (``df[col]``, ``> x``, ``between(low, high)``) says
+  what to write in its place, with the code's own frame and column;
 - a text column compared with a number or a date gets the conversion (``pd.to_datetime``,
   ``pd.to_numeric``);
 - a Series method called on one number (``df[col].skew().idxmax()``: the whole column's
@@ -76,6 +78,13 @@ _RECIPES = {("scipy.stats", "cramers_v"): (
     "Cramér's V of two columns: `from scipy.stats.contingency import association`, then "
     "`association(pd.crosstab(a, b), method='cramer')`.")}
 """What a small model imports that its library never had, and the call that does it."""
+_PLACEHOLDERS = {"col": "placeholder_column", "group_col": "placeholder_column", "x": "placeholder_number",
+                 "threshold": "placeholder_number", "low": "placeholder_bound", "high": "placeholder_bound",
+                 "subset": "placeholder_subset"}
+"""The stand-ins of the examples in the messages (``df[col]``, ``(subset[col] > x)``,
+``between(low, high)``), and what each stands for. The mpg conversation with the 1.5B model:
+``(euro_df[col] > x).mean()`` copied as written, then ``(euro_df['mpg'] > x)``, two steps."""
+_COMPARED_WITH = r"(?:[<>]=?|==|!=)\s*{name}\b|\b{name}\s*(?:[<>]=?|==|!=)"
 _TEXT_COMPARED = re.compile(r"^Invalid comparison between dtype=(?:str|object) and (\w+)|"
                             r"^'[<>]=?' not supported between instances of 'str' and '(\w+)'|"
                             r"^'[<>]=?' not supported between instances of '(\w+)' and 'str'")
@@ -132,6 +141,10 @@ class ErrorTeacher:
         known = [recipe for (_, name), recipe in _RECIPES.items() if undefined and name == undefined.group(1)]
         if known and undefined:  # cramers_v(...) called as if a library had put it there (DSEval)
             return message("hint_undefined_known", name=undefined.group(1), recipe=f" {known[0]}")
+        if undefined and undefined.group(1) in _PLACEHOLDERS:
+            text = self._placeholder(undefined.group(1), code)
+            if text:
+                return text
         absent = _NO_MODULE.match(ex.error.evalue) if ex.error.ename == "ModuleNotFoundError" else None
         if absent is not None:
             return message("hint_no_module", module=absent.group(1))
@@ -171,6 +184,20 @@ class ErrorTeacher:
         if ex.error.ename == "KeyError":
             return _columns_hint(variables)
         return message("hint_repeat") if repeated else ""
+
+    def _placeholder(self, name: str, code: str) -> str:
+        """What the example's stand-in ``name`` (used in ``code``, defined nowhere) is to be
+        written as: the code's own table and column where it names them."""
+        kind = _PLACEHOLDERS[name]
+        if kind == "placeholder_number" and not re.search(_COMPARED_WITH.format(name=name), code):
+            return ""  # an `x` of the model's own (a plot's data, a feature array) it forgot to define
+        table = self._table_in(code)
+        indexed = rf"\b([A-Za-z_]\w*)\[\s*{name}\s*\]"  # euro_df[col]: the frame it indexes
+        frames = re.findall(indexed, code) if kind == "placeholder_column" else []
+        frame = frames[0] if frames else (table.variable if table and table.variable else "df")
+        columns = (_used_columns(code, table) or _attribute_columns(code, table)) if table else []
+        column = columns[0] if columns else (table.columns[0] if table and table.columns else "column")
+        return message("hint_placeholder", name=name, meaning=message(kind, example=f"{frame}[{column!r}]"))
 
     # -- which table --------------------------------------------------------------------------
 
@@ -337,6 +364,15 @@ def _used_columns(code: str, table: UploadedTable) -> list[str]:
     named = sorted((node.lineno, node.col_offset, node.value) for node in nodes
                    if isinstance(node, ast.Constant) and isinstance(node.value, str)
                    and node.value in columns)
+    return list(dict.fromkeys(name for _, _, name in named))
+
+
+def _attribute_columns(code: str, table: UploadedTable) -> list[str]:
+    """The table's columns the code names as attributes (``euro_df.mpg``), in order."""
+    columns = set(table.columns)
+    nodes = syntax_nodes(code) or []
+    named = sorted((node.lineno, node.col_offset, node.attr) for node in nodes
+                   if isinstance(node, ast.Attribute) and node.attr in columns)
     return list(dict.fromkeys(name for _, _, name in named))
 
 
