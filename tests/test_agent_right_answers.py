@@ -465,3 +465,26 @@ async def test_a_change_the_questions_words_say_is_not_the_one_asked_is_undone(
     assert [s.execution.text.strip() for s in first.steps] == [
         "(344, 8)", "[np.int64(0), np.int64(1), np.int64(2)]"]
     assert second.steps[0].execution.text.strip() == "7 int64", second.steps[0].execution.text
+
+
+async def test_an_answer_that_says_an_undone_change_is_done_goes_back(manager: SessionManager) -> None:
+    """DSEval employee-dataset 7 with the 1.5B model, after the undo above: "The categorical
+    columns have been encoded using label encoding." with no cell since, accepted, and the
+    next question split a table of text columns. The answer goes back; the label encoding
+    then run is kept."""
+    one_hot = "df = pd.get_dummies(df, columns=['sex'])\nprint(df.shape)"
+    label = ("from sklearn.preprocessing import LabelEncoder\n"
+             "df['sex'] = LabelEncoder().fit_transform(df['sex'].astype(str))\nprint(df['sex'].dtype)")
+    replies = [ScriptedReply(code=one_hot), ScriptedReply(text="The 'sex' column has been label encoded."),
+               ScriptedReply(code=label), ScriptedReply(text="Encoded: `sex` now holds 0, 1, 2.")]
+    with OpenAIServer(replies) as server:
+        analyst = Analyst(_model(server), manager)
+        result = await analyst.ask("right-undone-answer", "Encode the 'sex' column using label encoding. "
+                                   "Save the result in-place.", files=[SEABORN / "penguins.csv"])
+        sent_back = _last(server.requests[2])
+        dtype = await (await manager.session("right-undone-answer")).execute("print(df['sex'].dtype)")
+    assert ("Step 1's change of `df` was undone (it was not the change the question asks for), and no "
+            "step changed the data since") in sent_back, sent_back
+    assert result.text.startswith("Encoded: `sex` now holds 0, 1, 2."), result.text
+    assert [s.execution.text.strip() for s in result.steps] == ["(344, 8)", "int64"]
+    assert dtype.text.strip() == "int64"

@@ -10,6 +10,10 @@ reads them:
   a guess (a name it saw in the profile). An answer that says what could not be computed
   is then accepted.
 
+- ``change_undone``: the question asks to change the data, the change its step made was
+  the wrong one and was undone, and no change was kept since: an answer that says it is
+  done describes data that is not there.
+
 - ``no_work``: a question in a conversation with data files ran no cell of its own: the
   answer cannot come from the data (a small local model wrote code but never ran it, then
   invented numbers; or read a column's minimum off the table's profile as the answer to a
@@ -107,6 +111,10 @@ class AnswerCase:
     """The lines after the question's last step that said its result is wrong (a conversion
     that made NaN of most of a column, a comparison with a value the column never holds)."""
 
+    change_undone: tuple[int, str] | None = None
+    """The step (and the table) whose change this question asks for was undone as the wrong
+    change (:func:`.slips.wrong_change`), with no change of the data kept since."""
+
     @property
     def cells_run(self) -> int:
         """Code cells that computed something in the conversation, this question's included."""
@@ -134,6 +142,17 @@ def rests_on_nan(case: AnswerCase) -> Reason | None:
     names = ", ".join(f"`{name}`" for name in case.nan[:4])
     return Reason("from_nan", message("feedback_from_nan", names=names,
                                       verb="is" if len(case.nan) == 1 else "are"))
+
+
+def change_undone(case: AnswerCase) -> Reason | None:
+    """The question asks to change the data, its change was undone as the wrong one, and the
+    model answered that it is done: nothing of it is in the data (DSEval employee 7: one-hot
+    for label encoding undone, then "The categorical columns have been encoded using label
+    encoding." with no cell since; the next question split the text columns)."""
+    if case.change_undone is None:
+        return None
+    step, name = case.change_undone
+    return Reason("change_undone", message("feedback_change_undone", step=step, name=name))
 
 
 def no_work(case: AnswerCase) -> Reason | None:
@@ -499,6 +518,7 @@ def grounding_of(answer: str, cells: Sequence[dict[str, Any]], question: Questio
 __all__ = [
     "AnswerCase",
     "AnswerCheck",
+    "change_undone",
     "code_since",
     "empty",
     "failed_last_step",

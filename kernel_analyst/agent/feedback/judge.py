@@ -38,6 +38,7 @@ from ..tools.undo import UNDO_TOOL_NAME, find_undo
 from .answers import (
     AnswerCase,
     AnswerCheck,
+    change_undone,
     empty,
     failed_last_step,
     grounding_of,
@@ -154,6 +155,7 @@ class Registered:
 ANSWER_CHECKS: tuple[Registered, ...] = (
     Registered(failed_last_step, "check_results"),
     Registered(rests_on_nan, "check_results"),
+    Registered(change_undone, "check_results"),
     Registered(no_work, "require_work"),
     Registered(unsupported, "check_numbers"),
     Registered(typed_in, "check_numbers"),
@@ -222,6 +224,9 @@ class Budget:
     population: str | None = None
     """The running step's code, run with the population standard deviation the question asks
     for (:func:`.slips.mended_population_std`)."""
+    change_undone: tuple[int, str] | None = None
+    """The step and table of a change undone as the wrong one, no change kept since
+    (:attr:`.AnswerCase.change_undone`)."""
     rewrites: dict[str, Renamed] = field(default_factory=dict)
     """Undone code -> the code it last ran as, renamed: sent again right after, it is renamed
     the same way, and so a repeat (DABench hard 124: the same cell sent four times after its
@@ -277,7 +282,8 @@ class Judge:
                           "code" if switch else facts.protocol.prompt_protocol, self.settings.tool_name,
                           failed=_last_failure(facts.steps),
                           nan=tuple(nan_numbers([step.execution for step in facts.steps])),
-                          refused=frozenset(self.budget.refused), told=self.budget.told)
+                          refused=frozenset(self.budget.refused), told=self.budget.told,
+                          change_undone=self.budget.change_undone)
         checks = [r.check for r in self.policies.answers if getattr(self.settings, r.setting)]
         reasons = [reason for check in checks if (reason := check(case)) is not None]
         sent = self.budget.sent
@@ -468,9 +474,14 @@ class Judge:
                                                                     tuple(c.name for c in changes)))
             return StepNotes(tuple(reasons), last_step(case),
                              revert=undone(changes, len(facts.steps) + 1, step.code))
+        undone_before = self.budget.change_undone
+        if undone_before is not None and step.execution.status == "ok" and any(
+                info.name == undone_before[1] for info in step.execution.variables.changed):
+            self.budget.change_undone = None  # changed again since (in place: no row or column less)
         if changes and self.settings.check_results and wrong_change(self.question.question, step.code):
             self.budget.undone_at = len(facts.steps) + 1
             said = message("data_undone_slip", step=len(facts.steps) + 1, name=changes[0].name)
+            self.budget.change_undone = (len(facts.steps) + 1, changes[0].name)
             return StepNotes(tuple(reasons), last_step(case), revert=Reason("data_undone", said))
         if changes:
             reasons.append(kept(changes))
