@@ -1023,6 +1023,23 @@ async def test_the_sample_deviation_for_the_population_one_is_told_after_the_ste
     assert not off.reasons
 
 
+async def test_a_block_rewritten_twice_runs_with_both_rewrites_and_both_are_told() -> None:
+    """An indentation mend and the population deviation on one block: it runs with both, and
+    the model reads both notes above the output (each rewrite was once kept apart, and the
+    indentation's note was lost when the deviation rewrote the mended code again)."""
+    asked = "What is the population standard deviation of the fare? @std_dev_fare[value]"
+    j = judge(asked)
+    sent = "fares = df['Fare']\n    print(round(fares.std(), 2))"
+    decision = j.on_action(code(sent), Facts())
+    assert isinstance(decision, Run), decision
+    assert decision.action.code == "fares = df['Fare']\nprint(round(fares.std(ddof=0), 2))", decision.action.code
+    ex = Execution(code="", outputs=[{"output_type": "stream", "name": "stdout", "text": "49.67\n"}])
+    said = await j.after_step(StepFacts(decision.action.code, ex), Facts())
+    assert [r.key for r in said.reasons] == ["indentation_mended", "population_std_mended"], said.reasons
+    again = await j.after_step(StepFacts("print(1)", ex), Facts())
+    assert not again.reasons, "the notes go with the step they were made for"
+
+
 async def test_a_step_that_shrinks_the_persons_table_is_undone_unless_the_question_asks() -> None:
     frames = {"df": VariableInfo("df", "pandas.DataFrame", [3, 2], ["tip", "day"])}
     smaller = VariableInfo("df", "pandas.DataFrame", [2, 2], ["tip", "day"])

@@ -77,7 +77,7 @@ from .decisions import (
 from .doubts import DOUBT_CHECKS
 from .form import AnswerForm
 from .hints import ErrorTeacher
-from .indentation import Mended, mended_indentation
+from .indentation import mended_indentation
 from .keeping import Renamed, kept, read_again, renamed, table_changes, undone
 from .outcomes import STEP_CHECKS, StepCase, StepCheck, last_step
 from .replies import (
@@ -215,15 +215,11 @@ class Budget:
     """Steps at the last rollback: a new streak starts after them."""
     reverted: dict[str, tuple[int, tuple[str, ...]]] = field(default_factory=dict)
     """Code undone because it changed the person's tables -> its step and those tables."""
-    renaming: tuple[int, Renamed] | None = None
-    """Undone code sent again, running now with the tables renamed (and its first step)."""
-    mended: Mended | None = None
-    """The running step's code, its indentation mended (:mod:`.indentation`)."""
+    rewritten: Rewritten | None = None
+    """The running step's code as the judge rewrote it before it ran, and what the model is
+    told of each rewrite."""
     told: tuple[str, ...] = ()
     """The lines after the last step that said its result is wrong (:data:`TOLD_WRONG`)."""
-    population: str | None = None
-    """The running step's code, run with the population standard deviation the question asks
-    for (:func:`.slips.mended_population_std`)."""
     change_undone: tuple[int, str] | None = None
     """The step and table of a change undone as the wrong one, no change kept since
     (:attr:`.AnswerCase.change_undone`)."""
@@ -401,18 +397,9 @@ class Judge:
         if self.budget.steps >= self.settings.max_steps:
             return Skip(Reason("step_limit", message("step_limit", max_steps=self.settings.max_steps)))
         self.budget.steps += 1
-        mended = mended_indentation(action.code)
-        if mended is not None:  # runs as mended, and is a repeat if the mended code just ran
-            action = replace(action, code=mended.code)
-            case = self._case(action, facts)
-        population = mended_population_std(self.question.question, action.code) \
-            if self.settings.check_results else None
-        if population is not None:  # as with the indentation: runs mended, a repeat if that just ran
-            action = replace(action, code=population)
-            case = self._case(action, facts)
-        renaming = self._renaming(action.code, facts, case.last_step)
-        if renaming is not None:  # runs renamed (and is a repeat if it just did)
-            action = replace(action, code=renaming[1].code)
+        rewritten = self._rewritten(action.code, facts, case.last_step)
+        if rewritten is not None:  # runs rewritten, and is a repeat if the rewritten code just ran
+            action = replace(action, code=rewritten.code)
             case = self._case(action, facts)
         undo, to = find_undo(action.code) if self.settings.undo else (False, None)
         if undo:
@@ -423,10 +410,29 @@ class Judge:
             if (reason := policy(case)) is not None:
                 stuck = self._rollback(facts) if reason.key == "repeated_failure" else None
                 return stuck if stuck is not None else Skip(reason, resample=True)
-        self.budget.renaming = renaming
-        self.budget.mended = mended
-        self.budget.population = population
+        self.budget.rewritten = rewritten
         return Run(action)
+
+    def _rewritten(self, code: str, facts: TurnFacts, last: Step | None) -> Rewritten | None:
+        """``code`` as it is to run, when the judge rewrites it, each rewrite on the one
+        before: its indentation mended (:mod:`.indentation`); the population standard
+        deviation the question asks for (:func:`.slips.mended_population_std`); undone code
+        sent again, the person's tables renamed (:meth:`_renaming`). None: it runs as sent."""
+        notes = []
+        mended = mended_indentation(code)
+        if mended is not None:
+            code = mended.code
+            notes.append(Reason("indentation_mended", message("indentation_mended", lines=mended.named())))
+        population = mended_population_std(self.question.question, code) \
+            if self.settings.check_results else None
+        if population is not None:
+            code = population
+            notes.append(Reason("population_std_mended", message("population_std_mended")))
+        renaming = self._renaming(code, facts, last)
+        if renaming is not None:
+            code = renaming[1].code
+            notes.append(_renamed_note(*renaming))
+        return Rewritten(code, tuple(notes)) if notes else None
 
     def _renaming(self, code: str, facts: TurnFacts, last: Step | None) -> tuple[int, Renamed] | None:
         """The step that first sent ``code`` and the code renamed, when it was undone for
@@ -451,16 +457,9 @@ class Judge:
                         self.question.earlier, columns=self.question.columns,
                         before=_standing(facts.cells, step.execution.execution_count))
         reasons = [reason for check in self.policies.steps for reason in await check(case)]
-        renaming, self.budget.renaming = self.budget.renaming, None
-        if renaming is not None and renaming[1].code == step.code:
-            reasons.insert(0, _renamed_note(*renaming))
-        mended, self.budget.mended = self.budget.mended, None
-        if mended is not None and mended.code == step.code:
-            said = message("indentation_mended", lines=mended.named())
-            reasons.insert(0, Reason("indentation_mended", said))
-        population, self.budget.population = self.budget.population, None
-        if population is not None and population == step.code:
-            reasons.insert(0, Reason("population_std_mended", message("population_std_mended")))
+        rewritten, self.budget.rewritten = self.budget.rewritten, None
+        if rewritten is not None and rewritten.code == step.code:
+            reasons[:0] = rewritten.notes
         self.budget.told = tuple(r.text for r in reasons if r.key in TOLD_WRONG)
         hints = [r.text for r in reasons if r.key == "hint"]
         stuck = self._rollback(facts, failing=step.execution, hint=hints)
@@ -562,6 +561,16 @@ def _first_sentence(text: str) -> str:
     """A reason's first sentence, what it found (``No output ... shows these numbers: 577.``),
     without what it asked (the again-messages ask for code only)."""
     return text.lstrip("- ").split(". ", 1)[0].rstrip(".") + "."
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """A step's code as the judge rewrote it before it ran (:meth:`Judge._rewritten`)."""
+
+    code: str
+    """The code that runs."""
+    notes: tuple[Reason, ...]
+    """What the model reads of each rewrite above the step's output, in the order they were made."""
 
 
 def _renamed_note(first: int, rewrite: Renamed) -> Reason:
