@@ -1032,7 +1032,8 @@ async def test_a_block_rewritten_twice_runs_with_both_rewrites_and_both_are_told
     sent = "fares = df['Fare']\n    print(round(fares.std(), 2))"
     decision = j.on_action(code(sent), Facts())
     assert isinstance(decision, Run), decision
-    assert decision.action.code == "fares = df['Fare']\nprint(round(fares.std(ddof=0), 2))", decision.action.code
+    ran = decision.action.code
+    assert ran == "fares = df['Fare']\nprint(round(fares.std(ddof=0), 2))", ran
     ex = Execution(code="", outputs=[{"output_type": "stream", "name": "stdout", "text": "49.67\n"}])
     said = await j.after_step(StepFacts(decision.action.code, ex), Facts())
     assert [r.key for r in said.reasons] == ["indentation_mended", "population_std_mended"], said.reasons
