@@ -451,6 +451,11 @@ def test_code_written_for_older_libraries_gets_todays_spelling() -> None:
     assert "drop='first'" in _hint_after(lambda: OneHotEncoder(drop_first=True))
     assert "pd.concat" in _hint_after(lambda: pd.DataFrame({"a": [1]}).append(pd.DataFrame({"a": [2]})))
     assert ".items()" in _hint_after(lambda: pd.Series([1]).iteritems())
+    text = pd.read_csv(SEABORN / "titanic.csv")["sex"]  # as the kernel reads it: pandas' own text dtype
+    hint = _hint_after(lambda: OneHotEncoder().fit_transform(text.values.reshape(-1, 1)))
+    assert "write `df[['Sex']]` (two brackets)" in hint, hint
+    table = pd.DataFrame({"Sex": text})
+    assert OneHotEncoder().fit_transform(table[["Sex"]]).shape == (891, 2)  # the hint's way runs
     other = _hint_after(lambda: pd.DataFrame({"a": [1]}).sum(skipnans=True))
     assert "takes no `skipnans`" in other and "inspect.signature" in other
 

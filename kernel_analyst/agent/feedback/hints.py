@@ -65,9 +65,12 @@ _DRIFT = ((re.compile(r"unexpected keyword argument 'squared'"), "hint_rmse"),
           (re.compile(r"unexpected keyword argument 'sparse'"), "hint_sparse_output"),
           (re.compile(r"OneHotEncoder.*unexpected keyword argument 'drop_first'"), "hint_drop_first"),
           (re.compile(r"object has no attribute 'append'"), "hint_append"),
-          (re.compile(r"object has no attribute 'iteritems'"), "hint_iteritems"))
+          (re.compile(r"object has no attribute 'iteritems'"), "hint_iteritems"),
+          (re.compile(r"^NotImplementedError: .*StringArray'> does not support reshape"), "hint_text_reshape"))
 """Errors of code written for older library versions (seen in the 1.5B model's DABench
-cells: ``squared`` 52 times, ``sparse`` 24, ``drop_first`` 18), and today's spelling."""
+cells: ``squared`` 52 times, ``sparse`` 24, ``drop_first`` 18), and today's spelling; pandas 3
+keeps text in an Arrow array, which has no ``reshape`` (``df['Sex'].values.reshape(-1, 1)`` for
+a ``OneHotEncoder``: DABench hard 7 on 7ddff9d)."""
 _UNEXPECTED_KEYWORD = re.compile(r"unexpected keyword argument '(\w+)'")
 _UNPACK_ONE = re.compile(r"cannot unpack non-iterable (?:numpy\.)?float(?:64)? object")
 _CORR_CALL = re.compile(r"\.corr(?:with)?\(")
@@ -338,7 +341,7 @@ class ErrorTeacher:
                        repeated: bool) -> str:
         """A keyword or method of older library versions: today's spelling."""
         assert ex.error is not None
-        if ex.error.ename not in ("TypeError", "AttributeError"):
+        if ex.error.ename not in ("TypeError", "AttributeError", "NotImplementedError"):
             return ""
         text = f"{ex.error.ename}: {ex.error.evalue}"
         for pattern, key in _DRIFT:
