@@ -66,7 +66,8 @@ _DRIFT = ((re.compile(r"unexpected keyword argument 'squared'"), "hint_rmse"),
           (re.compile(r"OneHotEncoder.*unexpected keyword argument 'drop_first'"), "hint_drop_first"),
           (re.compile(r"object has no attribute 'append'"), "hint_append"),
           (re.compile(r"object has no attribute 'iteritems'"), "hint_iteritems"),
-          (re.compile(r"^NotImplementedError: .*StringArray'> does not support reshape"), "hint_text_reshape"))
+          (re.compile(r"^NotImplementedError: .*StringArray'> does not support reshape"),
+           "hint_text_reshape"))
 """Errors of code written for older library versions (seen in the 1.5B model's DABench
 cells: ``squared`` 52 times, ``sparse`` 24, ``drop_first`` 18), and today's spelling; pandas 3
 keeps text in an Arrow array, which has no ``reshape`` (``df['Sex'].values.reshape(-1, 1)`` for
