@@ -1437,6 +1437,10 @@ def test_a_summary_over_every_row_for_a_question_that_leaves_outliers_out_is_dou
     decision = judge(question, has_files=True).on_answer("364.78 and 966.85", facts)
     assert isinstance(decision, SendBack) and [r.key for r in decision.reasons] == ["doubtful"]
     assert "leaves the outliers out before computing" in decision.text, decision.text
+    unused = "q = df['Mar.2019'].quantile([0.25, 0.75])\n" + whole  # the bounds computed, not used (7ddff9d)
+    seen = Facts(steps=[step(1, unused, printed=out)], cells=[cell(1, unused, out)])
+    again = judge(question, has_files=True).on_answer("364.78 and 966.85", seen)
+    assert isinstance(again, SendBack) and [r.key for r in again.reasons] == ["doubtful"], again
     bounded = ("q1, q3 = df['Mar.2019'].quantile([0.25, 0.75])\nkept = df[df['Mar.2019'].between(q1 - 1.5 * "
                "(q3 - q1), q3 + 1.5 * (q3 - q1))]\nprint(round(kept['Mar.2019'].mean(), 2), "
                "round(kept['Mar.2019'].std(), 2))")

@@ -466,6 +466,11 @@ computes."""
 _SUMMARY_CALL = re.compile(r"\.(?:mean|std|var|median|describe|corr)\(")
 _BOUNDED = re.compile(r"\b(?:quantile|percentile|nanpercentile|iqr|zscore|between|clip)\b|\b[qQ][13]\b|"
                       r"\b(?:lower|upper|low|high)(?:_\w+)?\b|\bbounds?\b|\boutlier|\bfilter", re.I)
+_APPLIED = re.compile(r"[<>]|\b(?:between|clip|query|zscore|isin)\b|\boutlier|\bfilter|\bclean|\bkept\b",
+                      re.I)
+"""The bounds used, not only computed: a comparison, a call that keeps rows, a subset's name
+(easy 18 on 7ddff9d: ``q = df['Mar.2019'].quantile([0.25, 0.75])`` and the mean of every row
+beside it)."""
 
 
 def outliers_kept(case: AnswerCase) -> str | None:
@@ -477,7 +482,8 @@ def outliers_kept(case: AnswerCase) -> str | None:
     if not q.has_files or not case.steps or not _REMOVAL_ASKED.search(q.question):
         return None
     own = _own_code(case)
-    if not own or not _SUMMARY_CALL.search(own[-1]) or _BOUNDED.search(own[-1]):
+    last = own[-1] if own else ""
+    if not _SUMMARY_CALL.search(last) or (_BOUNDED.search(last) and _APPLIED.search(last)):
         return None
     return message("doubt_outliers_kept")
 
