@@ -8,6 +8,7 @@ facts) and checks the value it returns: :class:`Tell`, :class:`Accept`, :class:`
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Any
 
@@ -1021,6 +1022,38 @@ async def test_the_sample_deviation_for_the_population_one_is_told_after_the_ste
     assert not fixed.reasons
     off = await judge(asked, check_results=False).after_step(StepFacts("df.Fare.std()", ex), Facts())
     assert not off.reasons
+
+
+async def test_text_left_in_a_table_the_question_encodes_whole_is_told_with_the_code_that_ends_it() -> None:
+    """DSEval housing-price-prediction with the 1.5B model: "Encode the categorical features
+    using label encoder" run on ``furnishingstatus`` alone, six text columns left, and the
+    models of the next questions fit on text. The line's code is run here on the real file."""
+    import pandas as pd
+
+    from tests.dseval_problems import PROBLEMS
+
+    housing = pd.read_csv(PROBLEMS / "_inputs" / "housing-price-prediction" / "Housing.csv")
+    encoded = housing.assign(furnishingstatus=housing["furnishingstatus"].astype("category").cat.codes)
+    info = VariableInfo("housing", "pandas.DataFrame", list(encoded.shape), list(encoded.columns),
+                        {str(k): str(v) for k, v in encoded.dtypes.items()})
+    ex = Execution(code="", variables=VariableChanges(changed=[info]))
+    code = "housing['furnishingstatus'] = le.fit_transform(housing['furnishingstatus'])"
+    asked = ("Encode the categorical features using label encoder from sklearn. Save the encoded dataset "
+             "in-place.")
+    said = await judge(asked).after_step(StepFacts(code, ex), Facts())
+    assert [r.key for r in said.reasons] == ["check_text_left"], said.reasons
+    assert "`housing` still holds text in `mainroad`, `guestroom`, `basement`" in said.notes[0], said.notes[0]
+    example = re.search(r"`(for col in [^`]+)`", said.notes[0])
+    assert example is not None, said.notes[0]
+    from sklearn.preprocessing import LabelEncoder
+
+    namespace = {"housing": encoded.copy(), "LabelEncoder": LabelEncoder}
+    exec(example.group(1), namespace)
+    assert all(pd.api.types.is_numeric_dtype(t) for t in namespace["housing"].dtypes)
+    named = "Encode the categorical features, one-hot for \"mainroad\" and label encoding for \"prefarea\"."
+    assert not (await judge(named).after_step(StepFacts(code, ex), Facts())).reasons
+    other = judge("How many houses have a basement?")
+    assert not (await other.after_step(StepFacts(code, ex), Facts())).reasons
 
 
 async def test_a_block_rewritten_twice_runs_with_both_rewrites_and_both_are_told() -> None:

@@ -520,7 +520,7 @@ class Judge:
                           facts.pending, self.settings.undo, self.question.question)
 
 
-TOLD_WRONG = frozenset({"check_coerced", "check_values"})
+TOLD_WRONG = frozenset({"check_coerced", "check_values", "check_text_left"})
 """The lines after a step that say its result is wrong: an answer from that step, the line
 not acted on, is in doubt (:func:`.doubts.slip_kept`)."""
 

@@ -2,14 +2,14 @@
 
 In order: comparisons against values a column never holds, empty selections and NaN
 results (:mod:`.checks`), code that computes a near neighbour of what the question asks
-(the sample standard deviation for the population one, MSE for RMSE: :mod:`.slips`), the
-hint for an error (:mod:`.hints`), and the rare instructions
-when they apply (a step stopped at the time limit: how to run it in the background; code
-that changes something outside the kernel: how to keep it from running twice); then,
-apart, the note that this was the last code run allowed. Each policy is an async function of a
-:class:`StepCase` (only the comparison check asks the kernel anything: a column's values,
-through :attr:`StepCase.lookup`, so a test gives it a dict). What a step did to the
-person's tables is :mod:`.keeping`'s.
+(the sample standard deviation for the population one, MSE for RMSE: :mod:`.slips`), text
+columns left in a table the question asks to encode whole, the hint for an error
+(:mod:`.hints`), and the rare instructions when they apply (a step stopped at the time
+limit: how to run it in the background; code that changes something outside the kernel:
+how to keep it from running twice); then, apart, the note that this was the last code run
+allowed. Each policy is an async function of a :class:`StepCase` (only the comparison
+check asks the kernel anything: a column's values, through :attr:`StepCase.lookup`, so a
+test gives it a dict). What a step did to the person's tables is :mod:`.keeping`'s.
 """
 
 from __future__ import annotations
@@ -89,6 +89,43 @@ async def slips(case: StepCase) -> list[Reason]:
     return slips_in(case.question, case.step.code) + recomputed
 
 
+_ENCODE_ALL = re.compile(r"\bencod\w*\b.{0,60}\bcategorical (?:columns?|features?|variables?|data|values)\b"
+                         r"|\bcategorical (?:columns?|features?|variables?)\b.{0,60}\bencod", re.I | re.S)
+"""A question that asks to encode every categorical column (DSEval's "Encode the categorical
+features using label encoder from sklearn. Save the encoded dataset in-place.")."""
+_TEXT_DTYPES = frozenset({"object", "str", "string", "category"})
+_NAMES_COLUMNS = re.compile(r"[\"'\u201c\u2018][^\"'\u201d\u2019\n]{1,60}[\"'\u201d\u2019]|"
+                            r"\bmodel\b|\bpipeline\b|\bpredict", re.I)
+"""A question that names its columns (DSEval bank-customer-churn: "one-hot encoding for
+"Geography" and "Card Type", and label encoding for "Gender"", the surname left as text), or
+encodes inside a model (automobile-dataset: the car's name stays text in ``cars``)."""
+
+
+async def text_left(case: StepCase) -> list[Reason]:
+    """The question asks to encode the categorical columns, and a table the step changed still
+    holds text (DSEval housing-price-prediction with the 1.5B model: one of seven text columns
+    encoded, ``furnishingstatus``, the answer "The categorical features have been encoded", and
+    the model of the next questions fit on text)."""
+    if not case.check_results or not case.ran or not _ENCODE_ALL.search(case.question) \
+            or _NAMES_COLUMNS.search(case.question):
+        return []
+    for info in case.step.execution.variables.changed:
+        left = [name for name, dtype in (info.dtypes or {}).items()
+                if name and (dtype in _TEXT_DTYPES or dtype.startswith("string"))]
+        if not left or not info.type.endswith("DataFrame"):
+            continue
+        shown = ", ".join(f"`{name}`" for name in left[:8]) + (", ..." if len(left) > 8 else "")
+        listed = repr(left)
+        if re.search(r"\blabel\b", case.question, re.I):
+            how = " " + message("text_left_label", frame=info.name, columns=listed)
+        elif re.search(r"one[- ]hot|dumm", case.question, re.I):
+            how = " " + message("text_left_one_hot", frame=info.name, columns=listed)
+        else:
+            how = ""
+        return [Reason("check_text_left", message("check_text_left", frame=info.name, names=shown, how=how))]
+    return []
+
+
 async def carried_filters(case: StepCase) -> list[Reason]:
     """A filter an earlier question asked for, carried into a question that does not ask
     for it (:func:`.checks.carried_filter_notes`)."""
@@ -142,7 +179,7 @@ async def side_effects(case: StepCase) -> list[Reason]:
     return [Reason("no_replay_hint", message("no_replay_rule"))]
 
 
-STEP_CHECKS: tuple[StepCheck, ...] = (wrong_values, empty_results, coerced, carried_filters, slips,
+STEP_CHECKS: tuple[StepCheck, ...] = (wrong_values, empty_results, coerced, carried_filters, slips, text_left,
                                       transformed_again, error_hint, timed_out, side_effects)
 """The policies after a step, in the order the model reads their lines."""
 
@@ -155,4 +192,4 @@ def last_step(case: StepCase) -> Reason | None:
 
 
 __all__ = ["STEP_CHECKS", "StepCase", "StepCheck", "empty_results", "error_hint", "last_step", "side_effects",
-           "slips", "timed_out", "transformed_again", "wrong_values"]
+           "slips", "text_left", "timed_out", "transformed_again", "wrong_values"]
