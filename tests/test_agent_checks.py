@@ -623,3 +623,27 @@ def test_an_examples_stand_in_copied_as_code_is_told_to_be_written_out() -> None
     assert "number itself" in hint("print((euro_df.mpg > x).mean() * 100)")
     assert "q3 + 1.5 * iqr" in hint("kept = euro_df[euro_df.mpg.between(low, high)]")
     assert "stands for" not in hint("import matplotlib.pyplot as plt\nplt.plot(x, euro_df.mpg)")
+
+
+def test_a_library_name_used_without_its_import_gets_the_import() -> None:
+    """DSEval employee-dataset with the 1.5B model: ``LogisticRegression`` in a voting
+    classifier, never imported, three cells. Every import the hints give runs with the
+    installed libraries (those installed here: imbalanced-learn may not be)."""
+    import importlib.util
+
+    from kernel_analyst.agent.feedback.hints import _IMPORTS
+
+    hint = _hint_after(lambda: exec("model = LogisticRegression()", {}))
+    assert hint == ("`LogisticRegression` is not imported here: add `from sklearn.linear_model import "
+                    "LogisticRegression` at the top of the cell, and run it again."), hint
+    assert "from scipy import stats" in _hint_after(lambda: exec("stats.skew([1, 2, 3])", {}))
+    checked = 0
+    for name, line in _IMPORTS.items():
+        module = line.split()[1].split(".")[0]
+        if importlib.util.find_spec(module) is None:
+            continue
+        namespace: dict[str, object] = {}
+        exec(line, namespace)
+        assert name in namespace, line
+        checked += 1
+    assert checked >= len(_IMPORTS) - 2, checked

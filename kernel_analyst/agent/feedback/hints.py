@@ -20,6 +20,7 @@ reads, so an error about reading one is answered with its call:
   gives both, ``scipy.stats.pearsonr``;
 - an import of a name the installed library does not have (``from scipy.stats import
   cramers_v``) says nothing can be installed, with the call that does it where one is known;
+- a library's name used without its import (``LogisticRegression``, ``stats``) gets the import;
 - a stand-in of an example copied as code (``df[col]``, ``> x``, ``between(low, high)``) says
   what to write in its place, with the code's own frame and column;
 - a text column compared with a number or a date gets the conversion (``pd.to_datetime``,
@@ -82,6 +83,33 @@ _RECIPES = {("scipy.stats", "cramers_v"): (
     "Cramér's V of two columns: `from scipy.stats.contingency import association`, then "
     "`association(pd.crosstab(a, b), method='cramer')`.")}
 """What a small model imports that its library never had, and the call that does it."""
+_IMPORTS = {
+    **{name: f"from sklearn.{module} import {name}" for module, names in (
+        ("linear_model", "LinearRegression LogisticRegression Ridge Lasso ElasticNet"),
+        ("ensemble", "RandomForestClassifier RandomForestRegressor GradientBoostingClassifier "
+                     "GradientBoostingRegressor VotingClassifier AdaBoostClassifier"),
+        ("tree", "DecisionTreeClassifier DecisionTreeRegressor"),
+        ("neighbors", "KNeighborsClassifier KNeighborsRegressor"),
+        ("svm", "SVC SVR"), ("naive_bayes", "GaussianNB"), ("cluster", "KMeans DBSCAN"),
+        ("decomposition", "PCA"),
+        ("preprocessing", "LabelEncoder OneHotEncoder StandardScaler MinMaxScaler PolynomialFeatures"),
+        ("model_selection", "train_test_split GridSearchCV RandomizedSearchCV cross_val_score KFold "
+                            "StratifiedKFold"),
+        ("metrics", "accuracy_score precision_score recall_score f1_score roc_auc_score confusion_matrix "
+                    "classification_report mean_squared_error root_mean_squared_error mean_absolute_error "
+                    "r2_score silhouette_score"),
+        ("impute", "SimpleImputer"), ("pipeline", "Pipeline make_pipeline"), ("compose", "ColumnTransformer"))
+       for name in names.split()},
+    **{name: f"from scipy.stats import {name}" for name in (
+        "pearsonr", "spearmanr", "kendalltau", "ttest_ind", "ttest_rel", "ttest_1samp", "shapiro",
+        "normaltest", "chi2_contingency", "f_oneway", "mannwhitneyu", "kruskal", "levene", "zscore", "skew",
+        "kurtosis", "linregress", "anderson", "kstest")},
+    "SMOTE": "from imblearn.over_sampling import SMOTE", "stats": "from scipy import stats",
+    "scipy": "import scipy", "math": "import math", "np": "import numpy as np", "pd": "import pandas as pd",
+    "plt": "import matplotlib.pyplot as plt", "sns": "import seaborn as sns",
+    "sm": "import statsmodels.api as sm", "smf": "import statsmodels.formula.api as smf"}
+"""Names a small model uses without importing them, and their import (DSEval employee-dataset:
+``LogisticRegression`` in a voting classifier, three times; DABench: ``stats.``, ``kendalltau``)."""
 _PLACEHOLDERS = {"col": "placeholder_column", "group_col": "placeholder_column", "x": "placeholder_number",
                  "threshold": "placeholder_number", "low": "placeholder_bound", "high": "placeholder_bound",
                  "subset": "placeholder_subset"}
@@ -145,6 +173,8 @@ class ErrorTeacher:
         known = [recipe for (_, name), recipe in _RECIPES.items() if undefined and name == undefined.group(1)]
         if known and undefined:  # cramers_v(...) called as if a library had put it there (DSEval)
             return message("hint_undefined_known", name=undefined.group(1), recipe=f" {known[0]}")
+        if undefined and undefined.group(1) in _IMPORTS:
+            return message("hint_import", name=undefined.group(1), line=_IMPORTS[undefined.group(1)])
         if undefined and undefined.group(1) in _PLACEHOLDERS:
             text = self._placeholder(undefined.group(1), code)
             if text:
