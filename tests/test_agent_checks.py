@@ -647,3 +647,20 @@ def test_a_library_name_used_without_its_import_gets_the_import() -> None:
         assert name in namespace, line
         checked += 1
     assert checked >= len(_IMPORTS) - 2, checked
+
+
+def test_a_statistic_of_a_text_column_names_the_column_and_the_ways_out() -> None:
+    """DABench hard 28 with the 1.5B model: the form lists a mean for every column, and
+    ``df['region'].mean()`` failed in three cells, rolled back, then answered with made-up
+    means. The installed pandas' own message; the text column is named from the variables."""
+    import pandas as pd
+
+    table = pd.read_csv(SEABORN / "tips.csv")
+    info = VariableInfo("df", "pandas.DataFrame", list(table.shape), list(table.columns),
+                        {str(k): str(v) for k, v in table.dtypes.items()})
+    code = "print(df['tip'].mean(), df['day'].mean())"
+    hint = _hint_after(lambda: table["day"].mean(), code, {"df": info})
+    assert hint.startswith("`.mean()` was taken of text (`day`), and words have no mean."), hint
+    assert "df.select_dtypes('number')" in hint
+    whole = _hint_after(lambda: table.skew(), "df.skew()", {})
+    assert "of text (a column of words), and words have no skew" in whole, whole

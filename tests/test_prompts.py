@@ -35,7 +35,7 @@ SAMPLES = {"count": "1,234", "bounds": "0 and 1", "file": "outputs/turn1-step2-a
            "what": "the same line again and again",
            "variables": "df: pandas.DataFrame (891, 15)", "hint": "\nThe DataFrames' columns are: df: a, b",
            "example": "subset = df[df.x > 1]", "meaning": "the number itself", "number": 2,
-           "answer": "The mean fare is 32.2.",
+           "statistic": "mean", "answer": "The mean fare is 32.2.",
            "question": "What is the mean fare? Answer as @mean_fare[value].",
            "state": "finished", "action": "wait", "var": "df", "rows": "891 rows; ",
            "problem": "the file is empty", "encoding": "cp1252", "sep": "`;`", "column": "'survived'",

@@ -23,6 +23,7 @@ reads, so an error about reading one is answered with its call:
 - a library's name used without its import (``LogisticRegression``, ``stats``) gets the import;
 - a stand-in of an example copied as code (``df[col]``, ``> x``, ``between(low, high)``) says
   what to write in its place, with the code's own frame and column;
+- a statistic of a text column (``df['region'].mean()``) names the text columns and the ways out;
 - a text column compared with a number or a date gets the conversion (``pd.to_datetime``,
   ``pd.to_numeric``);
 - a Series method called on one number (``df[col].skew().idxmax()``: the whole column's
@@ -123,6 +124,9 @@ _TEXT_COMPARED = re.compile(r"^Invalid comparison between dtype=(?:str|object) a
 """A text column compared with a number or a date (pandas' and Python's words; ``pd.cut``
 of a text column compares the bins' numbers with its texts: DSEval students-exam-scores,
 ``'5 - 10'`` hours cut at ``[0, 5, 10, 15]``, three steps)."""
+_TEXT_REDUCTION = re.compile(r"^Cannot perform reduction '(\w+)' with string dtype")
+"""A statistic of a text column (pandas 3's words; DABench hard 28: ``df['region'].mean()`` for
+a form that lists every column, three cells; 7 notebooks of the 1.5B model's runs)."""
 _BINNED = re.compile(r"\b(?:pd\.)?(?:cut|qcut)\(")
 _DATE_TYPES = ("datetime", "Timestamp", "date", "datetime64")
 _NO_ATTRIBUTE = re.compile(r"^'(?:DataFrame|Series|DataFrameGroupBy|SeriesGroupBy)' object has no attribute "
@@ -183,6 +187,9 @@ class ErrorTeacher:
         if absent is not None:
             return message("hint_no_module", module=absent.group(1))
         compared = _TEXT_COMPARED.search(ex.error.evalue) if ex.error.ename == "TypeError" else None
+        reduction = _TEXT_REDUCTION.search(ex.error.evalue) if ex.error.ename == "TypeError" else None
+        if reduction is not None:
+            return _text_reduction(reduction.group(1), code, variables)
         if compared is not None and _BINNED.search(code):
             return message("hint_text_binned")
         if compared is not None:  # text dates against datetime.now(): DSEval netflix-userbase, twice
@@ -399,6 +406,16 @@ def _used_columns(code: str, table: UploadedTable) -> list[str]:
                    if isinstance(node, ast.Constant) and isinstance(node.value, str)
                    and node.value in columns)
     return list(dict.fromkeys(name for _, _, name in named))
+
+
+def _text_reduction(statistic: str, code: str, variables: Mapping[str, VariableInfo]) -> str:
+    """``.mean()`` (``statistic``) of a text column: which columns the code names are text."""
+    attributes = {node.attr for node in syntax_nodes(code) or [] if isinstance(node, ast.Attribute)}
+    literals = _literals(code) | attributes
+    text = [f"`{name}`" for info in variables.values() for name, dtype in (info.dtypes or {}).items()
+            if name in literals and (dtype in ("str", "object", "string") or dtype.startswith("string"))]
+    named = ", ".join(dict.fromkeys(text)) if text else "a column of words"
+    return message("hint_text_reduction", statistic=statistic, columns=named)
 
 
 def _attribute_columns(code: str, table: UploadedTable) -> list[str]:
