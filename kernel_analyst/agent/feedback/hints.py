@@ -435,13 +435,14 @@ def _literals(code: str) -> set[str]:
     return {node.value for node in nodes if isinstance(node, ast.Constant) and isinstance(node.value, str)}
 
 
-_KEY_LIST = re.compile(r"^\"?(\[.*\]) not in index\"?$|^\"?None of \[Index\((\[.*?\]), dtype=", re.DOTALL)
+_KEY_LIST = re.compile(r"^\"?(\[.*\]) not (?:in index|found in axis)\"?$|"
+                       r"^\"?None of \[Index\((\[.*?\]), dtype=", re.DOTALL)
 
 
 def _missing_keys(evalue: str) -> list[str]:
     """The names a ``KeyError`` says are missing: one (``'foo'``), or a list (pandas'
-    ``"['a', 'b'] not in index"`` and ``"None of [Index(['a', 'b'], dtype=...)] are in the
-    [columns]"``)."""
+    ``"['a', 'b'] not in index"``, ``.drop``'s ``"['a'] not found in axis"`` and ``"None of
+    [Index(['a', 'b'], dtype=...)] are in the [columns]"``)."""
     text = evalue.strip()
     found = _KEY_LIST.match(text)
     if found is None:
