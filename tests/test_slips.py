@@ -25,6 +25,15 @@ AGES = ("Create a new column called \"AgeGroup\" that categorizes the passengers
     (POPULATION, "import statistics\nprint(statistics.stdev(df.Fare))", "`.std(ddof=0)`"),
     (RMSE, "mse = mean_squared_error(y_test, pred)\nprint(round(mse, 2))", "np.sqrt(mean_squared_error"),
     (SAMPLE, "print(np.std(df.age))", "ddof=1"),
+    # the conversation benchmark's mpg with the 1.5B model, twice: the best three for "the worst"
+    ("Which 3 cars have the worst mpg? Give their names.", "print(df.nlargest(3, 'mpg')['name'])",
+     "Take the smallest (`nsmallest`"),
+    ("Which 3 cars have the lowest mpg?", "print(df.sort_values('mpg', ascending=False).head(3))",
+     "Take the smallest (`nsmallest`"),
+    ("Which 3 cars have the highest mpg?", "print(df.sort_values('mpg').head(3)['name'])",
+     "Take the largest (`nlargest`"),
+    ("Which country has the highest GDP?", "print(df.loc[df['GDP'].idxmin(), 'Country'])",
+     "Take the largest (`nlargest`"),
     # the model's own cell on easy 18: the lower bound alone
     (IQR, "df = df[df['Mar.2019'] > df['Mar.2019'].quantile(0.25) - 1.5 * (df['Mar.2019'].quantile(0.75) "
           "- df['Mar.2019'].quantile(0.25))]\nprint(df['Mar.2019'].mean())", "Q3 + 1.5 * IQR above"),
@@ -107,6 +116,13 @@ def test_a_slip_is_named_with_what_to_use(question: str, code: str, says: str) -
      "for c in cols:\n    employee[c] = LabelEncoder().fit_transform(employee[c])"),
     ("Use label encoding for 'City' and one-hot encoding for 'Education'.",
      "df = pd.get_dummies(df, columns=['Education'])"),  # one-hot asked too
+    ("Which 3 cars have the worst mpg?", "print(df.sort_values('mpg').head(3)['name'])"),
+    ("Which 3 cars have the worst mpg?", "print(df.nsmallest(3, 'mpg')['name'])"),
+    ("Which 3 flights have the worst delays?", "print(df.nlargest(3, 'dep_delay'))"),  # more is worse
+    ("Which car has the highest and which the lowest mpg?", "print(df.mpg.idxmax(), df.mpg.idxmin())"),
+    ("Which 3 cars have the highest mpg?", "print(df.sort_values('mpg').tail(3))"),
+    ("Which 3 cars have the highest mpg?", "print(df.nlargest(3, 'mpg'))"),
+    ("What is the most common day?", "print(df['day'].value_counts().idxmax())"),
 ])
 def test_code_that_does_what_is_asked_is_no_slip(question: str, code: str) -> None:
     assert slips_in(question, code) == []

@@ -8,7 +8,8 @@ of the two; a last group "60 years old and above" binned on edges that end at a 
 Kolmogorov-Smirnov test of one column run as the two-sample test; a month (an hour) found by
 grouping whole dates; label encoding done as one-hot columns; normalizing done by
 standardizing; a share of the wrong rows ("of the Saturday dinners, what percent were at
-smokers' tables" as the Saturday smokers over all smokers); two names given the same summary
+smokers' tables" as the Saturday smokers over all smokers); the largest rows taken for "the
+lowest" or "the worst" (and the smallest for "the highest"); two names given the same summary
 in one cell (a copied line that kept its filter); a model given its target among its
 features (an accuracy of 1.00); and, whatever it asks, a scipy test's
 result unpacked p-value first. The 1.5B
@@ -60,6 +61,15 @@ _FENCE = r"\s*\(?\s*(?:1\.5\s*\*|[A-Za-z_][\w.]*\s*\*\s*1\.5\b)"
 _LOW, _HIGH = rf"-{_FENCE}", rf"\+{_FENCE}"
 _DATEISH = r"['\"][^'\"]*(?i:date|time|pickup|dropoff)[^'\"]*['\"]"
 """A column named for a date or a moment (``'Date'``, ``'pickup'``, ``'tpep_pickup_datetime'``)."""
+_LOW_WORDS = r"\b(?:lowest|least|smallest|fewest|bottom|minimum|cheapest|shortest|youngest)\b"
+_HIGH_WORDS = r"\b(?:highest|largest|biggest|greatest|maximum|longest|oldest|top|most)\b"
+_WORSE_HIGHER = (r"\b(?:delays?|late|lateness|errors?|loss(?:es)?|costs?|time|times|durations?|prices?|rank|"
+                 r"distances?|deaths?|mortality|crimes?|pollution|unemploy\w*|debt|risk|fatalit\w*|injur\w*)\b")
+"""Measures where more is worse: "the worst delays" are the largest."""
+_TAKES_LARGEST = r"\bnlargest\(|ascending\s*=\s*False|\.idxmax\(|\.argmax\("
+_TAKES_SMALLEST = (r"\bnsmallest\(|ascending\s*=\s*True|\.idxmin\(|\.argmin\(|"
+                   r"\bsort_values\((?![^)]*ascending)[^)]*\)(?:\[[^\]]*\])?\.head\(")
+"""The smallest first: ``nsmallest``, ``idxmin``, or ``sort_values`` (ascending by default) then ``head``."""
 _TESTS = (r"(?:ttest_\w+|ks_2samp|kstest|shapiro|normaltest|pearsonr|spearmanr|kendalltau|mannwhitneyu|"
           r"f_oneway|kruskal|levene|bartlett|wilcoxon|jarque_bera|skewtest|kurtosistest)")
 """scipy.stats' tests that return the statistic, then the p-value."""
@@ -124,6 +134,18 @@ SLIPS: tuple[Slip, ...] = (
          key="slip_normalize_min_max",
          not_asked=re.compile(r"\bstandardi[sz]|\bz[- ]?scores?\b|\bzero mean\b|\bunit variance\b|"
                               r"\bmean (?:of )?0\b|\bStandardScaler\b|\bstandard scal", re.I)),
+    # the conversation benchmark's mpg: "Which 3 cars have the worst mpg?" as `nlargest(3, 'mpg')`, twice
+    Slip(asks=re.compile(rf"{_LOW_WORDS}|\bworst\b", re.I),
+         does=re.compile(_TAKES_LARGEST),
+         unless=re.compile(_TAKES_SMALLEST + r"|\.min\(\)"),
+         key="slip_takes_largest",
+         not_asked=re.compile(rf"{_HIGH_WORDS}|\bbest\b|\bworst\b[^.?]{{0,40}}{_WORSE_HIGHER}|"
+                              rf"{_WORSE_HIGHER}[^.?]{{0,40}}\bworst\b", re.I)),
+    Slip(asks=re.compile(_HIGH_WORDS, re.I),
+         does=re.compile(_TAKES_SMALLEST),
+         unless=re.compile(_TAKES_LARGEST + r"|\.max\(\)|\.tail\("),
+         key="slip_takes_smallest",
+         not_asked=re.compile(rf"{_LOW_WORDS}|\bworst\b|\bbest\b", re.I)),
     # DSEval employee-dataset: "Encode the categorical columns using label encoding" as `pd.get_dummies(df)`
     Slip(asks=re.compile(r"\blabel[- ]encod", re.I),
          does=re.compile(r"\bget_dummies\(|\bOneHotEncoder\("),
