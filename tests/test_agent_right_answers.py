@@ -266,31 +266,57 @@ async def test_a_filter_carried_from_the_previous_question_is_named_and_sent_bac
     assert result.ok and result.text == "The average bill was 19.79."
 
 
-async def test_a_conversion_that_makes_nan_of_most_of_a_column_is_told(manager: SessionManager) -> None:
+async def test_a_conversion_that_would_make_nan_of_numbers_written_with_text_runs_mended(
+        manager: SessionManager) -> None:
     """DABench easy 55 with the 1.5B model: ``pd.to_numeric(..., errors='coerce')`` on counts
     written with their ranges (``'630308[495000-801000]'``) left the plain zeros, and the
-    mean of those was the answer (2200 for 2,081,990). The step's output says so, from the
-    uploaded file's own rows."""
+    mean of those was the answer (2200 for 2,081,990), again after the line said so. Every
+    value lost begins with a number, so the step converts that number, and the model is told."""
     table = SHARED / "datasets" / "dabench" / "da-dev-tables" / "estimated_numbers.csv"
     coerced = "cases = pd.to_numeric(df['No. of cases'], errors='coerce')\nprint(int(cases.mean()))"
-    extracted = ("cases = pd.to_numeric(df['No. of cases'].astype(str).str.extract(r'(\\d+)')[0])\n"
-                 "print(int(cases.mean()))")
-    replies = [ScriptedReply(code=coerced), ScriptedReply(text="@mean_cases[2200]"),  # the line not read
-               ScriptedReply(code=extracted), ScriptedReply(text="@mean_cases[2081990]")]
+    replies = [ScriptedReply(code=coerced), ScriptedReply(text="@mean_cases[2081990]")]
     with OpenAIServer(replies) as server:
-        analyst = Analyst(_model(server), manager, attempts_on_doubt=1)
+        analyst = Analyst(_model(server), manager)
         result = await analyst.ask("right-coerced",
                                    "What is the mean number of cases recorded? @mean_cases[mean]",
                                    files=[table])
         requests = server.requests
     told = json.dumps(requests[1]["messages"][-1])
-    assert "made NaN of 544 of the 856 values of 'No. of cases'" in told, told
-    assert "'630308[495000-801000]'" in told
-    # answered at once from that step (DABench easy 55 again, on dc6fa7d): sent back with the line
-    sent = json.dumps(requests[2]["messages"][-1])
-    assert "The answer comes from your last step as it was" in sent and "made NaN of 544" in sent, sent
-    assert "made NaN" not in json.dumps(requests[3]["messages"][-1])  # the extraction loses nothing
+    assert "would have made NaN of 544 of the 856 values of 'No. of cases'" in told, told
+    assert "'630308[495000-801000]'" in told and "made NaN of 544 of the 856 values of" in told
+    assert result.steps[0].code == ("cases = pd.to_numeric(df['No. of cases'].astype(str).str.extract("
+                                    "r'(-?\\d+(?:\\.\\d+)?)')[0], errors='coerce')\nprint(int(cases.mean()))")
+    assert result.steps[0].execution.text.strip() == "2081990"
     assert result.ok and result.text == "@mean_cases[2081990]"
+
+
+async def test_a_conversion_that_makes_nan_of_most_of_a_column_is_told(
+        manager: SessionManager, tmp_path: Path) -> None:
+    """The same conversion on values that begin with a word (``'about 130'``): nothing to mend
+    with certainty, so the step's output says what was lost, from the uploaded file's own
+    rows, and an answer from that step goes back (DABench easy 55 on dc6fa7d: answered at once)."""
+    table = tmp_path / "counts.csv"
+    rows = "".join(f"r{i},{'about ' if i % 3 else ''}{100 + i}\n" for i in range(30))
+    table.write_text("region,cases\n" + rows)
+    coerced = "cases = pd.to_numeric(df['cases'], errors='coerce')\nprint(int(cases.mean()))"
+    extracted = ("cases = pd.to_numeric(df['cases'].astype(str).str.extract(r'(\\d+)')[0])\n"
+                 "print(int(cases.mean()))")
+    replies = [ScriptedReply(code=coerced), ScriptedReply(text="@mean_cases[113]"),  # the line not read
+               ScriptedReply(code=extracted), ScriptedReply(text="@mean_cases[114]")]
+    with OpenAIServer(replies) as server:
+        analyst = Analyst(_model(server), manager, attempts_on_doubt=1)
+        result = await analyst.ask("right-coerced-told",
+                                   "What is the mean number of cases recorded? @mean_cases[mean]",
+                                   files=[table])
+        requests = server.requests
+    told = json.dumps(requests[1]["messages"][-1])
+    assert "made NaN of 20 of the 30 values of 'cases'" in told, told
+    assert "'about 101'" in told and "would have made" not in told
+    sent = json.dumps(requests[2]["messages"][-1])
+    assert "The answer comes from your last step as it was" in sent and "made NaN of 20" in sent, sent
+    assert "made NaN" not in json.dumps(requests[3]["messages"][-1])  # the extraction loses nothing
+    assert [s.execution.text.strip() for s in result.steps] == ["113", "114"]
+    assert result.ok and result.text == "@mean_cases[114]"
 
 
 async def test_items_beside_a_call_that_repeats_printed_work_are_the_answer(manager: SessionManager) -> None:

@@ -7,6 +7,12 @@ nearly every value: the 1.5B model converted, dropped the NaN rows and answered 
 mean of the few plain values left (``@mean_cases[2200]`` for 2,081,990). No error is raised,
 so no hint comes; the result is grounded and wrong.
 
+When the values lost all begin with a number (``'630308[495000-801000]'``, ``'45%'``,
+``'12 kg'``), the conversion is mended before the step runs (:func:`mended_coercion`): it
+converts the number each value begins with, the way the check's line says, and the model
+is told. The 1.5B model, told the line, dropped the NaN rows and answered 2,200 again (easy
+55, twice).
+
 The check reads the column's first rows from the uploaded file itself, on this host, with
 the loader's own reading options (:meth:`~kernel_analyst.eda.LoadPlan.read_csv_kwargs`), and
 says how many of its values the conversion loses, with one of them. Nothing runs in the
@@ -17,6 +23,7 @@ column name) is simply not checked.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Mapping
 
 from ..briefing.uploads import UploadedTable
@@ -27,6 +34,9 @@ ROWS = 5000
 """Rows of the file read to judge a conversion, at most."""
 LOST_SHARE = 0.2
 """A conversion that makes NaN of this share of a column's values (or more) is told."""
+LEADING_SHARE = 0.9
+"""A conversion is mended when this share of the values it loses (or more) begin with a
+number (the rest, ``'N/A'`` or a word, stay NaN, as they would have)."""
 
 
 def coerced_columns(code: str) -> list[str]:
@@ -70,8 +80,51 @@ def coerced_notes(code: str, tables: Mapping[str, UploadedTable]) -> list[str]:
     return notes
 
 
-def _lost(table: UploadedTable, column: str) -> tuple[int, int, str] | None:
-    """(values lost, values present, one lost value) when the conversion loses enough."""
+_EXTRACT = ".astype(str).str.extract(r'(-?\\d+(?:\\.\\d+)?)')[0]"
+"""What takes the number a value begins with out of its text (as ``check_coerced`` says)."""
+_LEADING = re.compile(r"^\s*[^\d\s,.-]{0,3}\s*-?\d+(?:\.\d+)?(?![\d,])")
+"""A value that begins with a plain number (a currency sign or two before it at most), not
+one written with thousands separators (``1,234``: its first number would be 1)."""
+
+
+def mended_coercion(code: str, tables: Mapping[str, UploadedTable]) -> tuple[str, list[str]] | None:
+    """``code`` with each ``pd.to_numeric(frame['col'], errors='coerce')`` that would lose
+    values which nearly all begin with a number converting that number instead
+    (``frame['col'].astype(str).str.extract(...)[0]``), and a line for each (None when
+    nothing is mended)."""
+    nodes = syntax_nodes(code)
+    if nodes is None:
+        return None
+    lines = [line.encode() for line in code.split("\n")]  # ast's offsets count UTF-8 bytes
+    edits: list[tuple[int, int, bytes]] = []
+    said = []
+    for node in nodes:
+        if not (isinstance(node, ast.Call) and node.args and called_name(node.func) == "to_numeric"):
+            continue
+        arg = node.args[0]
+        coerce = any(k.arg == "errors" and isinstance(k.value, ast.Constant) and k.value.value == "coerce"
+                     for k in node.keywords)
+        if not coerce or not isinstance(arg, ast.Subscript) or _column(arg) is None \
+                or arg.end_lineno is None or arg.end_col_offset is None or arg.end_lineno != arg.lineno:
+            continue
+        column = _column(arg)
+        assert column is not None
+        found = (_lost(table, column, leading=True) for table in tables.values())
+        lost = next((one for one in found if one is not None), None)
+        if lost is None:
+            continue
+        edits.append((arg.end_lineno - 1, arg.end_col_offset, _EXTRACT.encode()))
+        said.append(message("coercion_mended", column=repr(column), count=f"{lost[0]:,}",
+                            total=f"{lost[1]:,}", example=repr(lost[2])))
+    for line, at, text in sorted(edits, reverse=True):
+        lines[line] = lines[line][:at] + text + lines[line][at:]
+    mended = "\n".join(line.decode() for line in lines)
+    return (mended, said) if edits and syntax_nodes(mended) is not None else None
+
+
+def _lost(table: UploadedTable, column: str, *, leading: bool = False) -> tuple[int, int, str] | None:
+    """(values lost, values present, one lost value) when the conversion loses enough
+    (``leading``: and nearly every value lost begins with a number)."""
     kwargs = getattr(table.plan, "read_csv_kwargs", None)
     if table.source is None or kwargs is None or getattr(table.plan, "compression", None):
         return None
@@ -90,7 +143,9 @@ def _lost(table: UploadedTable, column: str) -> tuple[int, int, str] | None:
     lost = values[numbers.isna()]
     if len(lost) < max(1, LOST_SHARE * len(values)):
         return None
+    if leading and sum(bool(_LEADING.match(str(value))) for value in lost) < LEADING_SHARE * len(lost):
+        return None
     return len(lost), len(values), str(lost.iloc[0])
 
 
-__all__ = ["LOST_SHARE", "ROWS", "coerced_columns", "coerced_notes"]
+__all__ = ["LEADING_SHARE", "LOST_SHARE", "ROWS", "coerced_columns", "coerced_notes", "mended_coercion"]

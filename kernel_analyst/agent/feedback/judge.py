@@ -56,6 +56,7 @@ from .answers import (
     wrong_form,
 )
 from .checks import nan_numbers
+from .coercion import mended_coercion
 from .decisions import (
     Accept,
     ActionDecision,
@@ -416,8 +417,10 @@ class Judge:
     def _rewritten(self, code: str, facts: TurnFacts, last: Step | None) -> Rewritten | None:
         """``code`` as it is to run, when the judge rewrites it, each rewrite on the one
         before: its indentation mended (:mod:`.indentation`); the population standard
-        deviation the question asks for (:func:`.slips.mended_population_std`); undone code
-        sent again, the person's tables renamed (:meth:`_renaming`). None: it runs as sent."""
+        deviation the question asks for (:func:`.slips.mended_population_std`); a conversion
+        that would make NaN of numbers written with text (:func:`.coercion.mended_coercion`);
+        undone code sent again, the person's tables renamed (:meth:`_renaming`). None: it runs
+        as sent."""
         notes = []
         mended = mended_indentation(code)
         if mended is not None:
@@ -428,6 +431,10 @@ class Judge:
         if population is not None:
             code = population
             notes.append(Reason("population_std_mended", message("population_std_mended")))
+        coerced = mended_coercion(code, self.teacher.tables) if self.settings.check_results else None
+        if coerced is not None:
+            code = coerced[0]
+            notes.extend(Reason("coercion_mended", text) for text in coerced[1])
         renaming = self._renaming(code, facts, last)
         if renaming is not None:
             code = renaming[1].code
