@@ -25,6 +25,11 @@ AGES = ("Create a new column called \"AgeGroup\" that categorizes the passengers
     (POPULATION, "import statistics\nprint(statistics.stdev(df.Fare))", "`.std(ddof=0)`"),
     (RMSE, "mse = mean_squared_error(y_test, pred)\nprint(round(mse, 2))", "np.sqrt(mean_squared_error"),
     (SAMPLE, "print(np.std(df.age))", "ddof=1"),
+    # DABench hard 7 on 7ddff9d: the one-hot columns dropped by the numeric selection (0.71 for 0.78)
+    ("Use one-hot encoding for 'Sex' and 'Embarked', then fit the model.",
+     "df = pd.get_dummies(df, columns=['Sex', 'Embarked'])\n"
+     "X = df.select_dtypes('number').drop('Survived', axis=1)",
+     "`select_dtypes(['number', 'bool'])`"),
     # the conversation benchmark's mpg with the 1.5B model, twice: the best three for "the worst"
     ("Which 3 cars have the worst mpg? Give their names.", "print(df.nlargest(3, 'mpg')['name'])",
      "Take the smallest (`nsmallest`"),
@@ -123,6 +128,10 @@ def test_a_slip_is_named_with_what_to_use(question: str, code: str, says: str) -
     ("Which 3 cars have the highest mpg?", "print(df.sort_values('mpg').tail(3))"),
     ("Which 3 cars have the highest mpg?", "print(df.nlargest(3, 'mpg'))"),
     ("What is the most common day?", "print(df['day'].value_counts().idxmax())"),
+    ("Use one-hot encoding for 'Sex'.", "df = pd.get_dummies(df, columns=['Sex'], dtype=int)\n"
+                                        "X = df.select_dtypes('number')"),
+    ("Use one-hot encoding for 'Sex'.", "df = pd.get_dummies(df, columns=['Sex'])\n"
+                                        "X = df.select_dtypes(include=['number', 'bool'])"),
 ])
 def test_code_that_does_what_is_asked_is_no_slip(question: str, code: str) -> None:
     assert slips_in(question, code) == []

@@ -9,10 +9,10 @@ Kolmogorov-Smirnov test of one column run as the two-sample test; a month (an ho
 grouping whole dates; label encoding done as one-hot columns; normalizing done by
 standardizing; a share of the wrong rows ("of the Saturday dinners, what percent were at
 smokers' tables" as the Saturday smokers over all smokers); the largest rows taken for "the
-lowest" or "the worst" (and the smallest for "the highest"); two names given the same summary
-in one cell (a copied line that kept its filter); a model given its target among its
-features (an accuracy of 1.00); and, whatever it asks, a scipy test's
-result unpacked p-value first. The 1.5B
+lowest" or "the worst" (and the smallest for "the highest"); one-hot columns left out by
+``select_dtypes('number')`` (they are ``bool``); two names given the same summary in one
+cell (a copied line that kept its filter); a model given its target among its features (an
+accuracy of 1.00); and, whatever it asks, a scipy test's result unpacked p-value first. The 1.5B
 model did each on DABench or DSEval (easy 129, medium 8: ``@std_dev_fare[49.69]`` for 49.67;
 hard 30: ``@model_rmse[131440262.76]`` for 11464.74; easy 18: 384.44 for 171.44; medium 6;
 easy 33; hard 28: every mean 0.0000). Each :class:`Slip` pairs
@@ -102,6 +102,13 @@ SLIPS: tuple[Slip, ...] = (
          does=re.compile(r"\.clip\("),
          unless=re.compile(r"(?!)"),
          key="slip_clip_removes"),
+    # DABench hard 7 on 7ddff9d: `get_dummies` then `select_dtypes('number')`, the one-hot (bool) columns
+    # left out of the model's features: 0.71 for 0.78
+    Slip(asks=re.compile(""),
+         does=re.compile(r"(?s)\A(?=.*\bget_dummies\()(?=.*\bselect_dtypes\(\s*(?:include\s*=\s*)?\[?\s*"
+                         r"(?:['\"]number['\"]|np\.number)\s*\]?\s*\))"),
+         unless=re.compile(r"\bselect_dtypes\([^)]*bool|\bget_dummies\([^)]*dtype\s*="),
+         key="slip_dummies_dropped"),
     # DABench easy 33: `ks_test_p_value, normality_decision = ks_2samp(row_mz, 'norm')`
     Slip(asks=re.compile(""),
          does=re.compile(rf"(?m)^\s*(?:p|\w*p_?val\w*)\s*,\s*\w+\s*=\s*(?:[\w.]+\.)?{_TESTS}\(", re.I),
