@@ -574,6 +574,11 @@ def test_a_share_among_a_subset_over_the_whole_table_is_doubtful() -> None:
     """The conversation benchmark's mpg: "Of the remaining European cars, what percent get
     more than 30 mpg?" divided by the whole table's rows (4.34%; among the European cars:
     25%)."""
+    import io
+    from contextlib import redirect_stdout
+
+    import pandas as pd
+
     question = "Of the remaining European cars, what percent get more than 30 mpg?"
     cars = VariableInfo("df", "pandas.DataFrame", [392, 9], ["mpg", "origin", "name"])
     facts = QuestionFacts(question, (), True, 1, 0, (392,), {"df": cars})
@@ -587,6 +592,16 @@ def test_a_share_among_a_subset_over_the_whole_table_is_doubtful() -> None:
         if doubted:
             assert isinstance(judged, SendBack) and [r.key for r in judged.reasons] == ["doubtful"], judged
             assert "divides by the rows of the whole table (`len(df)`)" in judged.text
+            # written from the cell's own filters, no stand-ins to copy (the mpg conversation:
+            # `(euro_df[col] > x)` copied as written, two NameErrors)
+            assert ("From your own filters: `subset = df[df.origin == 'europe']`, then "
+                    "`print((subset.mpg > 30).mean() * 100)`.") in judged.text, judged.text
+            cars_table = pd.read_csv(SEABORN / "mpg.csv").dropna(subset=["horsepower"])
+            out = io.StringIO()
+            with redirect_stdout(out):
+                exec("subset = df[df.origin == 'europe']\nprint((subset.mpg > 30).mean() * 100)",
+                     {"df": cars_table})
+            assert out.getvalue().strip() == "25.0"  # the conversation's answer, established by hand
         else:
             assert isinstance(judged, Accept), judged
     # this sitting's mpg: an attempt rebound df to the European cars in the dividing cell (25.0,

@@ -55,7 +55,8 @@ SAMPLES = {"count": "1,234", "bounds": "0 and 1", "file": "outputs/turn1-step2-a
            "keys": "'Arable Land (%)'", "attribute": "idxmax",
            "module": "scipy.stats", "recipe": " Cramér's V of two columns: ...",
            "kind": "dates", "table": "df", "convert": "df[col] = pd.to_datetime(df[col])",
-           "share": "len(a) / len(b)", "counted": "`day == 'Sat'` and `smoker == 'Yes'`",
+           "share": "len(a) / len(b)", "subset": "subset = df[df.a > 1]",
+           "counted": "`day == 'Sat'` and `smoker == 'Yes'`",
            "among": "`smoker == 'Yes'`", "base": "`day == 'Sat'`", "phrase": "Of the Saturday",
            "first": "rate_2016", "second": "rate_2015", "expression": "df.rate.mean()"}
 

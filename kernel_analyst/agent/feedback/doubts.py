@@ -134,7 +134,36 @@ def whole_denominator(case: AnswerCase) -> str | None:
     rebound = _assigned(latest)
     whole = [name for found in _WHOLE_DENOMINATOR.finditer(latest) for name in found.groups()
              if name and name in q.frames and name not in rebound]
-    return message("doubt_whole_denominator", table=whole[0]) if whole else None
+    if not whole:
+        return None
+    among = _share_among(latest)
+    example = message("share_among_code", subset=among[0], share=among[1]) if among \
+        else message("share_among")
+    return message("doubt_whole_denominator", table=whole[0], example=" " + example)
+
+
+def _share_among(code: str) -> tuple[str, str] | None:
+    """The share the question asks for, written from the cell's own filters: the first keeps
+    the rows it is among, the last the ones it counts (``euro_df = df[df.origin ==
+    'europe']`` then ``euro_df = euro_df[euro_df.mpg > 30]``: ``subset = df[df.origin ==
+    'europe']`` and ``(subset.mpg > 30).mean() * 100``); None when the cell does not filter
+    twice in a chain."""
+    filters = [(node.targets[0].id, node.value.value.id, node.value.slice)
+               for node in syntax_nodes(code) or []
+               if isinstance(node, ast.Assign) and len(node.targets) == 1
+               and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Subscript)
+               and isinstance(node.value.value, ast.Name)
+               and isinstance(node.value.slice, (ast.Compare, ast.BoolOp, ast.Call, ast.UnaryOp))]
+    if len(filters) < 2 or filters[-1][1] != filters[0][0]:
+        return None
+    (_, base, among), (last_target, last_base, counted) = filters[0], filters[-1]
+
+    class _Subset(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            return ast.Name("subset", node.ctx) if node.id in (last_base, last_target) else node
+
+    counted = _Subset().visit(ast.parse(ast.unparse(counted), mode="eval")).body
+    return f"subset = {base}[{ast.unparse(among)}]", f"print(({ast.unparse(counted)}).mean() * 100)"
 
 
 def _answer_code(case: AnswerCase) -> list[str]:
