@@ -511,6 +511,7 @@ async def test_an_answer_that_says_an_undone_change_is_done_goes_back(manager: S
         dtype = await (await manager.session("right-undone-answer")).execute("print(df['sex'].dtype)")
     assert ("Step 1's change of `df` was undone (it was not the change the question asks for), and no "
             "step changed the data since") in sent_back, sent_back
+    assert "still holds text" not in sent_back, "the undone step's table is not the table any more"
     assert result.text.startswith("Encoded: `sex` now holds 0, 1, 2."), result.text
     assert [s.execution.text.strip() for s in result.steps] == ["(344, 8)", "int64"]
     assert dtype.text.strip() == "int64"

@@ -1071,6 +1071,33 @@ async def test_text_left_in_a_table_the_question_encodes_whole_is_told_with_the_
     assert not (await other.after_step(StepFacts(code, ex), Facts())).reasons
 
 
+async def test_an_undone_encoding_is_sent_back_with_the_code_that_encodes_the_text_columns() -> None:
+    """DSEval employee-dataset on b8f462d: "label encoding" run as ``get_dummies``, undone, and
+    "The categorical columns have been encoded" answered at once (and again after it went
+    back). The undone step's line about text left is dropped (the table it described is gone),
+    and the send-back gives the loop over the table's own text columns."""
+    employee = VariableInfo("employee", "pandas.DataFrame", [2764, 4],
+                            ["Education", "City", "Age", "LeaveOrNot"],
+                            {"Education": "str", "City": "str", "Age": "int64", "LeaveOrNot": "int64"})
+    dummies = VariableInfo("employee", "pandas.DataFrame", [2764, 9],
+                           ["Age", "LeaveOrNot", "EverBenched", "Education_Bachelors", "City_Pune"],
+                           {"Age": "int64", "LeaveOrNot": "int64", "EverBenched": "str",
+                            "Education_Bachelors": "bool", "City_Pune": "bool"})
+    asked = "Encode the categorical columns using label encoding. Save the result in-place."
+    facts = QuestionFacts(asked, (), True, 1, 0, (), {"employee": employee}, asks_change=True)
+    j = Judge(JudgeSettings(tool_name=TOOL), facts)
+    code = "employee = pd.get_dummies(employee, columns=['Education', 'City'])"
+    ex = Execution(code="", variables=VariableChanges(changed=[dummies]), execution_count=9)
+    said = await j.after_step(StepFacts(code, ex), Facts())
+    assert said.revert is not None and said.revert.key == "data_undone", said
+    assert "check_text_left" not in [r.key for r in said.reasons], said.reasons
+    decision = j.on_answer("The categorical columns have been encoded using label encoding.",
+                           Facts(steps=[step(1, code)], cells=[cell(1, code, "")]))
+    assert isinstance(decision, SendBack) and "change_undone" in [r.key for r in decision.reasons], decision
+    assert ("For example: `for col in ['Education', 'City']: employee[col] = "
+            "LabelEncoder().fit_transform(employee[col])`") in decision.text, decision.text
+
+
 async def test_a_block_rewritten_twice_runs_with_both_rewrites_and_both_are_told() -> None:
     """An indentation mend and the population deviation on one block: it runs with both, and
     the model reads both notes above the output (each rewrite was once kept apart, and the

@@ -111,9 +111,10 @@ class AnswerCase:
     """The lines after the question's last step that said its result is wrong (a conversion
     that made NaN of most of a column, a comparison with a value the column never holds)."""
 
-    change_undone: tuple[int, str] | None = None
+    change_undone: tuple[int, str, str] | None = None
     """The step (and the table) whose change this question asks for was undone as the wrong
-    change (:func:`.slips.wrong_change`), with no change of the data kept since."""
+    change (:func:`.slips.wrong_change`), with no change of the data kept since, and the code
+    that makes the change asked where it is known (" For example: ...", or "")."""
 
     @property
     def cells_run(self) -> int:
@@ -151,8 +152,8 @@ def change_undone(case: AnswerCase) -> Reason | None:
     encoding." with no cell since; the next question split the text columns)."""
     if case.change_undone is None:
         return None
-    step, name = case.change_undone
-    return Reason("change_undone", message("feedback_change_undone", step=step, name=name))
+    step, name, example = case.change_undone
+    return Reason("change_undone", message("feedback_change_undone", step=step, name=name, example=example))
 
 
 def no_work(case: AnswerCase) -> Reason | None:

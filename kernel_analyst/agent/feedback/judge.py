@@ -80,7 +80,7 @@ from .form import AnswerForm
 from .hints import ErrorTeacher
 from .indentation import mended_indentation
 from .keeping import Renamed, kept, read_again, renamed, table_changes, undone
-from .outcomes import STEP_CHECKS, StepCase, StepCheck, last_step
+from .outcomes import STEP_CHECKS, StepCase, StepCheck, encoding_example, last_step
 from .replies import (
     NO_STEP,
     NO_STEP_REPLIES,
@@ -221,9 +221,9 @@ class Budget:
     told of each rewrite."""
     told: tuple[str, ...] = ()
     """The lines after the last step that said its result is wrong (:data:`TOLD_WRONG`)."""
-    change_undone: tuple[int, str] | None = None
-    """The step and table of a change undone as the wrong one, no change kept since
-    (:attr:`.AnswerCase.change_undone`)."""
+    change_undone: tuple[int, str, str] | None = None
+    """The step and table of a change undone as the wrong one, no change kept since, and the
+    code that makes the change asked where it is known (:attr:`.AnswerCase.change_undone`)."""
     rewrites: dict[str, Renamed] = field(default_factory=dict)
     """Undone code -> the code it last ran as, renamed: sent again right after, it is renamed
     the same way, and so a repeat (DABench hard 124: the same cell sent four times after its
@@ -486,8 +486,14 @@ class Judge:
             self.budget.change_undone = None  # changed again since (in place: no row or column less)
         if changes and self.settings.check_results and wrong_change(self.question.question, step.code):
             self.budget.undone_at = len(facts.steps) + 1
-            said = message("data_undone_slip", step=len(facts.steps) + 1, name=changes[0].name)
-            self.budget.change_undone = (len(facts.steps) + 1, changes[0].name)
+            name = changes[0].name
+            said = message("data_undone_slip", step=len(facts.steps) + 1, name=name)
+            before = self.question.frames.get(name)
+            example = encoding_example(self.question.question, before) if before is not None else ""
+            self.budget.change_undone = (len(facts.steps) + 1, name, example)
+            # the lines about the table as the step left it no longer hold once it is undone
+            reasons = [reason for reason in reasons if reason.key != "check_text_left"]
+            self.budget.told = tuple(r.text for r in reasons if r.key in TOLD_WRONG)
             return StepNotes(tuple(reasons), last_step(case), revert=Reason("data_undone", said))
         if changes:
             reasons.append(kept(changes))

@@ -101,6 +101,28 @@ _NAMES_COLUMNS = re.compile(r"[\"'\u201c\u2018][^\"'\u201d\u2019\n]{1,60}[\"'\u2
 encodes inside a model (automobile-dataset: the car's name stays text in ``cars``)."""
 
 
+def text_columns(info: VariableInfo) -> list[str]:
+    """The columns of a DataFrame's summary that hold text."""
+    if not info.type.endswith("DataFrame"):
+        return []
+    return [name for name, dtype in (info.dtypes or {}).items()
+            if name and (dtype in _TEXT_DTYPES or dtype.startswith("string"))]
+
+
+def encoding_example(question: str, info: VariableInfo) -> str:
+    """The code that encodes the text columns of ``info`` the way ``question`` asks (label
+    encoding or one-hot), for a question that encodes every categorical column and names
+    none; "" otherwise."""
+    left = text_columns(info)
+    if not left or not _ENCODE_ALL.search(question) or _NAMES_COLUMNS.search(question):
+        return ""
+    if re.search(r"\blabel\b", question, re.I):
+        return " " + message("text_left_label", frame=info.name, columns=repr(left))
+    if re.search(r"one[- ]hot|dumm", question, re.I):
+        return " " + message("text_left_one_hot", frame=info.name, columns=repr(left))
+    return ""
+
+
 async def text_left(case: StepCase) -> list[Reason]:
     """The question asks to encode the categorical columns, and a table the step changed still
     holds text (DSEval housing-price-prediction with the 1.5B model: one of seven text columns
@@ -110,18 +132,11 @@ async def text_left(case: StepCase) -> list[Reason]:
             or _NAMES_COLUMNS.search(case.question):
         return []
     for info in case.step.execution.variables.changed:
-        left = [name for name, dtype in (info.dtypes or {}).items()
-                if name and (dtype in _TEXT_DTYPES or dtype.startswith("string"))]
-        if not left or not info.type.endswith("DataFrame"):
+        left = text_columns(info)
+        if not left:
             continue
         shown = ", ".join(f"`{name}`" for name in left[:8]) + (", ..." if len(left) > 8 else "")
-        listed = repr(left)
-        if re.search(r"\blabel\b", case.question, re.I):
-            how = " " + message("text_left_label", frame=info.name, columns=listed)
-        elif re.search(r"one[- ]hot|dumm", case.question, re.I):
-            how = " " + message("text_left_one_hot", frame=info.name, columns=listed)
-        else:
-            how = ""
+        how = encoding_example(case.question, info)
         return [Reason("check_text_left", message("check_text_left", frame=info.name, names=shown, how=how))]
     return []
 
@@ -191,5 +206,6 @@ def last_step(case: StepCase) -> Reason | None:
     return Reason("last_step", message("last_step", max_steps=case.max_steps))
 
 
-__all__ = ["STEP_CHECKS", "StepCase", "StepCheck", "empty_results", "error_hint", "last_step", "side_effects",
-           "slips", "text_left", "timed_out", "transformed_again", "wrong_values"]
+__all__ = ["STEP_CHECKS", "StepCase", "StepCheck", "empty_results", "encoding_example", "error_hint",
+           "last_step", "side_effects", "slips", "text_columns", "text_left", "timed_out",
+           "transformed_again", "wrong_values"]
