@@ -1091,6 +1091,7 @@ async def test_an_undone_encoding_is_sent_back_with_the_code_that_encodes_the_te
     said = await j.after_step(StepFacts(code, ex), Facts())
     assert said.revert is not None and said.revert.key == "data_undone", said
     assert "check_text_left" not in [r.key for r in said.reasons], said.reasons
+    assert "For example: `for col in ['Education', 'City']:" in said.revert.text, said.revert.text
     decision = j.on_answer("The categorical columns have been encoded using label encoding.",
                            Facts(steps=[step(1, code)], cells=[cell(1, code, "")]))
     assert isinstance(decision, SendBack) and "change_undone" in [r.key for r in decision.reasons], decision

@@ -487,9 +487,9 @@ class Judge:
         if changes and self.settings.check_results and wrong_change(self.question.question, step.code):
             self.budget.undone_at = len(facts.steps) + 1
             name = changes[0].name
-            said = message("data_undone_slip", step=len(facts.steps) + 1, name=name)
             before = self.question.frames.get(name)
             example = encoding_example(self.question.question, before) if before is not None else ""
+            said = message("data_undone_slip", step=len(facts.steps) + 1, name=name, example=example)
             self.budget.change_undone = (len(facts.steps) + 1, name, example)
             # the lines about the table as the step left it no longer hold once it is undone
             reasons = [reason for reason in reasons if reason.key != "check_text_left"]
