@@ -128,6 +128,8 @@ def test_a_slip_is_named_with_what_to_use(question: str, code: str, says: str) -
     ("Which 3 cars have the highest mpg?", "print(df.sort_values('mpg').tail(3))"),
     ("Which 3 cars have the highest mpg?", "print(df.nlargest(3, 'mpg'))"),
     ("What is the most common day?", "print(df['day'].value_counts().idxmax())"),
+    ("Which countries have at least 5 records? Sort them by their count.",
+     "print(df.Country.value_counts().sort_values(ascending=False))"),  # a bound, not a rank
     ("Use one-hot encoding for 'Sex'.", "df = pd.get_dummies(df, columns=['Sex'], dtype=int)\n"
                                         "X = df.select_dtypes('number')"),
     ("Use one-hot encoding for 'Sex'.", "df = pd.get_dummies(df, columns=['Sex'])\n"
