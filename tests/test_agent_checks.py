@@ -670,3 +670,23 @@ def test_a_statistic_of_a_text_column_names_the_column_and_the_ways_out() -> Non
     assert "df.select_dtypes(['number', 'bool'])" in hint
     whole = _hint_after(lambda: table.skew(), "df.skew()", {})
     assert "of text (a column of words), and words have no skew" in whole, whole
+
+
+def test_a_conversion_is_mended_only_where_each_value_begins_with_its_number(tmp_path: Any) -> None:
+    """``pd.to_numeric(..., errors='coerce')`` runs on the number each value begins with when
+    the values it would lose are numbers written with text (``'630308[495000-801000]'``), not
+    when they are dates (their year is not their number) or thousands written with commas."""
+    from kernel_analyst.agent.feedback.coercion import mended_coercion
+
+    path = tmp_path / "counts.csv"
+    rows = [f"{100 + i}[{90 + i}-{110 + i}],2020-01-{i + 1:02d},\"{i + 1},500\"" for i in range(20)]
+    path.write_text("cases,day,amount\n" + "\n".join(rows) + "\n")
+    tables = {"counts.csv": UploadedTable("counts.csv", detect(path), source=path)}
+    code = "df['cases'] = pd.to_numeric(df['cases'], errors='coerce')\nprint(df['cases'].mean())"
+    mended = mended_coercion(code, tables)
+    assert mended is not None, "ranges beside their counts"
+    assert mended[0].startswith("df['cases'] = pd.to_numeric(df['cases'].astype(str).str.extract("), mended
+    assert "would have made NaN of 20 of the 20 values of 'cases'" in mended[1][0], mended[1]
+    for column in ("day", "amount"):
+        assert mended_coercion(f"x = pd.to_numeric(df['{column}'], errors='coerce')", tables) is None, column
+    assert mended_coercion("x = pd.to_numeric(df['cases'])", tables) is None  # no coercion: an error, a hint

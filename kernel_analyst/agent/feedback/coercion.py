@@ -82,9 +82,10 @@ def coerced_notes(code: str, tables: Mapping[str, UploadedTable]) -> list[str]:
 
 _EXTRACT = ".astype(str).str.extract(r'(-?\\d+(?:\\.\\d+)?)')[0]"
 """What takes the number a value begins with out of its text (as ``check_coerced`` says)."""
-_LEADING = re.compile(r"^\s*[^\d\s,.-]{0,3}\s*-?\d+(?:\.\d+)?(?![\d,])")
+_LEADING = re.compile(r"^\s*[^\d\s,.-]{0,3}\s*-?\d+(?:\.\d+)?(?![\d,]|[-/:]\d)")
 """A value that begins with a plain number (a currency sign or two before it at most), not
-one written with thousands separators (``1,234``: its first number would be 1)."""
+one written with thousands separators (``1,234``: its first number would be 1), nor a date,
+a time or a range (``2020-01-05``, ``12:30``, ``10-20``)."""
 
 
 def mended_coercion(code: str, tables: Mapping[str, UploadedTable]) -> tuple[str, list[str]] | None:
