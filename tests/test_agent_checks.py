@@ -690,3 +690,25 @@ def test_a_conversion_is_mended_only_where_each_value_begins_with_its_number(tmp
     for column in ("day", "amount"):
         assert mended_coercion(f"x = pd.to_numeric(df['{column}'], errors='coerce')", tables) is None, column
     assert mended_coercion("x = pd.to_numeric(df['cases'])", tables) is None  # no coercion: an error, a hint
+
+
+def test_a_label_encoder_given_a_whole_table_gets_the_loop_over_its_text_columns() -> None:
+    """DSEval housing-price-prediction with the 1.5B model: ``housing = le.fit_transform(housing)``
+    twice (scikit-learn: "y should be a 1d array"), rolled back, the table left unencoded for
+    the questions after. The installed scikit-learn's message; the loop given runs."""
+    import pandas as pd
+    from sklearn.preprocessing import LabelEncoder
+
+    from tests.dseval_problems import PROBLEMS
+
+    housing = pd.read_csv(PROBLEMS / "_inputs" / "housing-price-prediction" / "Housing.csv")
+    info = VariableInfo("housing", "pandas.DataFrame", list(housing.shape), list(housing.columns),
+                        {str(k): str(v) for k, v in housing.dtypes.items()})
+    code = "le = LabelEncoder()\nhousing = le.fit_transform(housing)"
+    hint = _hint_after(lambda: LabelEncoder().fit_transform(housing), code, {"housing": info})
+    assert hint.startswith("`LabelEncoder` encodes one column at a time, not a whole table"), hint
+    loop = re.search(r"`(for col in [^`]+)`", hint)
+    assert loop is not None, hint
+    namespace = {"housing": housing.copy(), "LabelEncoder": LabelEncoder}
+    exec(loop.group(1), namespace)
+    assert all(pd.api.types.is_numeric_dtype(t) for t in namespace["housing"].dtypes)

@@ -55,6 +55,17 @@ class Comparison:
     """The comparison as written (for the note)."""
 
 
+_TEXT_DTYPES = frozenset({"object", "str", "string", "category"})
+
+
+def text_columns(info: VariableInfo) -> list[str]:
+    """The columns of a DataFrame's summary (its dtypes) that hold text."""
+    if not info.type.endswith("DataFrame"):
+        return []
+    return [name for name, dtype in (info.dtypes or {}).items()
+            if name and (dtype in _TEXT_DTYPES or dtype.startswith("string"))]
+
+
 def syntax_nodes(code: str) -> list[ast.AST] | None:
     """Every node of ``code``'s syntax tree, the module first (``ast.walk``'s order); None
     when the code does not parse (a syntax error, a null byte): what the checks that read
@@ -337,4 +348,4 @@ def empty_answer(text: str) -> str | None:
 
 __all__ = ["Comparison", "ValueLookup", "carried_filter_notes", "carried_filters", "column_words",
            "comparison_notes", "comparisons", "empty_answer", "is_nan_number", "last_output_line", "mentions",
-           "nan_numbers", "never_matches_by_type", "result_notes", "syntax_nodes"]
+           "nan_numbers", "never_matches_by_type", "result_notes", "syntax_nodes", "text_columns"]

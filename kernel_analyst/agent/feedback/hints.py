@@ -23,6 +23,7 @@ reads, so an error about reading one is answered with its call:
 - a library's name used without its import (``LogisticRegression``, ``stats``) gets the import;
 - a stand-in of an example copied as code (``df[col]``, ``> x``, ``between(low, high)``) says
   what to write in its place, with the code's own frame and column;
+- ``LabelEncoder`` given a whole table gets the loop over its text columns;
 - a statistic of a text column (``df['region'].mean()``) names the text columns and the ways out;
 - a text column compared with a number or a date gets the conversion (``pd.to_datetime``,
   ``pd.to_numeric``);
@@ -52,7 +53,7 @@ from ...kernels import Execution, VariableInfo
 from ..briefing.note import written_column
 from ..briefing.uploads import UploadedTable
 from ..prompting import message
-from .checks import syntax_nodes
+from .checks import syntax_nodes, text_columns
 
 _MAX_FRAMES = 3
 _MAX_COLUMNS = 40
@@ -124,6 +125,9 @@ _TEXT_COMPARED = re.compile(r"^Invalid comparison between dtype=(?:str|object) a
 """A text column compared with a number or a date (pandas' and Python's words; ``pd.cut``
 of a text column compares the bins' numbers with its texts: DSEval students-exam-scores,
 ``'5 - 10'`` hours cut at ``[0, 5, 10, 15]``, three steps)."""
+_ENCODER_TABLE = re.compile(r"^y should be a 1d array, got an array of shape \(\d+, \d+\)")
+"""``LabelEncoder().fit_transform(df)``: it encodes one column (DSEval housing-price-prediction
+with the 1.5B model: twice on the whole table, rolled back, the question ended unencoded)."""
 _TEXT_REDUCTION = re.compile(r"^Cannot perform reduction '(\w+)' with string dtype")
 """A statistic of a text column (pandas 3's words; DABench hard 28: ``df['region'].mean()`` for
 a form that lists every column, three cells; 7 notebooks of the 1.5B model's runs)."""
@@ -187,6 +191,9 @@ class ErrorTeacher:
         if absent is not None:
             return message("hint_no_module", module=absent.group(1))
         compared = _TEXT_COMPARED.search(ex.error.evalue) if ex.error.ename == "TypeError" else None
+        encoder = ex.error.ename == "ValueError" and _ENCODER_TABLE.search(ex.error.evalue)
+        if encoder and "LabelEncoder" in code:
+            return _encoder_table(code, variables)
         reduction = _TEXT_REDUCTION.search(ex.error.evalue) if ex.error.ename == "TypeError" else None
         if reduction is not None:
             return _text_reduction(reduction.group(1), code, variables)
@@ -406,6 +413,18 @@ def _used_columns(code: str, table: UploadedTable) -> list[str]:
                    if isinstance(node, ast.Constant) and isinstance(node.value, str)
                    and node.value in columns)
     return list(dict.fromkeys(name for _, _, name in named))
+
+
+def _encoder_table(code: str, variables: Mapping[str, VariableInfo]) -> str:
+    """``LabelEncoder`` given a whole table: the loop over the text columns of the frame the
+    code names."""
+    names = {node.id for node in syntax_nodes(code) or [] if isinstance(node, ast.Name)}
+    frames = [info for info in variables.values() if info.name in names and text_columns(info)]
+    if not frames:
+        return message("hint_encoder_table", example="")
+    frame = frames[0]
+    loop = message("text_left_label", frame=frame.name, columns=repr(text_columns(frame)))
+    return message("hint_encoder_table", example=" " + loop)
 
 
 def _text_reduction(statistic: str, code: str, variables: Mapping[str, VariableInfo]) -> str:

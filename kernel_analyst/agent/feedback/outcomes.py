@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ...kernels import VariableInfo
 from ..prompting import message
-from .checks import ValueLookup, carried_filter_notes, comparison_notes, result_notes
+from .checks import ValueLookup, carried_filter_notes, comparison_notes, result_notes, text_columns
 from .coercion import coerced_notes
 from .decisions import Reason, StepFacts
 from .hints import ErrorTeacher
@@ -93,20 +93,11 @@ _ENCODE_ALL = re.compile(r"\bencod\w*\b.{0,60}\bcategorical (?:columns?|features
                          r"|\bcategorical (?:columns?|features?|variables?)\b.{0,60}\bencod", re.I | re.S)
 """A question that asks to encode every categorical column (DSEval's "Encode the categorical
 features using label encoder from sklearn. Save the encoded dataset in-place.")."""
-_TEXT_DTYPES = frozenset({"object", "str", "string", "category"})
 _NAMES_COLUMNS = re.compile(r"[\"'\u201c\u2018][^\"'\u201d\u2019\n]{1,60}[\"'\u201d\u2019]|"
                             r"\bmodel\b|\bpipeline\b|\bpredict", re.I)
 """A question that names its columns (DSEval bank-customer-churn: "one-hot encoding for
 "Geography" and "Card Type", and label encoding for "Gender"", the surname left as text), or
 encodes inside a model (automobile-dataset: the car's name stays text in ``cars``)."""
-
-
-def text_columns(info: VariableInfo) -> list[str]:
-    """The columns of a DataFrame's summary that hold text."""
-    if not info.type.endswith("DataFrame"):
-        return []
-    return [name for name, dtype in (info.dtypes or {}).items()
-            if name and (dtype in _TEXT_DTYPES or dtype.startswith("string"))]
 
 
 def encoding_example(question: str, info: VariableInfo) -> str:
@@ -207,5 +198,5 @@ def last_step(case: StepCase) -> Reason | None:
 
 
 __all__ = ["STEP_CHECKS", "StepCase", "StepCheck", "empty_results", "encoding_example", "error_hint",
-           "last_step", "side_effects", "slips", "text_columns", "text_left", "timed_out",
+           "last_step", "side_effects", "slips", "text_left", "timed_out",
            "transformed_again", "wrong_values"]
