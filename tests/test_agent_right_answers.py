@@ -283,7 +283,7 @@ async def test_a_conversion_that_would_make_nan_of_numbers_written_with_text_run
         requests = server.requests
     told = json.dumps(requests[1]["messages"][-1])
     assert "would have made NaN of 544 of the 856 values of 'No. of cases'" in told, told
-    assert "'630308[495000-801000]'" in told and "made NaN of 544 of the 856 values of" in told
+    assert "'630308[495000-801000]'" in told and "Check:" not in told, "mended: nothing left to check"
     assert result.steps[0].code == ("cases = pd.to_numeric(df['No. of cases'].astype(str).str.extract("
                                     "r'(-?\\d+(?:\\.\\d+)?)')[0], errors='coerce')\nprint(int(cases.mean()))")
     assert result.steps[0].execution.text.strip() == "2081990"
