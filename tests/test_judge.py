@@ -1099,6 +1099,45 @@ async def test_an_undone_encoding_is_sent_back_with_the_code_that_encodes_the_te
             "LabelEncoder().fit_transform(employee[col])`") in decision.text, decision.text
 
 
+async def test_label_encoding_asked_and_get_dummies_sent_runs_as_label_encoding() -> None:
+    """DSEval employee-dataset on f2da134: "Encode the categorical columns using label
+    encoding" as ``get_dummies``, undone, the loop to run given, and "encoded" answered twice;
+    the seven questions after fit on text. The step runs as the question asks, and what runs
+    leaves the table as the authors' reference cell does (run here on the set's file)."""
+    import pandas as pd
+    from sklearn.preprocessing import LabelEncoder
+
+    from tests.dseval_problems import PROBLEMS
+
+    employee = pd.read_csv(PROBLEMS / "_inputs" / "employee-dataset" / "Employee.csv")
+    info = VariableInfo("employee", "pandas.DataFrame", list(employee.shape), list(employee.columns),
+                        {str(k): str(v) for k, v in employee.dtypes.items()})
+    asked = "Encode the categorical columns using label encoding. Save the result in-place."
+    facts = QuestionFacts(asked, (), True, 1, 0, (), {"employee": info}, asks_change=True)
+    j = Judge(JudgeSettings(tool_name=TOOL), facts)
+    sent = ("employee = pd.get_dummies(employee, columns=['Education', 'Gender', 'City'])\n"
+            "print(employee.shape)")
+    decision = j.on_action(code(sent), Facts())
+    assert isinstance(decision, Run), decision
+    ran = decision.action.code
+    assert "get_dummies" not in ran and ran.endswith("print(employee.shape)"), ran
+    mine = {"employee": employee.copy(), "pd": pd}
+    exec(ran.replace("print(employee.shape)", ""), mine)
+    reference = employee.copy()
+    for column in reference.select_dtypes(include=["object", "str"]).columns:
+        reference[column] = LabelEncoder().fit_transform(reference[column])
+    pd.testing.assert_frame_equal(mine["employee"], reference)
+    ex = Execution(code="", outputs=[{"output_type": "stream", "name": "stdout", "text": "(4653, 9)\n"}])
+    said = await j.after_step(StepFacts(ran, ex), Facts())
+    assert [r.key for r in said.reasons][:1] == ["label_encoding_mended"] and said.revert is None, said
+    assert "text column of `employee` (Education, City, Gender, EverBenched)" in said.notes[0], said.notes[0]
+    naming = QuestionFacts("Use label encoding for 'City'.", (), True, 1, 0, (), {"employee": info},
+                           asks_change=True)
+    named = Judge(JudgeSettings(tool_name=TOOL), naming)
+    kept = named.on_action(code(sent), Facts())
+    assert isinstance(kept, Run) and "get_dummies" in kept.action.code, "a question naming its columns"
+
+
 async def test_a_block_rewritten_twice_runs_with_both_rewrites_and_both_are_told() -> None:
     """An indentation mend and the population deviation on one block: it runs with both, and
     the model reads both notes above the output (each rewrite was once kept apart, and the

@@ -93,7 +93,7 @@ from .replies import (
     answer_in,
     nothing_to_run,
 )
-from .slips import mended_population_std, wrong_change
+from .slips import mended_label_encoding, mended_population_std, wrong_change
 
 _NO_DOUBT = frozenset({"stale"})
 """Reasons that leave an accepted answer beyond doubt: a follow-up that says it reuses an
@@ -417,7 +417,8 @@ class Judge:
     def _rewritten(self, code: str, facts: TurnFacts, last: Step | None) -> Rewritten | None:
         """``code`` as it is to run, when the judge rewrites it, each rewrite on the one
         before: its indentation mended (:mod:`.indentation`); the population standard
-        deviation the question asks for (:func:`.slips.mended_population_std`); a conversion
+        deviation the question asks for (:func:`.slips.mended_population_std`); the label
+        encoding asked for, run for ``get_dummies`` (:func:`.slips.mended_label_encoding`); a conversion
         that would make NaN of numbers written with text (:func:`.coercion.mended_coercion`);
         undone code sent again, the person's tables renamed (:meth:`_renaming`). None: it runs
         as sent."""
@@ -431,6 +432,12 @@ class Judge:
         if population is not None:
             code = population
             notes.append(Reason("population_std_mended", message("population_std_mended")))
+        encoded = mended_label_encoding(self.question.question, code, self.question.frames) \
+            if self.settings.check_results else None
+        if encoded is not None:
+            code = encoded[0]
+            notes.append(Reason("label_encoding_mended", message("label_encoding_mended", frame=encoded[1],
+                                                                   columns=", ".join(encoded[2]))))
         coerced = mended_coercion(code, self.teacher.tables) if self.settings.check_results else None
         if coerced is not None:
             code = coerced[0]

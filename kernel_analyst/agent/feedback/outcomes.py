@@ -25,7 +25,7 @@ from .coercion import coerced_notes
 from .decisions import Reason, StepFacts
 from .hints import ErrorTeacher
 from .reapplied import reapplied
-from .slips import recomputed_columns, slips_in
+from .slips import encodes_whole, recomputed_columns, slips_in
 
 
 @dataclass(frozen=True)
@@ -89,23 +89,12 @@ async def slips(case: StepCase) -> list[Reason]:
     return slips_in(case.question, case.step.code) + recomputed
 
 
-_ENCODE_ALL = re.compile(r"\bencod\w*\b.{0,60}\bcategorical (?:columns?|features?|variables?|data|values)\b"
-                         r"|\bcategorical (?:columns?|features?|variables?)\b.{0,60}\bencod", re.I | re.S)
-"""A question that asks to encode every categorical column (DSEval's "Encode the categorical
-features using label encoder from sklearn. Save the encoded dataset in-place.")."""
-_NAMES_COLUMNS = re.compile(r"[\"'\u201c\u2018][^\"'\u201d\u2019\n]{1,60}[\"'\u201d\u2019]|"
-                            r"\bmodel\b|\bpipeline\b|\bpredict", re.I)
-"""A question that names its columns (DSEval bank-customer-churn: "one-hot encoding for
-"Geography" and "Card Type", and label encoding for "Gender"", the surname left as text), or
-encodes inside a model (automobile-dataset: the car's name stays text in ``cars``)."""
-
-
 def encoding_example(question: str, info: VariableInfo) -> str:
     """The code that encodes the text columns of ``info`` the way ``question`` asks (label
     encoding or one-hot), for a question that encodes every categorical column and names
     none; "" otherwise."""
     left = text_columns(info)
-    if not left or not _ENCODE_ALL.search(question) or _NAMES_COLUMNS.search(question):
+    if not left or not encodes_whole(question):
         return ""
     if re.search(r"\blabel\b", question, re.I):
         return " " + message("text_left_label", frame=info.name, columns=repr(left))
@@ -119,8 +108,7 @@ async def text_left(case: StepCase) -> list[Reason]:
     holds text (DSEval housing-price-prediction with the 1.5B model: one of seven text columns
     encoded, ``furnishingstatus``, the answer "The categorical features have been encoded", and
     the model of the next questions fit on text)."""
-    if not case.check_results or not case.ran or not _ENCODE_ALL.search(case.question) \
-            or _NAMES_COLUMNS.search(case.question):
+    if not case.check_results or not case.ran or not encodes_whole(case.question):
         return []
     for info in case.step.execution.variables.changed:
         left = text_columns(info)

@@ -19,10 +19,12 @@ easy 33; hard 28: every mean 0.0000). Each :class:`Slip` pairs
 words of the question with a call of the code that misses what they ask, and the line the
 model reads beside the step's output says what to use instead. A slip is read only from
 the question's words and the step's code (and, for a file's column recomputed, the uploaded
-files' column names): nothing runs, nothing is guessed about data. Two slips are acted on,
-not only named: the population standard deviation asked for runs as asked
-(:func:`mended_population_std`), and a change of the data that the question's words say is
-the wrong one (:func:`wrong_change`) is undone.
+files' column names): nothing runs, nothing is guessed about data. Three slips are acted
+on, not only named: the population standard deviation asked for runs as asked
+(:func:`mended_population_std`); the label encoding of every categorical column asked for
+runs for ``get_dummies`` (:func:`mended_label_encoding`, from the table's own text columns);
+and another change of the data that the question's words say is the wrong one
+(:func:`wrong_change`) is undone.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ...kernels import VariableInfo
 from ..prompting import message
-from .checks import column_words, mentions, syntax_nodes
+from .checks import called_name, column_words, mentions, syntax_nodes, text_columns
 from .decisions import Reason
 from .intent import asks_to_change
 
@@ -263,6 +266,7 @@ def wrong_change(question: str, code: str) -> bool:
 
 
 _POPULATION = next(slip for slip in SLIPS if slip.key == "slip_population_std")
+_LABEL_ENCODING = next(slip for slip in SLIPS if slip.key == "slip_label_encoding")
 """The population standard deviation asked, the sample one computed."""
 
 
@@ -301,6 +305,58 @@ def mended_population_std(question: str, code: str) -> str | None:
         lines[line] = lines[line][:start] + text + lines[line][end:]
     mended = "\n".join(line.decode() for line in lines)
     return mended if edits and syntax_nodes(mended) is not None else None
+
+
+_ENCODE_ALL = re.compile(r"\bencod\w*\b.{0,60}\bcategorical (?:columns?|features?|variables?|data|values)\b"
+                         r"|\bcategorical (?:columns?|features?|variables?)\b.{0,60}\bencod", re.I | re.S)
+"""A question that asks to encode every categorical column (DSEval's "Encode the categorical
+features using label encoder from sklearn. Save the encoded dataset in-place.")."""
+_NAMES_COLUMNS = re.compile(r"[\"'\u201c\u2018][^\"'\u201d\u2019\n]{1,60}[\"'\u201d\u2019]|"
+                            r"\bmodel\b|\bpipeline\b|\bpredict", re.I)
+"""A question that names its columns (DSEval bank-customer-churn: "one-hot encoding for
+"Geography" and "Card Type", and label encoding for "Gender"", the surname left as text), or
+encodes inside a model (automobile-dataset: the car's name stays text in ``cars``)."""
+
+
+def encodes_whole(question: str) -> bool:
+    """The question asks to encode every categorical column, and names none."""
+    return bool(_ENCODE_ALL.search(question)) and not _NAMES_COLUMNS.search(question)
+
+
+def mended_label_encoding(question: str, code: str,
+                          frames: Mapping[str, VariableInfo]) -> tuple[str, str, list[str]] | None:
+    """``code`` with ``frame = pd.get_dummies(frame, ...)`` run as the label encoding the
+    question asks for, of every text column of ``frame`` (as the question found it), and the
+    frame and those columns (None when there is nothing to mend). DSEval employee-dataset with
+    the 1.5B model: "Encode the categorical columns using label encoding" run as
+    ``get_dummies``; undone and told (with the loop to run), it answered "encoded" twice, and the
+    seven questions after fit their models on text. The words are plain, so the step runs as
+    they ask, and the model is told."""
+    if not encodes_whole(question) or not re.search(r"\blabel\b", question, re.I) \
+            or _LABEL_ENCODING.unless.search(code):
+        return None
+    try:
+        body = ast.parse(code).body
+    except (SyntaxError, ValueError):
+        return None
+    lines = code.split("\n")
+    for node in body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call) and called_name(node.value.func) == "get_dummies"
+                and node.value.args and isinstance(node.value.args[0], ast.Name)
+                and node.value.args[0].id == node.targets[0].id and node.end_lineno is not None):
+            continue
+        name = node.targets[0].id
+        frame = frames.get(name)
+        left = text_columns(frame) if frame is not None else []
+        if not left:
+            return None
+        loop = ["from sklearn.preprocessing import LabelEncoder", f"for _column in {left!r}:",
+                f"    {name}[_column] = LabelEncoder().fit_transform({name}[_column])"]
+        mended = "\n".join(lines[:node.lineno - 1] + loop + lines[node.end_lineno:])
+        return (mended, name, left) if syntax_nodes(mended) is not None else None
+    return None
 
 
 def recomputed_columns(question: str, code: str, columns: Mapping[str, str]) -> list[Reason]:
@@ -584,5 +640,6 @@ def _shown(conditions: Conditions) -> str:
     return " and ".join(f"`{column} {written}`" for column, written, _ in sorted(conditions))
 
 
-__all__ = ["SLIPS", "Slip", "inverted_shares", "mended_population_std", "recomputed_columns", "same_twice",
-           "slips_in", "unasked_ratios", "wrong_change"]
+__all__ = ["SLIPS", "Slip", "encodes_whole", "inverted_shares", "mended_label_encoding",
+           "mended_population_std", "recomputed_columns", "same_twice", "slips_in", "unasked_ratios",
+           "wrong_change"]
