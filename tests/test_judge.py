@@ -1372,6 +1372,27 @@ def test_an_answer_without_the_form_is_completed_from_what_its_cells_printed() -
     assert decision.answer.endswith("@skewness_coefficient[-0.03] @skewness_type[Negative Skewness]")
 
 
+def test_the_one_name_asked_printed_where_the_items_name_goes_completes_the_form() -> None:
+    """DABench easy 59 with the 1.5B model: ``print(f"@{country}[{cases}]")`` printed
+    ``@Congo[965200]`` for ``@country_name[country]``, the answer was the same, sent back and
+    insisted on, and two attempts ran out of time. The name printed is the item's value; not
+    for a number asked, nor when two such names were printed."""
+    question = "Which country has the highest average? @country_name[country], a string."
+    facts = Facts(steps=[step(1, "print(...)", printed="@Congo[965200]\n")],
+                  cells=[{"cell_type": "markdown", "source": "### Question"},
+                         cell(1, "print(...)", "@Congo[965200]\n")])
+    decision = judge(question, first_cell=0).on_answer("@Congo[965200]", facts)
+    assert isinstance(decision, Accept) and decision.answer.endswith("@country_name[Congo]"), decision
+    number = "What is the highest average? @mean_cases[value]"
+    assert isinstance(judge(number, first_cell=0).on_answer("@Congo[965200]", facts), SendBack)
+    other = Facts(steps=[step(1, "print(...)", printed="@mean_cases[965200]\n")],
+                  cells=[cell(1, "print(...)", "@mean_cases[965200]\n")])
+    assert isinstance(judge(question, first_cell=0).on_answer("@mean_cases[965200]", other), SendBack)
+    two = Facts(steps=[step(1, "print(...)", printed="@Congo[965200]\n@Peru[12]\n")],
+                cells=[cell(1, "print(...)", "@Congo[965200]\n@Peru[12]\n")])
+    assert isinstance(judge(question, first_cell=0).on_answer("@Congo[965200]", two), SendBack)
+
+
 def test_lines_labelled_with_the_items_names_complete_the_form() -> None:
     """DABench hard 124 and 125 with the 1.5B model: the cells printed
     ``Significance of difference: no`` and ``R-squared: 0.705``, and the answers came in prose

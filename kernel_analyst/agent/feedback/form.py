@@ -32,6 +32,10 @@ from dataclasses import dataclass
 
 _TEMPLATE_RE = re.compile(r"@(\w+)\[")
 _ANSWER_RE = re.compile(r"@(\w+)\[(.*?)\]")
+_NAMED_ITEM_RE = re.compile(r"(?:^|_)(?:name|country|city|state|region|category|type|class|label|title)s?$",
+                            re.I)
+"""An item whose value is a name, not a number (``@country_name[...]``)."""
+_NUMBER_ONLY_RE = re.compile(r"^\s*-?\d[\d,]*(?:\.\d+)?\s*$")
 _CODE_RE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.DOTALL)
 """Code in an answer (fenced, or inline): a template inside it is code that prints the
 form, not the answer written in it."""
@@ -220,11 +224,32 @@ class AnswerForm:
                 if name is not None and not _PLACEHOLDER_RE.match(value):
                     labelled[name] = (cell, value.strip())
         values = labelled | values  # an item printed in the form wins over a labelled line
+        if not values and len(missing) == 1 and len(self.names) == 1:
+            values = self._value_as_name(missing[0], printed)
         if not values:
             return answer, []
         items = " ".join(f"@{name}[{values[name][1]}]" for name in missing if name in values)
         cells = list(dict.fromkeys(values[name][0] for name in missing if name in values))
         return f"{answer.rstrip()}\n\n{items}", cells
+
+
+    def _value_as_name(self, name: str,
+                       printed: list[tuple[int | None, str]]) -> dict[str, tuple[int | None, str]]:
+        """The one item asked for, printed with its value where its name goes: ``@Congo[965200]``
+        for ``@country_name[country]`` (DABench easy 59 with the 1.5B model: the cell's
+        ``print(f"@{country}[{cases}]")``, the answer the same, sent back and insisted on). Only
+        for a form of one item whose value is a name (not a number), and one such item printed,
+        a word with a number in its brackets (not another item, ``@mean_cases[12]``)."""
+        if not _NAMED_ITEM_RE.search(name):
+            return {}
+        found = {(cell, other) for cell, text in printed for other, number in _ANSWER_RE.findall(text)
+                 if other not in self.names and "_" not in other and not _PLACEHOLDER_RE.match(other)
+                 and _NUMBER_ONLY_RE.match(number)}
+        texts = {text for _, text in found}
+        if len(texts) != 1:
+            return {}
+        cell = max((cell for cell, _ in found), key=lambda c: -1 if c is None else c)
+        return {name: (cell, texts.pop())}
 
 
 __all__ = ["AnswerForm", "is_placeholder"]
