@@ -243,7 +243,7 @@ class ErrorTeacher:
         indexed = rf"\b([A-Za-z_]\w*)\[\s*{name}\s*\]"  # euro_df[col]: the frame it indexes
         frames = re.findall(indexed, code) if kind == "placeholder_column" else []
         frame = frames[0] if frames else (table.variable if table and table.variable else "df")
-        columns = (_used_columns(code, table) or _attribute_columns(code, table)) if table else []
+        columns = (_used_columns(code, table) or _used_columns(code, table, attributes=True)) if table else []
         column = columns[0] if columns else (table.columns[0] if table and table.columns else "column")
         return message("hint_placeholder", name=name, meaning=message(kind, example=f"{frame}[{column!r}]"))
 
@@ -405,14 +405,17 @@ def _answer_lines(code: str) -> list[tuple[str, str]]:
     return [(match.group(1), match.group(2)) for match in found if match is not None]
 
 
-def _used_columns(code: str, table: UploadedTable) -> list[str]:
-    """The table's columns the code names, in the order it first names them."""
+def _used_columns(code: str, table: UploadedTable, *, attributes: bool = False) -> list[str]:
+    """The table's columns the code names, in the order it first names them: as strings
+    (``df['mpg']``), or with ``attributes`` as attributes (``euro_df.mpg``)."""
     columns = set(table.columns)
-    nodes = syntax_nodes(code) or []
-    named = sorted((node.lineno, node.col_offset, node.value) for node in nodes
-                   if isinstance(node, ast.Constant) and isinstance(node.value, str)
-                   and node.value in columns)
-    return list(dict.fromkeys(name for _, _, name in named))
+    found = []
+    for node in syntax_nodes(code) or []:
+        if attributes and isinstance(node, ast.Attribute):
+            found.append((node.lineno, node.col_offset, node.attr))
+        elif not attributes and isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.append((node.lineno, node.col_offset, node.value))
+    return list(dict.fromkeys(name for _, _, name in sorted(found) if name in columns))
 
 
 def _encoder_table(code: str, variables: Mapping[str, VariableInfo]) -> str:
@@ -435,15 +438,6 @@ def _text_reduction(statistic: str, code: str, variables: Mapping[str, VariableI
             if name in literals and (dtype in ("str", "object", "string") or dtype.startswith("string"))]
     named = ", ".join(dict.fromkeys(text)) if text else "a column of words"
     return message("hint_text_reduction", statistic=statistic, columns=named)
-
-
-def _attribute_columns(code: str, table: UploadedTable) -> list[str]:
-    """The table's columns the code names as attributes (``euro_df.mpg``), in order."""
-    columns = set(table.columns)
-    nodes = syntax_nodes(code) or []
-    named = sorted((node.lineno, node.col_offset, node.attr) for node in nodes
-                   if isinstance(node, ast.Attribute) and node.attr in columns)
-    return list(dict.fromkeys(name for _, _, name in named))
 
 
 def _literals(code: str) -> set[str]:
