@@ -182,7 +182,57 @@ def test_a_verdict_in_words_the_question_does_not_offer_is_not_its_form() -> Non
     assert AnswerForm.of("@normal[yes/no] and @p[value]").problems("@normal[True] @p[0.2]") != []
     # no words offered, or a value that is no verdict word: nothing to say
     assert AnswerForm.of("@is_normal[value]").problems("@is_normal[False]") == []
-    assert easy19.problems("@is_normal[not normal]") == []
+    # a word the pair does not know is no verdict word: it is told as a value not offered
+    assert easy19.problems("@is_normal[not normal]") == [
+        'not among the values the question offers: @is_normal[not normal] '
+        '(the question offers "Yes" or "No")']
+
+
+_EASY33 = ('@ks_test_p_value[p_value] @normality_decision[decision] where "p_value" is a number between 0 '
+           'and 1, rounded to four decimal places, and "decision" is a string with either of the exact '
+           'values: "normally distributed" or "not normally distributed".')
+
+
+def test_the_values_a_question_offers_an_item_are_its_form() -> None:
+    """DABench lists the words of 49 string items (``"linear", "nonlinear", or "none"``, in a
+    sentence about the item's placeholder or inside its brackets) and scores them exactly."""
+    easy33 = AnswerForm.of(_EASY33)
+    assert easy33.choices == (("normality_decision", ("normally distributed", "not normally distributed")),)
+    assert easy33.problems("@ks_test_p_value[0.0] @normality_decision[1.0]") == [
+        'not among the values the question offers: @normality_decision[1.0] (the question offers '
+        '"normally distributed" or "not normally distributed")']
+    assert easy33.problems("@ks_test_p_value[0.0] @normality_decision[not normally distributed]") == []
+    # spelled otherwise, it is written as offered; code that prints the form is left alone
+    assert easy33.spelled("@normality_decision[Not_Normally  distributed] `@normality_decision[x]`") == (
+        "@normality_decision[not normally distributed] `@normality_decision[x]`")
+    inside = AnswerForm.of('@normality_test_result[A string that should be either "Normal" or "Not Normal"] '
+                           '@p_value[The p-value, rounded to three decimal places]')
+    assert inside.choices == (("normality_test_result", ("Normal", "Not Normal")),)
+    two = AnswerForm.of('@dist_dem[dist_dem] @dist_gop[dist_gop] where "dist_dem" and "dist_gop" are strings '
+                        'that can either be "Normal" or "Not Normal" based on the constraints.')
+    assert dict(two.choices) == {"dist_dem": ("Normal", "Not Normal"), "dist_gop": ("Normal", "Not Normal")}
+    assert two.spelled("@dist_dem[not normal] @dist_gop[NORMAL]") == "@dist_dem[Not Normal] @dist_gop[Normal]"
+    # quoted names that offer no values (``"mean" is a number``) are no choices
+    numbers = AnswerForm.of('@m[mean] where "mean" and "median" are numbers, rounded to 2 decimals.')
+    assert numbers.choices == ()
+
+
+def test_a_verdict_the_answer_says_completes_its_form_and_a_value_not_offered_does_not() -> None:
+    """DABench easy 33 with the 1.5B model: a cell printed ``@normality_decision[1.0]``, the
+    partial answer said "not normally distributed", and the form was completed with 1.0."""
+    easy33 = AnswerForm.of(_EASY33)
+    said = "The p-value is 0.0000, less than 0.05. Therefore, the column is not normally distributed."
+    printed = [(8, "@ks_test_p_value[0.0000]\n@normality_decision[1.0]\n")]
+    assert easy33.complete(said, printed) == (
+        f"{said}\n\n@ks_test_p_value[0.0000] @normality_decision[not normally distributed]", [8])
+    # both values said, or none: the item stays missing (and is sent back)
+    both = "Not normally distributed? The column is normally distributed."
+    assert easy33.complete(both, []) == (both, [])
+    assert easy33.complete("The p-value is 0.0000.", printed)[0].endswith("@ks_test_p_value[0.0000]")
+    # "no" is in too many sentences to be a verdict read off prose
+    yes_no = AnswerForm.of('@significant[s] where "s" is a string that can either be "yes" or "no".')
+    assert yes_no.complete("There is no significant difference.", []) == (
+        "There is no significant difference.", [])
 
 def test_table_names_and_endings() -> None:
     assert is_table("a.csv") and is_table("b.CSV.gz") and is_table("c.parquet") and not is_table("d.png")

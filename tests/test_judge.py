@@ -1372,6 +1372,25 @@ def test_an_answer_without_the_form_is_completed_from_what_its_cells_printed() -
     assert decision.answer.endswith("@skewness_coefficient[-0.03] @skewness_type[Negative Skewness]")
 
 
+def test_an_items_value_is_written_as_the_question_offers_it() -> None:
+    """The judge writes an offered value as the question spells it (``not_normal`` for "Not
+    Normal"), takes no printed value the question does not offer (``1.0``), and sends back an
+    answer whose item is none of them."""
+    question = ('Is it normal? @p_value[p] @normality[result] where "p" is a number and "result" is a '
+                'string that can either be "normal" or "not_normal".')
+    printed = "@p_value[0.01]\n@normality[1.0]\n"
+    facts = Facts(steps=[step(1, "print(...)", printed=printed)],
+                  cells=[{"cell_type": "markdown", "source": "### Question"}, cell(1, "print(...)", printed)])
+    decision = judge(question, first_cell=0).on_answer("@p_value[0.01] @normality[Not Normal]", facts)
+    assert isinstance(decision, Accept) and decision.answer == "@p_value[0.01] @normality[not_normal]"
+    decision = judge(question, first_cell=0).on_answer("The p-value is 0.01: it is not normal.", facts)
+    assert isinstance(decision, Accept), decision
+    assert decision.answer.endswith("@p_value[0.01] @normality[not_normal]")
+    assert decision.completed_from == (1,)
+    sent = judge(question, first_cell=0).on_answer("@p_value[0.01] @normality[1.0]", facts)
+    assert isinstance(sent, SendBack) and "not among the values the question offers" in sent.text
+
+
 def test_the_one_name_asked_printed_where_the_items_name_goes_completes_the_form() -> None:
     """DABench easy 59 with the 1.5B model: ``print(f"@{country}[{cases}]")`` printed
     ``@Congo[965200]`` for ``@country_name[country]``, the answer was the same, sent back and

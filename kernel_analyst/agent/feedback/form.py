@@ -28,6 +28,7 @@ without a model.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _TEMPLATE_RE = re.compile(r"@(\w+)\[")
@@ -52,6 +53,16 @@ _WORD_PAIR_RE = re.compile(r"""(?<![\w'"])["']?(yes|no|true|false)["']?\s*(?:,?\
 """Two verdict words the question offers: ``"Yes" or "No"``, ``True or False``, ``yes/no``."""
 _LABELLED_RE = re.compile(r"^[ \t]*([A-Za-z][\w \-]{0,60}?)[ \t]*[:=][ \t]*([^\s@].{0,80}?)[ \t]*$", re.M)
 """A printed line that names a value (``Significance of difference: no``)."""
+_OFFERED_RE = re.compile(r"""\b(?:(?:can|could|should|must)\s+(?:either\s+)?be(?:\s+either)?|"""
+                         r"""either(?:\s+of\s+the\s+exact\s+values)?|one\s+of)\s*:?\s*"""
+                         r"""("[^"]+"(?:\s*,?\s*(?:or\s+)?"[^"]+")+)""", re.IGNORECASE)
+"""The values a string item is written in, as the question lists them (``can either be
+"linear", "nonlinear", or "none"``)."""
+_SUBJECT_RE = re.compile(r"""((?:"[^"]+"|\b\w+)(?:\s*(?:,\s*(?:and\s+)?|and\s+)"[^"]+")*)"""
+                         r"""\s+(?:is|are|a|should\s+be)\s+(?:a\s+)?"""
+                         r"""strings?\b""", re.IGNORECASE)
+"""What a listing of values is about: ``"dist_dem" and "dist_gop" are strings``."""
+_QUOTED_RE = re.compile(r'"([^"]+)"')
 _GENERIC = frozenset({"name"})
 """Template names that describe the form rather than ask for an answer ("write each
 @name[value] as shown", as DABench's prompt says)."""
@@ -92,6 +103,58 @@ def _item_places(question: str, names: tuple[str, ...], found: list[int]) -> tup
     return tuple(places.items())
 
 
+def _items_replaced(answer: str, replace: Callable[[re.Match[str]], str]) -> str:
+    """The answer with each ``@name[value]`` item outside code replaced by ``replace``: code
+    that prints the form is left as written."""
+    parts, end = [], 0
+    for code in _CODE_RE.finditer(answer):
+        parts += [_ANSWER_RE.sub(replace, answer[end:code.start()]), code.group(0)]
+        end = code.end()
+    return "".join([*parts, _ANSWER_RE.sub(replace, answer[end:])])
+
+
+def _listed(values: tuple[str, ...]) -> str:
+    """``"a", "b" or "c"``."""
+    quoted = [f'"{v}"' for v in values]
+    return f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+def _item_choices(question: str, names: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The values each string item is to be written in, where the question lists them: in the
+    item's brackets (``@normality_test_result[A string that should be either "Normal" or "Not
+    Normal"]``), or in a sentence about its name or placeholder (``"decision" is a string with
+    either of the exact values: "normally distributed" or "not normally distributed"`` for
+    ``@normality_decision[decision]``). A scorer compares these words exactly."""
+    placeholders = {name: placeholder for name, placeholder in _TEMPLATE_VALUE_RE.findall(question)
+                    if name in names}
+    choices: dict[str, tuple[str, ...]] = {}
+    for name, placeholder in placeholders.items():
+        if offered := _OFFERED_RE.search(placeholder):
+            choices[name] = tuple(_QUOTED_RE.findall(offered.group(1)))
+    for sentence in _SENTENCE_RE.split(_TEMPLATE_VALUE_RE.sub(" ", question)):
+        for offered in _OFFERED_RE.finditer(sentence):
+            before = sentence[:offered.start()]
+            subjects = list(_SUBJECT_RE.finditer(before))
+            if subjects:
+                said = subjects[-1].group(1)
+                about = _QUOTED_RE.findall(said) or [said]
+            else:
+                about = _QUOTED_RE.findall(before)[-1:]
+            keys = {_label_key(word) for word in about}
+            for name in names:
+                placeholder = _label_key(placeholders.get(name, ""))
+                if name not in choices and (_label_key(name) in keys or placeholder in keys or any(
+                        key and placeholder.startswith(key) for key in keys)):
+                    choices[name] = tuple(_QUOTED_RE.findall(offered.group(1)))
+    return tuple((name, values) for name, values in choices.items() if len(values) > 1)
+
+
+def _choice_key(value: str) -> str:
+    """A value as it is compared with the values a question offers: case, spaces, underscores,
+    hyphens and quotes aside (``Not Normal``, ``not_normal``, ``"not normal"`` alike)."""
+    return re.sub(r"[\s_\-'\"]+", "", value.lower())
+
+
 def _label_key(label: str) -> str:
     """A name or a printed label as they are compared: ``Significance of difference`` and
     ``significance_of_difference`` alike."""
@@ -117,6 +180,9 @@ class AnswerForm:
     """The decimals of each template the question names them for (:meth:`decimals_of`)."""
     mixed: bool = False
     """The question names more than one number of decimals."""
+    choices: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """The values each string item is written in, where the question lists them
+    (:func:`_item_choices`)."""
 
     @classmethod
     def of(cls, question: str) -> AnswerForm:
@@ -126,7 +192,16 @@ class AnswerForm:
         words = tuple(dict.fromkeys(w for pair in _WORD_PAIR_RE.findall(question) for w in pair)
                       if names else ())
         return cls(names, min(found) if found else None, words, _item_places(question, names, found),
-                   len(set(found)) > 1)
+                   len(set(found)) > 1, _item_choices(question, names))
+
+    def offered(self, name: str, value: str) -> str | None:
+        """``value`` as the question writes it among item ``name``'s values (``Not Normal``
+        for ``not_normal``); None: not one of them. The value itself where the question lists
+        none."""
+        values = dict(self.choices).get(name)
+        if values is None:
+            return value
+        return next((v for v in values if _choice_key(v) == _choice_key(value)), None)
 
     def decimals_of(self, name: str) -> int | None:
         """The decimals item ``name`` is to be rounded to: those the sentence that names it
@@ -162,6 +237,11 @@ class AnswerForm:
         if offered and other:
             said = " or ".join(f'"{w}"' for w in self.words)
             return [f"the question writes the verdict as {said}, not {', '.join(other)}"]
+        stray = [(f"@{name}[{value}]", dict(self.choices)[name]) for name, value in given.items()
+                 if name in self.names and self.offered(name, value) is None]
+        if stray:
+            return ["not among the values the question offers: " + "; ".join(
+                f"{item} (the question offers {_listed(values)})" for item, values in stray)]
         long = [(f"@{name}[{value}]", places) for name, value in given.items() if name in self.names
                 and (places := self.decimals_of(name)) is not None
                 and any(len(m.group(1)) > places for m in _DECIMAL_NUMBER_RE.finditer(value))]
@@ -201,11 +281,21 @@ class AnswerForm:
 
             return f"@{name}[{_DECIMAL_NUMBER_RE.sub(round_number, value)}]"
 
-        parts, end = [], 0
-        for code in _CODE_RE.finditer(answer):  # code that prints the form is left as written
-            parts += [_ANSWER_RE.sub(round_item, answer[end:code.start()]), code.group(0)]
-            end = code.end()
-        return "".join([*parts, _ANSWER_RE.sub(round_item, answer[end:])])
+        return _items_replaced(answer, round_item)
+
+    def spelled(self, answer: str) -> str:
+        """The answer with each item's value written as the question offers it, where it is one
+        of them but spelled otherwise (``@normality_test[Not Normal]`` for "normal" or
+        "not_normal": ``not_normal``); a scorer compares these words exactly."""
+        if not self.choices:
+            return answer
+
+        def spell(match: re.Match[str]) -> str:
+            name, value = match.group(1), match.group(2)
+            as_offered = self.offered(name, value) if name in self.names else None
+            return match.group(0) if as_offered is None else f"@{name}[{as_offered}]"
+
+        return _items_replaced(answer, spell)
 
     def complete(self, answer: str, printed: list[tuple[int | None, str]]) -> tuple[str, list[int | None]]:
         """The answer with the templates it lacks filled from ``printed`` (each cell's number
@@ -217,20 +307,47 @@ class AnswerForm:
         by_label = {_label_key(name): name for name in missing}
         for cell, text in printed:
             for name, value in _ANSWER_RE.findall(text):
-                if name in missing and not _PLACEHOLDER_RE.match(value):
+                if name in missing and self._is_value(name, value):
                     values[name] = (cell, value.strip())
             for label, value in _LABELLED_RE.findall(text):
                 name = by_label.get(_label_key(label))
-                if name is not None and not _PLACEHOLDER_RE.match(value):
+                if name is not None and self._is_value(name, value):
                     labelled[name] = (cell, value.strip())
         values = labelled | values  # an item printed in the form wins over a labelled line
         if not values and len(missing) == 1 and len(self.names) == 1:
             values = self._value_as_name(missing[0], printed)
-        if not values:
+        said = {name: value for name in missing if name not in values
+                and (value := self._said(name, answer)) is not None}
+        if not values and not said:
             return answer, []
-        items = " ".join(f"@{name}[{values[name][1]}]" for name in missing if name in values)
+        items = " ".join(f"@{name}[{values[name][1]}]" if name in values else f"@{name}[{said[name]}]"
+                         for name in missing if name in values or name in said)
         cells = list(dict.fromkeys(values[name][0] for name in missing if name in values))
         return f"{answer.rstrip()}\n\n{items}", cells
+
+    def _is_value(self, name: str, value: str) -> bool:
+        """A printed value can be item ``name``'s: no placeholder, and one of the values the
+        question offers it, if it offers any (not a cell's ``1.0`` for "normally distributed" or
+        "not normally distributed")."""
+        return not _PLACEHOLDER_RE.match(value) and self.offered(name, value.strip()) is not None
+
+    def _said(self, name: str, answer: str) -> str | None:
+        """The one value the question offers item ``name`` that the answer's prose says
+        (``... is not normally distributed`` for "normally distributed" or "not normally
+        distributed": a value inside a longer one it says is not counted), so its verdict is
+        written in the form (DABench easy 33 with the 1.5B model: the partial answer said
+        "not normally distributed", and a cell's ``1.0`` was taken for the item). None: it says
+        none or several, or the values are verdict words (``no`` is in too many sentences)."""
+        values = dict(self.choices).get(name, ())
+        if any(v.lower() in _VERDICT_WORDS for v in values):
+            return None
+        prose = _CODE_RE.sub(" ", _ANSWER_RE.sub(" ", answer))
+        spans = [(m.start(), m.end(), value) for value in values for m in re.finditer(
+            r"(?<![\w-])" + r"[\s_-]+".join(map(re.escape, re.split(r"[\s_-]+", value))) + r"(?![\w-])",
+            prose, re.IGNORECASE)]
+        found = {value for start, end, value in spans
+                 if not any(s <= start and end <= e and (s, e) != (start, end) for s, e, _ in spans)}
+        return found.pop() if len(found) == 1 else None
 
 
     def _value_as_name(self, name: str,

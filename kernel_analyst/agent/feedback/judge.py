@@ -313,7 +313,7 @@ class Judge:
         printed = printed_since(facts.cells, self.question.first_cell)
         form = AnswerForm.of(self.question.question)
         answer, cells = form.complete(answer, printed)
-        return form.rounded(answer), tuple(cells)
+        return form.spelled(form.rounded(answer)), tuple(cells)
 
     def after_reply(self, decision: ReplyDecision, facts: TurnFacts) -> Stop | None:
         """After the loop acted on a reply: stop, or go on (None)."""
