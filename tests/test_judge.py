@@ -1410,6 +1410,10 @@ def test_the_one_name_asked_printed_where_the_items_name_goes_completes_the_form
     two = Facts(steps=[step(1, "print(...)", printed="@Congo[965200]\n@Peru[12]\n")],
                 cells=[cell(1, "print(...)", "@Congo[965200]\n@Peru[12]\n")])
     assert isinstance(judge(question, first_cell=0).on_answer("@Congo[965200]", two), SendBack)
+    # easy 123: the item's name says nothing of a name, its placeholder does
+    long = "Which country has the highest average? @country_with_highest_average[country_name]"
+    decision = judge(long, first_cell=0).on_answer("@Congo[965200]", facts)
+    assert isinstance(decision, Accept) and decision.answer.endswith("@country_with_highest_average[Congo]")
 
 
 def test_lines_labelled_with_the_items_names_complete_the_form() -> None:

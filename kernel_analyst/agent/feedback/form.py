@@ -183,6 +183,9 @@ class AnswerForm:
     choices: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """The values each string item is written in, where the question lists them
     (:func:`_item_choices`)."""
+    placeholders: tuple[tuple[str, str], ...] = ()
+    """What each template's brackets hold in the question (``country_name`` of
+    ``@country_with_highest_average[country_name]``)."""
 
     @classmethod
     def of(cls, question: str) -> AnswerForm:
@@ -192,7 +195,8 @@ class AnswerForm:
         words = tuple(dict.fromkeys(w for pair in _WORD_PAIR_RE.findall(question) for w in pair)
                       if names else ())
         return cls(names, min(found) if found else None, words, _item_places(question, names, found),
-                   len(set(found)) > 1, _item_choices(question, names))
+                   len(set(found)) > 1, _item_choices(question, names),
+                   tuple((n, p) for n, p in dict(_TEMPLATE_VALUE_RE.findall(question)).items() if n in names))
 
     def offered(self, name: str, value: str) -> str | None:
         """``value`` as the question writes it among item ``name``'s values (``Not Normal``
@@ -356,8 +360,11 @@ class AnswerForm:
         for ``@country_name[country]`` (DABench easy 59 with the 1.5B model: the cell's
         ``print(f"@{country}[{cases}]")``, the answer the same, sent back and insisted on). Only
         for a form of one item whose value is a name (not a number), and one such item printed,
-        a word with a number in its brackets (not another item, ``@mean_cases[12]``)."""
-        if not _NAMED_ITEM_RE.search(name):
+        a word with a number in its brackets (not another item, ``@mean_cases[12]``). The value
+        is a name where the item's name or its placeholder says so (DABench easy 123:
+        ``@country_with_highest_average_daily_vaccinations[country_name]``, an attempt's cell
+        printed ``@Gibraltar[21999.73]``)."""
+        if not (_NAMED_ITEM_RE.search(name) or _NAMED_ITEM_RE.search(dict(self.placeholders).get(name, ""))):
             return {}
         found = {(cell, other) for cell, text in printed for other, number in _ANSWER_RE.findall(text)
                  if other not in self.names and "_" not in other and not _PLACEHOLDER_RE.match(other)
