@@ -75,6 +75,18 @@ def test_a_json_call_with_python_triple_quotes_as_qwen_writes_it() -> None:
     assert found.action.code == '\nimport pandas as pd\nprint(pd.read_csv("titanic.csv").shape)\n'
 
 
+def test_a_json_call_whose_arguments_brace_is_never_closed_is_read() -> None:
+    """DABench hard 109 with the 1.5B model: three calls in a row lacked the arguments'
+    closing brace, and none ran. Up to two braces left out are added; more is no call."""
+    text = '```json\n{\n  "name": "python",\n  "arguments": {\n    "code": """\nprint(1)\n"""\n}\n```'
+    found = find_code(text, tool_name=TOOL)
+    assert found is not None and found.action.code == "\nprint(1)\n"
+    assert find_code('```json\n{"name": "python", "arguments": {"code": "print(2)"\n```', tool_name=TOOL) \
+        is not None
+    assert find_code('```json\n{"name": "python", "arguments": {"x": {"code": "print(3)"\n```',
+                     tool_name=TOOL) is None
+
+
 def test_a_call_that_cannot_be_read_is_not_an_answer() -> None:
     broken = '```json\n{"name": "python", "arguments": {"code": print(1)}}\n```\nThe rate is 0.62.'
     state = ProtocolState("auto")

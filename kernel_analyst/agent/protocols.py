@@ -395,10 +395,17 @@ def _parses(code: str) -> bool:
 _TRIPLE_QUOTED = re.compile(r'("""|\'\'\')(.*?)\1', re.DOTALL)
 
 
+_UNCLOSED = 2
+"""Closing braces a call may lack and still be read."""
+
+
 def _loads(text: str) -> Any:
-    """JSON, allowing what small models write into it: raw newlines inside strings, and
-    Python's triple-quoted strings (rewritten as JSON strings first). Never evaluated."""
-    for candidate in (text.strip(), _TRIPLE_QUOTED.sub(lambda m: json.dumps(m.group(2)), text.strip())):
+    """JSON, allowing what small models write into it: raw newlines inside strings, Python's
+    triple-quoted strings (rewritten as JSON strings first), and up to :data:`_UNCLOSED`
+    closing braces left out at the end (DABench hard 109 with the 1.5B model: the arguments'
+    brace never closed, three calls in a row, none run). Never evaluated."""
+    rewritten = _TRIPLE_QUOTED.sub(lambda m: json.dumps(m.group(2)), text.strip())
+    for candidate in (text.strip(), rewritten, *(rewritten + "}" * n for n in range(1, _UNCLOSED + 1))):
         try:
             return json.loads(candidate, strict=False)
         except ValueError:
