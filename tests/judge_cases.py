@@ -41,11 +41,11 @@ def read(text: str, *, protocol: str = "code", calls: Sequence[dict[str, Any]] =
 
 
 def step(index: int, code: str, *, error: str | None = None, changed: Sequence[VariableInfo] = (),
-         printed: str = "") -> Step:
+         printed: str = "", count: int | None = None) -> Step:
     outputs = [{"output_type": "stream", "name": "stdout", "text": printed}] if printed else []
     ex = Execution(code=code, status="error" if error else "ok", outputs=outputs,
                    error=ExecutionError(*error.split(": ", 1), []) if error else None,
-                   variables=VariableChanges(changed=list(changed)))
+                   variables=VariableChanges(changed=list(changed)), execution_count=count)
     return Step(index, code, ex, "")
 
 

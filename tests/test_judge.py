@@ -1391,6 +1391,25 @@ def test_an_items_value_is_written_as_the_question_offers_it() -> None:
     assert isinstance(sent, SendBack) and "not among the values the question offers" in sent.text
 
 
+def test_a_verdict_printed_by_a_step_that_left_nan_does_not_complete_the_form() -> None:
+    """DABench hard 109 with the 1.5B model: a t-test on a column with gaps left ``p_value``
+    NaN, the cell printed ``@significance[no significant]`` (``nan < 0.05`` is False), and the
+    answer's prose said the difference is significant. The cell's numbers still complete it;
+    its verdict does not, and the prose's does (the values offered as ``[a/b]``)."""
+    question = ("Is the difference significant? @graduate_mean[mean] @significance[significant/no "
+                "significant] where mean is rounded to two decimal places.")
+    printed = "@graduate_mean[141.36]\n@significance[no significant]\n"
+    nan = VariableInfo("p_value", "numpy.float64", summary="np.float64(nan)")
+    facts = Facts(steps=[step(1, "print(...)", printed=printed, changed=[nan], count=1)],
+                  cells=[{"cell_type": "markdown", "source": "### Question"}, cell(1, "print(...)", printed)])
+    said = "The p-value is 0.0001, so there is a significant difference."
+    answer, cells = judge(question, first_cell=0).completed(said, facts)  # as a partial answer is
+    assert answer.endswith("@graduate_mean[141.36] @significance[significant]") and cells == (1,)
+    fine = Facts(steps=[step(1, "print(...)", printed=printed, count=1)], cells=facts.cells)
+    answer, _ = judge(question, first_cell=0).completed(said, fine)
+    assert answer.endswith("@graduate_mean[141.36] @significance[no significant]")
+
+
 def test_the_one_name_asked_printed_where_the_items_name_goes_completes_the_form() -> None:
     """DABench easy 59 with the 1.5B model: ``print(f"@{country}[{cases}]")`` printed
     ``@Congo[965200]`` for ``@country_name[country]``, the answer was the same, sent back and

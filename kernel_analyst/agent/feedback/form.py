@@ -63,6 +63,10 @@ _SUBJECT_RE = re.compile(r"""((?:"[^"]+"|\b\w+)(?:\s*(?:,\s*(?:and\s+)?|and\s+)"
                          r"""strings?\b""", re.IGNORECASE)
 """What a listing of values is about: ``"dist_dem" and "dist_gop" are strings``."""
 _QUOTED_RE = re.compile(r'"([^"]+)"')
+_SLASHED_RE = re.compile(r"(?:^|\()\s*((?:[A-Za-z]+(?: [A-Za-z]+){0,2})"
+                         r"(?:\s*/\s*[A-Za-z]+(?: [A-Za-z]+){0,2})+)\s*(?:\)|$)")
+"""Values offered in the brackets, a slash between them: ``@significance[significant/no
+significant]``, ``@significance[Is there a significant difference(Yes/No)]``."""
 _GENERIC = frozenset({"name"})
 """Template names that describe the form rather than ask for an answer ("write each
 @name[value] as shown", as DABench's prompt says)."""
@@ -122,15 +126,18 @@ def _listed(values: tuple[str, ...]) -> str:
 def _item_choices(question: str, names: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """The values each string item is to be written in, where the question lists them: in the
     item's brackets (``@normality_test_result[A string that should be either "Normal" or "Not
-    Normal"]``), or in a sentence about its name or placeholder (``"decision" is a string with
-    either of the exact values: "normally distributed" or "not normally distributed"`` for
-    ``@normality_decision[decision]``). A scorer compares these words exactly."""
+    Normal"]``, ``[significant/no significant]``), or in a sentence about its name or
+    placeholder (``"decision" is a string with either of the exact values: "normally
+    distributed" or "not normally distributed"`` for ``@normality_decision[decision]``). A
+    scorer compares these words exactly."""
     placeholders = {name: placeholder for name, placeholder in _TEMPLATE_VALUE_RE.findall(question)
                     if name in names}
     choices: dict[str, tuple[str, ...]] = {}
     for name, placeholder in placeholders.items():
         if offered := _OFFERED_RE.search(placeholder):
             choices[name] = tuple(_QUOTED_RE.findall(offered.group(1)))
+        elif slashed := _SLASHED_RE.search(placeholder):
+            choices[name] = tuple(v.strip() for v in slashed.group(1).split("/"))
     for sentence in _SENTENCE_RE.split(_TEMPLATE_VALUE_RE.sub(" ", question)):
         for offered in _OFFERED_RE.finditer(sentence):
             before = sentence[:offered.start()]
@@ -301,21 +308,26 @@ class AnswerForm:
 
         return _items_replaced(answer, spell)
 
-    def complete(self, answer: str, printed: list[tuple[int | None, str]]) -> tuple[str, list[int | None]]:
+    def complete(self, answer: str, printed: list[tuple[int | None, str]],
+                 nan_cells: frozenset[int] = frozenset()) -> tuple[str, list[int | None]]:
         """The answer with the templates it lacks filled from ``printed`` (each cell's number
         and output text, oldest first; the latest value of a name wins), and the cells used.
-        The answer is returned as it is when nothing it lacks was printed in the form."""
+        The answer is returned as it is when nothing it lacks was printed in the form. A cell
+        in ``nan_cells`` (its step left a NaN number) gives no value that is not a number:
+        a verdict from NaN is false (``nan < 0.05`` is False; DABench hard 109: a t-test on a
+        column with gaps printed "no significant", and the answer's prose said significant)."""
         missing = self.missing(answer)
         values: dict[str, tuple[int | None, str]] = {}
         labelled: dict[str, tuple[int | None, str]] = {}
         by_label = {_label_key(name): name for name in missing}
         for cell, text in printed:
+            numbers_only = cell in nan_cells
             for name, value in _ANSWER_RE.findall(text):
-                if name in missing and self._is_value(name, value):
+                if name in missing and self._is_value(name, value, numbers_only):
                     values[name] = (cell, value.strip())
             for label, value in _LABELLED_RE.findall(text):
                 name = by_label.get(_label_key(label))
-                if name is not None and self._is_value(name, value):
+                if name is not None and self._is_value(name, value, numbers_only):
                     labelled[name] = (cell, value.strip())
         values = labelled | values  # an item printed in the form wins over a labelled line
         if not values and len(missing) == 1 and len(self.names) == 1:
@@ -329,11 +341,12 @@ class AnswerForm:
         cells = list(dict.fromkeys(values[name][0] for name in missing if name in values))
         return f"{answer.rstrip()}\n\n{items}", cells
 
-    def _is_value(self, name: str, value: str) -> bool:
-        """A printed value can be item ``name``'s: no placeholder, and one of the values the
+    def _is_value(self, name: str, value: str, numbers_only: bool = False) -> bool:
+        """A printed value can be item ``name``'s: no placeholder, one of the values the
         question offers it, if it offers any (not a cell's ``1.0`` for "normally distributed" or
-        "not normally distributed")."""
-        return not _PLACEHOLDER_RE.match(value) and self.offered(name, value.strip()) is not None
+        "not normally distributed"), and a number where ``numbers_only``."""
+        return (not _PLACEHOLDER_RE.match(value) and self.offered(name, value.strip()) is not None
+                and (not numbers_only or _NUMBER_ONLY_RE.match(value) is not None))
 
     def _said(self, name: str, answer: str) -> str | None:
         """The one value the question offers item ``name`` that the answer's prose says

@@ -312,7 +312,10 @@ class Judge:
             return answer, ()
         printed = printed_since(facts.cells, self.question.first_cell)
         form = AnswerForm.of(self.question.question)
-        answer, cells = form.complete(answer, printed)
+        nan_cells = frozenset(count for step in facts.steps
+                              if (count := step.execution.execution_count) is not None
+                              and nan_numbers([step.execution]))
+        answer, cells = form.complete(answer, printed, nan_cells)
         return form.spelled(form.rounded(answer)), tuple(cells)
 
     def after_reply(self, decision: ReplyDecision, facts: TurnFacts) -> Stop | None:
