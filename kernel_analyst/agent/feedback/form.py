@@ -14,12 +14,19 @@ one feedback message:
 - where the question names the words a verdict is written in ("Yes" or "No", True or
   False), a verdict in the other pair is not its form (DABench easy 19: ``@is_normal[False]``
   for "Yes" or "No").
+- where the question lists the values a string item is written in (``"linear",
+  "nonlinear", or "none"``; ``[significant/no significant]``), a value that is none of them
+  is not its form, and one spelled otherwise (``Not Normal`` for ``not_normal``) is written
+  as offered (:meth:`AnswerForm.spelled`).
 
 :meth:`AnswerForm.complete` fills the templates an answer lacks from what the question's
 cells printed in the form (``@skewness[-0.03]`` on a cell's output), or on a line that
 names the item as its label (``Significance of difference: no`` for
 ``@significance_of_difference[...]``, DABench hard 124; ``R-squared: 0.705`` for
 ``@r_squared``, hard 125): a small model often prints the items, then answers in prose.
+A value the question does not offer completes nothing, nor a verdict printed by a step that
+left a NaN number; an offered value the answer's prose says does (``... is not normally
+distributed``).
 
 Units and list shapes are not checked: the ways to write them are too many to judge
 without a model.
