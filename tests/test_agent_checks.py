@@ -229,6 +229,16 @@ def test_a_verdict_the_answer_says_completes_its_form_and_a_value_not_offered_do
     both = "Not normally distributed? The column is normally distributed."
     assert easy33.complete(both, []) == (both, [])
     assert easy33.complete("The p-value is 0.0000.", printed)[0].endswith("@ks_test_p_value[0.0000]")
+    # an item the prose names exactly, with one number (DABench medium 6, a partial answer)
+    fares = AnswerForm.of("@mean_fare_child[mean_fare], @mean_fare_adult[mean_fare], rounded to 2 decimals.")
+    stated = "The `mean_fare_child` is 31.54.\nThe `mean_fare_adult` is 35.17."
+    assert fares.complete(stated, []) == (f"{stated}\n\n@mean_fare_child[31.54] @mean_fare_adult[35.17]", [])
+    for unsure in ("mean_fare_child is 1.2, then mean_fare_child = 1.3.",  # two values: none taken
+                   "```python\nmean_fare_child = 5\n```", "The child fare is 31.54."):  # code; no name
+        assert fares.complete(unsure, []) == (unsure, [])
+    # a plain word may name something else: only in backticks
+    assert AnswerForm.of("@mean[value]").complete("The mean is 2.5.", []) == ("The mean is 2.5.", [])
+    assert AnswerForm.of("@mean[value]").complete("`mean` is 2.5.", [])[0].endswith("@mean[2.5]")
     # "no" is in too many sentences to be a verdict read off prose
     yes_no = AnswerForm.of('@significant[s] where "s" is a string that can either be "yes" or "no".')
     assert yes_no.complete("There is no significant difference.", []) == (

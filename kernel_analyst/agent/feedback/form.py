@@ -45,6 +45,7 @@ _NAMED_ITEM_RE = re.compile(r"(?:^|_)(?:name|country|city|state|region|category|
 """An item whose value is a name, not a number (``@country_name[...]``)."""
 _NUMBER_ONLY_RE = re.compile(r"^\s*-?\d[\d,]*(?:\.\d+)?\s*$")
 _CODE_RE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.DOTALL)
+_FENCED_RE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 """Code in an answer (fenced, or inline): a template inside it is code that prints the
 form, not the answer written in it."""
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
@@ -356,16 +357,26 @@ class AnswerForm:
                 and (not numbers_only or _NUMBER_ONLY_RE.match(value) is not None))
 
     def _said(self, name: str, answer: str) -> str | None:
-        """The one value the question offers item ``name`` that the answer's prose says
-        (``... is not normally distributed`` for "normally distributed" or "not normally
-        distributed": a value inside a longer one it says is not counted), so its verdict is
-        written in the form (DABench easy 33 with the 1.5B model: the partial answer said
-        "not normally distributed", and a cell's ``1.0`` was taken for the item). None: it says
-        none or several, or the values are verdict words (``no`` is in too many sentences)."""
+        """The value the answer's prose gives item ``name``: the one number it states for the
+        item by its exact name, a name with an underscore or in backticks (``The `mean_fare_child`
+        is 31.54.``: DABench medium 6 with the 1.5B model, a partial answer with every item so
+        stated and none in the form); or, for
+        an item with values offered, the one of them the prose says (``... is not normally
+        distributed`` for "normally distributed" or "not normally distributed": a value inside
+        a longer one it says is not counted; DABench easy 33, where a cell's ``1.0`` was taken
+        for the item). None: it says none or several, or the values are verdict words (``no``
+        is in too many sentences)."""
+        prose = _CODE_RE.sub(" ", _ANSWER_RE.sub(" ", answer))
+        named = _FENCED_RE.sub(" ", _ANSWER_RE.sub(" ", answer))  # an item's name is inline code
+        quoted = "`?" if "_" in name else "`"  # a plain word (``mean``) may name something else
+        statement = (rf"(?<![\w@]){quoted}{re.escape(name)}{quoted}\s*(?:is|was|=|:)"
+                     r"\s*`?(-?\d+(?:\.\d+)?(?:e-?\d+)?)(?![\d.]*\d)")
+        stated = {m.group(1) for m in re.finditer(statement, named)}
+        if len(stated) == 1 and name not in dict(self.choices):
+            return stated.pop()
         values = dict(self.choices).get(name, ())
         if any(v.lower() in _VERDICT_WORDS for v in values):
             return None
-        prose = _CODE_RE.sub(" ", _ANSWER_RE.sub(" ", answer))
         spans = [(m.start(), m.end(), value) for value in values for m in re.finditer(
             r"(?<![\w-])" + r"[\s_-]+".join(map(re.escape, re.split(r"[\s_-]+", value))) + r"(?![\w-])",
             prose, re.IGNORECASE)]
