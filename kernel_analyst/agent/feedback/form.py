@@ -45,9 +45,10 @@ _NAMED_ITEM_RE = re.compile(r"(?:^|_)(?:name|country|city|state|region|category|
 """An item whose value is a name, not a number (``@country_name[...]``)."""
 _NUMBER_ONLY_RE = re.compile(r"^\s*-?\d[\d,]*(?:\.\d+)?\s*$")
 _CODE_RE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.DOTALL)
-_FENCED_RE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 """Code in an answer (fenced, or inline): a template inside it is code that prints the
 form, not the answer written in it."""
+_FENCED_RE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+"""Fenced code alone (an item's name in the prose is often inline code)."""
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 _DECIMALS_RE = re.compile(r"\b(?:to|with|at)\s+(\d|one|two|three|four|five|six)\s+decimal(?:\s+places?|s)?\b",
                           re.IGNORECASE)
@@ -131,15 +132,14 @@ def _listed(values: tuple[str, ...]) -> str:
     return f"{', '.join(quoted[:-1])} or {quoted[-1]}"
 
 
-def _item_choices(question: str, names: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _item_choices(question: str, names: tuple[str, ...],
+                  placeholders: dict[str, str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """The values each string item is to be written in, where the question lists them: in the
     item's brackets (``@normality_test_result[A string that should be either "Normal" or "Not
     Normal"]``, ``[significant/no significant]``), or in a sentence about its name or
     placeholder (``"decision" is a string with either of the exact values: "normally
     distributed" or "not normally distributed"`` for ``@normality_decision[decision]``). A
-    scorer compares these words exactly."""
-    placeholders = {name: placeholder for name, placeholder in _TEMPLATE_VALUE_RE.findall(question)
-                    if name in names}
+    scorer compares these words exactly. ``placeholders``: each item's brackets."""
     choices: dict[str, tuple[str, ...]] = {}
     for name, placeholder in placeholders.items():
         if offered := _OFFERED_RE.search(placeholder):
@@ -209,9 +209,10 @@ class AnswerForm:
         found = [_places(m) for m in _DECIMALS_RE.findall(question)]
         words = tuple(dict.fromkeys(w for pair in _WORD_PAIR_RE.findall(question) for w in pair)
                       if names else ())
+        placeholders = {n: p for n, p in _TEMPLATE_VALUE_RE.findall(question) if n in names}
         return cls(names, min(found) if found else None, words, _item_places(question, names, found),
-                   len(set(found)) > 1, _item_choices(question, names),
-                   tuple((n, p) for n, p in dict(_TEMPLATE_VALUE_RE.findall(question)).items() if n in names))
+                   len(set(found)) > 1, _item_choices(question, names, placeholders),
+                   tuple(placeholders.items()))
 
     def offered(self, name: str, value: str) -> str | None:
         """``value`` as the question writes it among item ``name``'s values (``Not Normal``
@@ -358,14 +359,13 @@ class AnswerForm:
 
     def _said(self, name: str, answer: str) -> str | None:
         """The value the answer's prose gives item ``name``: the one number it states for the
-        item by its exact name, a name with an underscore or in backticks (``The `mean_fare_child`
-        is 31.54.``: DABench medium 6 with the 1.5B model, a partial answer with every item so
-        stated and none in the form); or, for
-        an item with values offered, the one of them the prose says (``... is not normally
-        distributed`` for "normally distributed" or "not normally distributed": a value inside
-        a longer one it says is not counted; DABench easy 33, where a cell's ``1.0`` was taken
-        for the item). None: it says none or several, or the values are verdict words (``no``
-        is in too many sentences)."""
+        item by its exact name, a name with an underscore or in backticks (``The
+        `mean_fare_child` is 31.54.``: DABench medium 6 with the 1.5B model, a partial answer
+        with every item so stated and none in the form); or, for an item with values offered,
+        the one of them the prose says (``... is not normally distributed`` for "normally
+        distributed" or "not normally distributed": a value inside a longer one it says is not
+        counted; DABench easy 33, where a cell's ``1.0`` was taken for the item). None: it says
+        none or several, or the values are verdict words (``no`` is in too many sentences)."""
         prose = _CODE_RE.sub(" ", _ANSWER_RE.sub(" ", answer))
         named = _FENCED_RE.sub(" ", _ANSWER_RE.sub(" ", answer))  # an item's name is inline code
         quoted = "`?" if "_" in name else "`"  # a plain word (``mean``) may name something else
@@ -383,7 +383,6 @@ class AnswerForm:
         found = {value for start, end, value in spans
                  if not any(s <= start and end <= e and (s, e) != (start, end) for s, e, _ in spans)}
         return found.pop() if len(found) == 1 else None
-
 
     def _value_as_name(self, name: str,
                        printed: list[tuple[int | None, str]]) -> dict[str, tuple[int | None, str]]:
