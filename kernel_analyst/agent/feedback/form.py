@@ -164,15 +164,9 @@ def _item_choices(question: str, names: tuple[str, ...],
     return tuple((name, values) for name, values in choices.items() if len(values) > 1)
 
 
-def _choice_key(value: str) -> str:
-    """A value as it is compared with the values a question offers: case, spaces, underscores,
-    hyphens and quotes aside (``Not Normal``, ``not_normal``, ``"not normal"`` alike)."""
-    return re.sub(r"[\s_\-'\"]+", "", value.lower())
-
-
 def _label_key(label: str) -> str:
-    """A name or a printed label as they are compared: ``Significance of difference`` and
-    ``significance_of_difference`` alike."""
+    """A name, a printed label or an offered value as they are compared: ``Significance of
+    difference`` and ``significance_of_difference`` alike, ``Not Normal`` and ``not_normal``."""
     return re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")
 
 
@@ -221,7 +215,7 @@ class AnswerForm:
         values = dict(self.choices).get(name)
         if values is None:
             return value
-        return next((v for v in values if _choice_key(v) == _choice_key(value)), None)
+        return next((v for v in values if _label_key(v) == _label_key(value)), None)
 
     def decimals_of(self, name: str) -> int | None:
         """The decimals item ``name`` is to be rounded to: those the sentence that names it
