@@ -92,6 +92,29 @@ async def test_interrupts_signals_and_the_event_loop_work_in_a_forked_kernel(for
     assert any("image/png" in o.get("data", {}) for o in ex.outputs), ex.outputs
 
 
+WRITER = """
+import json, sys
+print(json.dumps({"modules": sorted(m for m in ("stack_data", "executing", "pygments.lexers.python",
+                                                "pygments.formatters.terminal256") if m in sys.modules),
+                  "kept": getattr(get_ipython().InteractiveTB, "tb", None) is not None}))
+"""
+
+
+async def test_a_forked_kernels_first_error_finds_the_traceback_writer_ready(forked: SessionManager) -> None:
+    # The template formatted one traceback (template.py, _warm_traceback): a conversation's
+    # first error, and its first interrupt, do not import and set up the writer themselves.
+    s = await forked.session("first-error")
+    assert started_from_template(s), s.describe()["kernel"]["start"]
+    before = await json_of(s, WRITER)
+    assert before == {"modules": ["executing", "pygments.formatters.terminal256", "pygments.lexers.python",
+                                  "stack_data"], "kept": False}, before
+    ex = await s.execute("def f():\n    return 1 / 0\nf()")
+    assert ex.status == "error" and ex.error.ename == "ZeroDivisionError", ex.error
+    shown = "\n".join(ex.error.traceback)
+    assert "return 1 / 0" in shown and "kernel-analyst warm" not in shown, shown
+    assert "_ka_warm" not in (await s.execute("print(sorted(globals()))")).text
+
+
 PEEK = """
 import json, os
 result = {}
