@@ -58,7 +58,8 @@ SAMPLES = {"count": "1,234", "bounds": "0 and 1", "file": "outputs/turn1-step2-a
            "share": "len(a) / len(b)", "subset": "subset = df[df.a > 1]",
            "counted": "`day == 'Sat'` and `smoker == 'Yes'`",
            "among": "`smoker == 'Yes'`", "base": "`day == 'Sat'`", "phrase": "Of the Saturday",
-           "first": "rate_2016", "second": "rate_2015", "expression": "df.rate.mean()"}
+           "first": "rate_2016", "second": "rate_2015", "expression": "df.rate.mean()",
+           "summary": "df.Fare.mean()", "kept": "`Sex == 'male'`"}
 
 
 def render_all() -> str:

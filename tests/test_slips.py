@@ -324,3 +324,40 @@ def test_the_population_std_asked_runs_with_ddof_0(code: str, runs: str) -> None
 ])
 def test_nothing_else_is_mended(question: str, code: str) -> None:
     assert mended_population_std(question, code) is None
+
+
+FARE_ABOVE_AVERAGE = ("Calculate the median age of male passengers who survived and paid a fare greater than "
+                      "the average fare. Calulate only the ages that are not null.")
+
+
+@pytest.mark.parametrize("code", [
+    # DABench medium 176 as the 1.5B model wrote it (32.00 for 31.5)
+    "df = df[df.Sex == 'male']\ndf = df[df.Survived == 1]\ndf = df[df.Fare > df.Fare.mean()]\n"
+    "df = df.dropna(subset=['Age'])\nprint(f\"@median_age[{df['Age'].median():.2f}]\")",
+    # the threshold named first, over the men only
+    "men = df[df['Sex'] == 'male']\naverage = men['Fare'].mean()\n"
+    "print(men[(men.Survived == 1) & (men.Fare > average)].Age.median())",
+])
+def test_a_threshold_taken_over_rows_an_earlier_filter_kept_is_a_slip(code: str) -> None:
+    found = slips_in(FARE_ABOVE_AVERAGE, code)
+    assert len(found) == 1, found
+    assert "taken over the rows this cell's earlier filter kept (`Sex == 'male'`" in found[0].text
+    assert "compute the threshold on the whole table before any filter" in found[0].text
+
+
+@pytest.mark.parametrize(("question", "code"), [
+    (FARE_ABOVE_AVERAGE,
+     "print(df[(df.Sex == 'male') & (df.Survived == 1) & (df.Fare > df.Fare.mean())].Age.median())"),
+    (FARE_ABOVE_AVERAGE, "average = df['Fare'].mean()\nmen = df[df['Sex'] == 'male']\n"
+                         "men = men[men.Survived == 1]\nprint(men[men.Fare > average].Age.median())"),
+    # the question takes the average over the rows it kept
+    ("What is the median age of the men who paid more than the average fare of the male passengers?",
+     "men = df[df['Sex'] == 'male']\nprint(men[men.Fare > men.Fare.mean()].Age.median())"),
+    ("Among the men, what is the median age of those who paid more than the average fare?",
+     "men = df[df['Sex'] == 'male']\nprint(men[men.Fare > men.Fare.mean()].Age.median())"),
+    # no threshold asked
+    ("What is the median age of the male survivors?",
+     "men = df[df['Sex'] == 'male']\nprint(men[men.Age > men.Age.median()].shape)"),
+])
+def test_a_threshold_over_the_rows_asked_is_no_slip(question: str, code: str) -> None:
+    assert slips_in(question, code) == []

@@ -12,19 +12,20 @@ smokers' tables" as the Saturday smokers over all smokers); the largest rows tak
 lowest" or "the worst" (and the smallest for "the highest"); one-hot columns left out by
 ``select_dtypes('number')`` (they are ``bool``); two names given the same summary in one
 cell (a copied line that kept its filter); a model given its target among its features (an
-accuracy of 1.00); and, whatever it asks, a scipy test's result unpacked p-value first. The 1.5B
-model did each on DABench or DSEval (easy 129, medium 8: ``@std_dev_fare[49.69]`` for 49.67;
-hard 30: ``@model_rmse[131440262.76]`` for 11464.74; easy 18: 384.44 for 171.44; medium 6;
-easy 33; hard 28: every mean 0.0000). Each :class:`Slip` pairs
-words of the question with a call of the code that misses what they ask, and the line the
-model reads beside the step's output says what to use instead. A slip is read only from
-the question's words and the step's code (and, for a file's column recomputed, the uploaded
-files' column names): nothing runs, nothing is guessed about data. Three slips are acted
-on, not only named: the population standard deviation asked for runs as asked
-(:func:`mended_population_std`); the label encoding of every categorical column asked for
-runs for ``get_dummies`` (:func:`mended_label_encoding`, from the table's own text columns);
-and another change of the data that the question's words say is the wrong one
-(:func:`wrong_change`) is undone.
+accuracy of 1.00); a threshold ("above the average fare") taken over the rows an earlier
+filter of the cell kept; and, whatever it asks, a scipy test's result unpacked p-value
+first. The 1.5B model did each on DABench or DSEval (easy 129, medium 8:
+``@std_dev_fare[49.69]`` for 49.67; hard 30: ``@model_rmse[131440262.76]`` for 11464.74;
+easy 18: 384.44 for 171.44; medium 6; easy 33; hard 28: every mean 0.0000; medium 176: a
+median age of 32.00 for 31.5). Each :class:`Slip` pairs words of the question with a call of
+the code that misses what they ask, and the line the model reads beside the step's output
+says what to use instead. A slip is read only from the question's words and the step's code
+(and, for a file's column recomputed, the uploaded files' column names): nothing runs,
+nothing is guessed about data. Three slips are acted on, not only named: the population
+standard deviation asked for runs as asked (:func:`mended_population_std`); the label
+encoding of every categorical column asked for runs for ``get_dummies``
+(:func:`mended_label_encoding`, from the table's own text columns); and another change of
+the data that the question's words say is the wrong one (:func:`wrong_change`) is undone.
 """
 
 from __future__ import annotations
@@ -176,7 +177,7 @@ def slips_in(question: str, code: str) -> list[Reason]:
     """The slips of ``code`` against what ``question`` asks for (one line each)."""
     found = [Reason("slip", message(slip.key)) for slip in SLIPS if _slipped(slip, question, code)]
     return (found + unasked_ratios(question, code) + inverted_shares(question, code) + same_twice(code)
-            + target_in_features(code))
+            + target_in_features(code) + narrowed_thresholds(question, code))
 
 
 _RATIO_WORDS = re.compile(r"\bper\b|\bratio|\brate\b|\brates\b|proportion|\bshare|percent|%|fraction|divid|"
@@ -636,10 +637,86 @@ def _count(node: ast.AST, subsets: dict[str, Conditions], counts: dict[str, Cond
     return None
 
 
+_THRESHOLD_CALLS = frozenset({"mean", "median", "quantile", "average"})
+_OWN_THRESHOLD = re.compile(r"\b(?:among|amongst|within)\b|\b(?:their|its)\s+(?:own\s+)?"
+                            r"(?:average|mean|median)\b", re.I)
+"""The question takes the threshold over the rows it kept ("above the average among them")."""
+_THRESHOLD_OF = re.compile(r"\b(?:than|above|below|over|under|exceed\w*)\s+(?:the\s+|an?\s+)?(?:overall\s+)?"
+                           r"(?:average|mean|median|\d+(?:st|nd|rd|th)\s+(?:percentile|quantile))\b"
+                           r"((?:\s+[\w'-]+){0,6})", re.I)
+"""A threshold in the question ("greater than the average fare of the men"), with the words
+after it that may say whose average it is."""
+
+
+def narrowed_thresholds(question: str, code: str) -> list[Reason]:
+    """A row filter's threshold summarized over the rows an earlier filter of the cell kept:
+    "male passengers who survived and paid a fare greater than the average fare" as
+    ``df = df[df.Sex == 'male']``, ``df = df[df.Survived == 1]``, then
+    ``df = df[df.Fare > df.Fare.mean()]``, the average of the male survivors' fares, not
+    of all (DABench medium 176 with the 1.5B model: a median age of 32.00 for 31.5). Not a
+    slip where the question takes the threshold over those rows ("among them", "the average
+    fare of the men"), nor where every condition filters the whole table at once. One line."""
+    if not _THRESHOLD_OF.search(question) or _OWN_THRESHOLD.search(question):
+        return []
+    statements = [node for node in syntax_nodes(code) or [] if isinstance(node, ast.stmt)]
+    subsets: dict[str, Conditions] = {}
+    thresholds: dict[str, tuple[Conditions, str]] = {}
+    for statement in sorted(statements, key=lambda node: (node.lineno, node.col_offset)):
+        for node in ast.walk(statement):
+            if not isinstance(node, ast.Subscript):
+                continue
+            for test in ast.walk(node.slice):
+                if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+                        and isinstance(test.ops[0], (ast.Gt, ast.GtE, ast.Lt, ast.LtE))):
+                    continue
+                for side in (test.left, test.comparators[0]):
+                    found = _threshold(side, subsets, thresholds)
+                    if found and not _whose(question, found[0]):
+                        said = message("slip_narrowed_threshold", comparison=ast.unparse(test),
+                                       summary=found[1], kept=_shown(found[0]))
+                        return [Reason("slip", said)]
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                and isinstance(statement.targets[0], ast.Name):
+            name, value = statement.targets[0].id, statement.value
+            if (rows := _rows(value, subsets)) is not None:
+                subsets[name] = rows
+            elif (found := _threshold(value, subsets, thresholds)) is not None:
+                thresholds[name] = found
+    return []
+
+
+def _threshold(node: ast.AST, subsets: dict[str, Conditions],
+               thresholds: dict[str, tuple[Conditions, str]]) -> tuple[Conditions, str] | None:
+    """The rows a summary used as a threshold was taken over, when a filter kept them
+    (``s.fare.mean()``, ``s['fare'].quantile(0.75)``, a name bound to one), and the summary."""
+    if isinstance(node, ast.Name):
+        return thresholds.get(node.id)
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _THRESHOLD_CALLS):
+        return None
+    column = node.func.value
+    if not isinstance(column, (ast.Subscript, ast.Attribute)) or _column_of(column) is None:
+        return None
+    rows = _rows(column.value, subsets)
+    return (rows, ast.unparse(node)) if rows else None
+
+
+def _whose(question: str, kept: Conditions) -> bool:
+    """The question says the average is of rows a filter kept: one of their conditions is
+    named in the words right after the threshold ("than the average fare of the male
+    passengers")."""
+    for match in _THRESHOLD_OF.finditer(question):
+        words = re.findall(r"[^\W\d_]{3,}", match.group(1))
+        if any(mentions(word, literal) for word in words for column, _, value in kept
+               for literal in [*([value] if value else []), *column_words(column)]):
+            return True
+    return False
+
+
 def _shown(conditions: Conditions) -> str:
     return " and ".join(f"`{column} {written}`" for column, written, _ in sorted(conditions))
 
 
 __all__ = ["SLIPS", "Slip", "encodes_whole", "inverted_shares", "mended_label_encoding",
-           "mended_population_std", "recomputed_columns", "same_twice", "slips_in", "unasked_ratios",
-           "wrong_change"]
+           "mended_population_std", "narrowed_thresholds", "recomputed_columns", "same_twice", "slips_in",
+           "unasked_ratios", "wrong_change"]
