@@ -1626,3 +1626,28 @@ def test_a_summary_over_every_row_for_a_question_that_leaves_outliers_out_is_dou
         printed = "171.44 188.25\n"
         seen = Facts(steps=[step(1, code, printed=printed)], cells=[cell(1, code, printed)])
         assert isinstance(judge(asked, has_files=True).on_answer("171.44 and 188.25", seen), Accept), code
+
+
+
+def test_outlier_counts_past_half_the_table_are_doubted() -> None:
+    """DABench medium 180, attempt 2 of the 1.5B model on 051e628: ``(Fare - zscore(Fare)) > 3``
+    per class, 211 + 178 + 487 of the 891 passengers given as outliers (3, 7, 14)."""
+    question = ("Perform outlier detection on the fare variable for each passenger class separately. Use "
+                "the Z-score method and determine the number of outliers in each class. "
+                "@class1_outliers[o1], @class2_outliers[o2], @class3_outliers[o3]")
+
+    def given(answer: str, asked: str = question, rows: int = 891) -> object:
+        shown = answer.replace(", ", "\n")
+        facts = Facts(steps=[step(1, "print(x)", printed=shown)], cells=[cell(1, "print(x)", shown)])
+        return judge(asked, table_rows=(rows,)).on_answer(answer, facts)
+
+    decision = given("@class1_outliers[211], @class2_outliers[178], @class3_outliers[487]")
+    assert isinstance(decision, SendBack) and [r.kind for r in decision.reasons] == ["outliers_most"]
+    assert "count 876 of the table's 891 rows as outliers" in decision.text
+    # the right counts, the rows left without the outliers, and 32% of a table (DABench easy 553)
+    assert isinstance(given("@class1_outliers[3], @class2_outliers[7], @class3_outliers[14]"), Accept)
+    assert isinstance(given("@outliers_count[20], @rows_without_outliers[871]",
+                            "How many fare outliers are there by the Z-score, and how many rows are left "
+                            "without them? @outliers_count[n], @rows_without_outliers[m]"), Accept)
+    assert isinstance(given("@outliers_count[3131]", "How many outliers has the column? @outliers_count[n]",
+                            9796), Accept)

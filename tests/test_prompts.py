@@ -59,7 +59,7 @@ SAMPLES = {"count": "1,234", "bounds": "0 and 1", "file": "outputs/turn1-step2-a
            "counted": "`day == 'Sat'` and `smoker == 'Yes'`",
            "among": "`smoker == 'Yes'`", "base": "`day == 'Sat'`", "phrase": "Of the Saturday",
            "first": "rate_2016", "second": "rate_2015", "expression": "df.rate.mean()",
-           "summary": "df.Fare.mean()", "kept": "`Sex == 'male'`"}
+           "summary": "df.Fare.mean()", "kept": "`Sex == 'male'`", "table_rows": "891"}
 
 
 def render_all() -> str:

@@ -46,6 +46,9 @@ naming what was seen):
   its p on 3 rows (Student's t with one degree of freedom, closed form), the smallest no
   less than the normal distribution's on all the table's rows (the t distribution's tails
   are heavier); the coefficient and the p-value are taken at either end of their rounding;
+- **most of the table counted as outliers**: outlier counts adding up to more than half the
+  table's rows, which neither the quartiles' bounds nor a z-score can give (DABench medium
+  180: 211 + 178 + 487 of 891 passengers);
 - **a p-value outside 0 to 1, or a correlation outside -1 to 1**: another number of the
   computation taken for it (a test's statistic, DABench hard 177: ``@p_value[49572.0000]``);
 - **the row labels of a printed Series** given as its values (``803`` for ``803    8.5167``);
@@ -222,6 +225,33 @@ def same_for_each(case: AnswerCase) -> str | None:
         if len(same) >= _SAME_FOR_EACH:
             return message("doubt_same_value", value=shown[number], names=", ".join(f"@{n}" for n in same))
     return None
+
+
+_OUTLIER_COUNT_RE = re.compile(r"outlier", re.I)
+_NOT_A_COUNT_RE = re.compile(r"without|non_?outlier|inlier|remain|clean|kept|mean|median|std|avg|average|"
+                             r"percent|pct|ratio|share|proportion|rate|value|index|threshold|bound", re.I)
+"""Items named for outliers that are not their count (``mean_without_outliers``,
+``outlier_percentage``)."""
+
+
+def outliers_most(case: AnswerCase) -> str | None:
+    """Counts of outliers that add up to more than half the table's rows. Outliers are the few
+    rows far from the rest, by any method the questions name: at most half lie outside the
+    quartiles (the IQR's bounds are wider still), and at most one in k² has a z-score past k
+    (Chebyshev's inequality), in the whole table or in each group. DABench medium 180 with the
+    1.5B model: ``class1[(class1['Fare'] - stats.zscore(class1['Fare'])) > 3]``, and
+    211 + 178 + 487 of the 891 passengers given as the three classes' outliers (3, 7, 14)."""
+    rows = max(case.question.table_rows, default=0)
+    if rows <= 0 or not _OUTLIER_COUNT_RE.search(case.question.question):
+        return None
+    counts = {name: int(value.strip()) for name, value in AnswerForm.given(case.answer).items()
+              if _OUTLIER_COUNT_RE.search(name) and not _NOT_A_COUNT_RE.search(name)
+              and re.fullmatch(r"\d+", value.strip())}
+    total = sum(counts.values())
+    if not counts or 2 * total <= rows:
+        return None
+    named = ", ".join(f"@{name}[{count}]" for name, count in counts.items())
+    return message("doubt_outliers_most", items=named, total=f"{total:,}", table_rows=f"{rows:,}")
 
 
 _CORRELATION_RE = re.compile(r"\bcorrelat", re.I)
@@ -642,7 +672,7 @@ def _own_code(case: AnswerCase) -> list[str]:
 
 
 DOUBTS: tuple[Callable[[AnswerCase], str | None], ...] = (
-    whole_or_nothing, whole_denominator, whole_table, short_list, same_for_each, out_of_range,
+    whole_or_nothing, whole_denominator, whole_table, short_list, same_for_each, outliers_most, out_of_range,
     p_value_disagrees, rule_broken, no_average, no_verdict, written_verdict, carried_filter, slip_kept,
     outliers_kept,
     row_labels, many_values)
@@ -691,5 +721,5 @@ def _items_given(answer: str) -> int:
     return max(listed, len(values))  # "the top three features": @feature1[..] @feature2[..] @feature3[..]
 
 
-__all__ = ["DOUBTS", "DOUBT_CHECKS", "doubtful", "p_value_disagrees", "same_for_each", "short_list",
-           "whole_or_nothing", "whole_table"]
+__all__ = ["DOUBTS", "DOUBT_CHECKS", "doubtful", "outliers_most", "p_value_disagrees", "same_for_each",
+           "short_list", "whole_or_nothing", "whole_table"]
