@@ -13,6 +13,10 @@ template (the default), cold (``LocalBackend(template=False)``), today's warm po
 kernels (``pool_size=1``, refilled between rounds, never while another way is timed), and
 raw jupyter_client (start + the same cell). Reported as ComputeSDK reports hosted sandboxes:
 median, p95 and p99 of create to first result.
+
+A new conversation's first error, and its first interrupt (a sleeping cell stopped, from
+the interrupt to the cell's reply), against a raw kernel's: IPython sets up its traceback
+writer on the first one it formats, which our kernels' template has done before the fork.
 """
 
 from __future__ import annotations
@@ -125,6 +129,78 @@ async def bench_warm_pool(root: Path, limits: Limits, n: int) -> tuple[float, fl
             times.append(time.perf_counter() - t)
             await m.close(f"warm-{i}")
     return p50(times) * 1000, max(times) * 1000
+
+
+ERROR_CELL = "def f():\n    return 1 / 0\nf()"
+SLEEP_CELL = "import time\nprint('sleeping', flush=True)\ntime.sleep(30)"
+
+
+async def _raw_interrupted(raw: RawKernel) -> float:
+    """Run SLEEP_CELL on the raw kernel, interrupt it once it says it sleeps; the seconds
+    from the interrupt to its reply."""
+    msg_id = raw.kc.execute(SLEEP_CELL)
+    while True:
+        msg = await raw.kc._async_get_iopub_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+            break
+    t = time.perf_counter()
+    await raw.km.interrupt_kernel()
+    reply = await raw.kc._async_get_shell_msg(timeout=60)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = await raw.kc._async_get_shell_msg(timeout=60)
+    took = time.perf_counter() - t
+    while True:  # drain to idle, as a client must
+        msg = await raw.kc._async_get_iopub_msg(timeout=60)
+        if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
+                and msg["content"]["execution_state"] == "idle"):
+            return took
+
+
+async def bench_first_error(root: Path, limits: Limits, n: int) -> dict[str, tuple[float, float]]:
+    """A new conversation's first error, and its first interrupt (from the interrupt to the
+    cell's reply), ours from the template against raw jupyter_client, interleaved (ms, p50).
+    Both pay IPython's first traceback there, unless it was paid before the fork."""
+    times: dict[str, list[float]] = {k: [] for k in ("error", "raw error", "interrupt", "raw interrupt")}
+    async with SessionManager(root / "first-error", limits=limits) as m:
+        await m.session("warmup")
+        await m.close("warmup", now=True)
+        for i in range(n):
+            for ours in ((True, False) if i % 2 == 0 else (False, True)):
+                if ours:
+                    s = await m.session(f"e{i}")
+                    await s.execute("1")
+                    t = time.perf_counter()
+                    ex = await s.execute(ERROR_CELL)
+                    times["error"].append(time.perf_counter() - t)
+                    assert ex.status == "error", ex.status
+                    s = await m.session(f"i{i}")
+                    await s.execute("1")
+                    slept = asyncio.Event()
+                    task = asyncio.ensure_future(s.execute(SLEEP_CELL, on_output=lambda _: slept.set()))
+                    await asyncio.wait_for(slept.wait(), 60)
+                    t = time.perf_counter()
+                    await s.interrupt()
+                    ex = await task
+                    times["interrupt"].append(time.perf_counter() - t)
+                    assert ex.status == "error" and ex.state == "kept", (ex.status, ex.events)
+                    await m.close(f"e{i}", now=True)
+                    await m.close(f"i{i}", now=True)
+                else:
+                    raw = RawKernel()
+                    await raw.start()
+                    await raw.execute("1")
+                    t = time.perf_counter()
+                    reply = await raw.execute(ERROR_CELL)
+                    times["raw error"].append(time.perf_counter() - t)
+                    assert reply["content"]["status"] == "error", reply["content"]
+                    await raw.stop()
+                    raw = RawKernel()
+                    await raw.start()
+                    await raw.execute("1")
+                    times["raw interrupt"].append(await _raw_interrupted(raw))
+                    await raw.stop()
+    return {"error": (p50(times["error"]) * 1000, p50(times["raw error"]) * 1000),
+            "interrupt": (p50(times["interrupt"]) * 1000, p50(times["raw interrupt"]) * 1000)}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -304,6 +380,9 @@ async def main() -> int:
         await raw.stop()
         ours, base = await bench_cold_start(root, limits, 3 if args.quick else 7)
         results.append(line("cold start to first result (p50)", ours, base, "s", "goal <= 0.65x"))
+        first = await bench_first_error(root, limits, 5 if args.quick else 15)
+        results.append(line("new conversation: first error (p50)", *first["error"]))
+        results.append(line("new conversation: first interrupt to reply (p50)", *first["interrupt"]))
         warm, worst = await bench_warm_pool(root, limits, 5 if args.quick else 15)
         print(f"{'warm pool: session + first execute':<44} p50 {warm:7.1f} ms  max {worst:7.1f} ms"
               "   goal p50 <= 30 ms")
