@@ -156,6 +156,43 @@ async def _raw_interrupted(raw: RawKernel) -> float:
             return took
 
 
+async def _our_first_error(m: SessionManager, i: int, times: dict[str, list[float]]) -> None:
+    s = await m.session(f"e{i}")
+    await s.execute("1")
+    t = time.perf_counter()
+    ex = await s.execute(ERROR_CELL)
+    times["error"].append(time.perf_counter() - t)
+    assert ex.status == "error", ex.status
+    s = await m.session(f"i{i}")
+    await s.execute("1")
+    slept = asyncio.Event()
+    task = asyncio.ensure_future(s.execute(SLEEP_CELL, on_output=lambda _: slept.set()))
+    await asyncio.wait_for(slept.wait(), 60)
+    t = time.perf_counter()
+    await s.interrupt()
+    ex = await task
+    times["interrupt"].append(time.perf_counter() - t)
+    assert ex.status == "error" and ex.state == "kept", (ex.status, ex.events)
+    await m.close(f"e{i}", now=True)
+    await m.close(f"i{i}", now=True)
+
+
+async def _raw_first_error(times: dict[str, list[float]]) -> None:
+    raw = RawKernel()
+    await raw.start()
+    await raw.execute("1")
+    t = time.perf_counter()
+    reply = await raw.execute(ERROR_CELL)
+    times["raw error"].append(time.perf_counter() - t)
+    assert reply["content"]["status"] == "error", reply["content"]
+    await raw.stop()
+    raw = RawKernel()
+    await raw.start()
+    await raw.execute("1")
+    times["raw interrupt"].append(await _raw_interrupted(raw))
+    await raw.stop()
+
+
 async def bench_first_error(root: Path, limits: Limits, n: int) -> dict[str, tuple[float, float]]:
     """A new conversation's first error, and its first interrupt (from the interrupt to the
     cell's reply), ours from the template against raw jupyter_client, interleaved (ms, p50).
@@ -165,40 +202,12 @@ async def bench_first_error(root: Path, limits: Limits, n: int) -> dict[str, tup
         await m.session("warmup")
         await m.close("warmup", now=True)
         for i in range(n):
-            for ours in ((True, False) if i % 2 == 0 else (False, True)):
-                if ours:
-                    s = await m.session(f"e{i}")
-                    await s.execute("1")
-                    t = time.perf_counter()
-                    ex = await s.execute(ERROR_CELL)
-                    times["error"].append(time.perf_counter() - t)
-                    assert ex.status == "error", ex.status
-                    s = await m.session(f"i{i}")
-                    await s.execute("1")
-                    slept = asyncio.Event()
-                    task = asyncio.ensure_future(s.execute(SLEEP_CELL, on_output=lambda _: slept.set()))
-                    await asyncio.wait_for(slept.wait(), 60)
-                    t = time.perf_counter()
-                    await s.interrupt()
-                    ex = await task
-                    times["interrupt"].append(time.perf_counter() - t)
-                    assert ex.status == "error" and ex.state == "kept", (ex.status, ex.events)
-                    await m.close(f"e{i}", now=True)
-                    await m.close(f"i{i}", now=True)
-                else:
-                    raw = RawKernel()
-                    await raw.start()
-                    await raw.execute("1")
-                    t = time.perf_counter()
-                    reply = await raw.execute(ERROR_CELL)
-                    times["raw error"].append(time.perf_counter() - t)
-                    assert reply["content"]["status"] == "error", reply["content"]
-                    await raw.stop()
-                    raw = RawKernel()
-                    await raw.start()
-                    await raw.execute("1")
-                    times["raw interrupt"].append(await _raw_interrupted(raw))
-                    await raw.stop()
+            if i % 2 == 0:
+                await _our_first_error(m, i, times)
+                await _raw_first_error(times)
+            else:
+                await _raw_first_error(times)
+                await _our_first_error(m, i, times)
     return {"error": (p50(times["error"]) * 1000, p50(times["raw error"]) * 1000),
             "interrupt": (p50(times["interrupt"]) * 1000, p50(times["raw interrupt"]) * 1000)}
 
