@@ -1138,6 +1138,20 @@ async def test_label_encoding_asked_and_get_dummies_sent_runs_as_label_encoding(
     assert isinstance(kept, Run) and "get_dummies" in kept.action.code, "a question naming its columns"
 
 
+async def test_a_tests_result_unpacked_p_value_first_runs_swapped_and_the_model_is_told() -> None:
+    """DABench hard 177 with the 1.5B model: ``p_value, _ = mannwhitneyu(...)`` printed the U
+    statistic as the p-value, and told so, the model sent the same cell three times."""
+    j = judge("Is the age different between the classes? Use the Mann-Whitney U test. @p_value[p]")
+    sent = "p_value, _ = mannwhitneyu(a, b)\nprint(round(p_value, 4))"
+    decision = j.on_action(code(sent), Facts())
+    assert isinstance(decision, Run) and decision.action.code == "_, p_value = mannwhitneyu(a, b)\n" \
+        "print(round(p_value, 4))", decision
+    ex = Execution(code="", outputs=[{"output_type": "stream", "name": "stdout", "text": "0.0\n"}])
+    said = await j.after_step(StepFacts(decision.action.code, ex), Facts())
+    assert [r.key for r in said.reasons] == ["statistic_first_mended"], said.reasons
+    assert "ran with the two names swapped" in said.notes[0]
+
+
 async def test_a_block_rewritten_twice_runs_with_both_rewrites_and_both_are_told() -> None:
     """An indentation mend and the population deviation on one block: it runs with both, and
     the model reads both notes above the output (each rewrite was once kept apart, and the

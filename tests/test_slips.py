@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from kernel_analyst.agent.feedback.slips import mended_population_std, recomputed_columns, slips_in
+from kernel_analyst.agent.feedback.slips import (
+    mended_population_std,
+    mended_statistic_first,
+    recomputed_columns,
+    slips_in,
+)
 from tests.dseval_problems import reference_cells, set_columns
 
 POPULATION = ("Calculate the mean and standard deviation of the fare. Calculate the arithmetic mean and "
@@ -324,6 +329,35 @@ def test_the_population_std_asked_runs_with_ddof_0(code: str, runs: str) -> None
 ])
 def test_nothing_else_is_mended(question: str, code: str) -> None:
     assert mended_population_std(question, code) is None
+
+
+@pytest.mark.parametrize(("code", "runs"), [
+    # DABench hard 177 with the 1.5B model: told, it sent the same cell three times (p 49572.0)
+    ("p_value, _ = mannwhitneyu(df[df.Pclass == 1].Age, df[df.Pclass == 3].Age)\nprint(p_value)",
+     "_, p_value = mannwhitneyu(df[df.Pclass == 1].Age, df[df.Pclass == 3].Age)\nprint(p_value)"),
+    # easy 33
+    ("ks_test_p_value, normality_decision = ks_2samp(row_mz, 'norm')",
+     "normality_decision, ks_test_p_value = ks_2samp(row_mz, 'norm')"),
+    ("for g in groups:\n    pval, w = scipy.stats.shapiro(g)  # é\n    print(pval)",
+     "for g in groups:\n    w, pval = scipy.stats.shapiro(g)  # é\n    print(pval)"),
+])
+def test_a_tests_result_unpacked_p_value_first_runs_swapped(code: str, runs: str) -> None:
+    assert mended_statistic_first(code) == runs
+    assert not any("statistic first" in reason.text for reason in slips_in("", runs))
+
+
+@pytest.mark.parametrize("code", [
+    "statistic, p_value = mannwhitneyu(a, b)", "r, p = stats.pearsonr(x, y)",
+    "p, q = split(x)",  # not a test
+    "p_value, pval = ttest_ind(a, b)",  # both named for a p-value: which is meant is not known
+    "res = ttest_ind(a, b)\np = res.pvalue",
+])
+def test_nothing_else_is_unpacked_anew(code: str) -> None:
+    assert mended_statistic_first(code) is None
+
+
+def test_no_dseval_reference_cell_is_unpacked_anew() -> None:
+    assert [name for name, _, code in reference_cells() if mended_statistic_first(code)] == []
 
 
 FARE_ABOVE_AVERAGE = ("Calculate the median age of male passengers who survived and paid a fare greater than "

@@ -93,7 +93,7 @@ from .replies import (
     answer_in,
     nothing_to_run,
 )
-from .slips import mended_label_encoding, mended_population_std, wrong_change
+from .slips import mended_label_encoding, mended_population_std, mended_statistic_first, wrong_change
 
 _NO_DOUBT = frozenset({"stale"})
 """Reasons that leave an accepted answer beyond doubt: a follow-up that says it reuses an
@@ -421,10 +421,11 @@ class Judge:
         """``code`` as it is to run, when the judge rewrites it, each rewrite on the one
         before: its indentation mended (:mod:`.indentation`); the population standard
         deviation the question asks for (:func:`.slips.mended_population_std`); the label
-        encoding asked for, run for ``get_dummies`` (:func:`.slips.mended_label_encoding`); a conversion
-        that would make NaN of numbers written with text (:func:`.coercion.mended_coercion`);
-        undone code sent again, the person's tables renamed (:meth:`_renaming`). None: it runs
-        as sent."""
+        encoding asked for, run for ``get_dummies`` (:func:`.slips.mended_label_encoding`); a
+        scipy test's result unpacked p-value first, the two names swapped
+        (:func:`.slips.mended_statistic_first`); a conversion that would make NaN of numbers
+        written with text (:func:`.coercion.mended_coercion`); undone code sent again, the
+        person's tables renamed (:meth:`_renaming`). None: it runs as sent."""
         notes = []
         mended = mended_indentation(code)
         if mended is not None:
@@ -441,6 +442,10 @@ class Judge:
             code = encoded[0]
             notes.append(Reason("label_encoding_mended", message("label_encoding_mended", frame=encoded[1],
                                                                    columns=", ".join(encoded[2]))))
+        unpacked = mended_statistic_first(code) if self.settings.check_results else None
+        if unpacked is not None:
+            code = unpacked
+            notes.append(Reason("statistic_first_mended", message("statistic_first_mended")))
         coerced = mended_coercion(code, self.teacher.tables) if self.settings.check_results else None
         if coerced is not None:
             code = coerced[0]

@@ -21,11 +21,13 @@ median age of 32.00 for 31.5). Each :class:`Slip` pairs words of the question wi
 the code that misses what they ask, and the line the model reads beside the step's output
 says what to use instead. A slip is read only from the question's words and the step's code
 (and, for a file's column recomputed, the uploaded files' column names): nothing runs,
-nothing is guessed about data. Three slips are acted on, not only named: the population
+nothing is guessed about data. Four slips are acted on, not only named: the population
 standard deviation asked for runs as asked (:func:`mended_population_std`); the label
 encoding of every categorical column asked for runs for ``get_dummies``
-(:func:`mended_label_encoding`, from the table's own text columns); and another change of
-the data that the question's words say is the wrong one (:func:`wrong_change`) is undone.
+(:func:`mended_label_encoding`, from the table's own text columns); a scipy test's result
+unpacked p-value first runs with the two names swapped (:func:`mended_statistic_first`);
+and another change of the data that the question's words say is the wrong one
+(:func:`wrong_change`) is undone.
 """
 
 from __future__ import annotations
@@ -302,6 +304,43 @@ def mended_population_std(question: str, code: str) -> str | None:
                 and func.end_lineno is not None and func.end_col_offset is not None:
             end = func.end_col_offset
             edits.append((func.end_lineno - 1, end - len(func.attr), end, b"p" + func.attr.encode()))
+    for line, start, end, text in sorted(edits, reverse=True):
+        lines[line] = lines[line][:start] + text + lines[line][end:]
+    mended = "\n".join(line.decode() for line in lines)
+    return mended if edits and syntax_nodes(mended) is not None else None
+
+
+_P_NAME = re.compile(r"(?:p|\w*p_?val\w*)", re.I)
+"""A name for a p-value (``p``, ``p_value``, ``pval``, ``ks_test_p_value``)."""
+
+
+def mended_statistic_first(code: str) -> str | None:
+    """``code`` with the two names a scipy test's result is unpacked into swapped, where the
+    first names a p-value and the second does not (``p_value, _ = mannwhitneyu(a, b)`` runs
+    as ``_, p_value = mannwhitneyu(a, b)``); None when there is nothing to mend. Every test
+    in :data:`_TESTS` returns the statistic first, whatever the question, and the names say
+    what the code meant. DABench hard 177 with the 1.5B model, twice (before and on
+    051e628): told after its step that ``p_value`` held the U statistic (49572.0), it sent
+    the same cell again three times, and no attempt unpacked it right; easy 33 the same
+    with ``ks_2samp``."""
+    nodes = syntax_nodes(code)
+    if nodes is None:
+        return None
+    lines = [line.encode() for line in code.split("\n")]  # ast's offsets count UTF-8 bytes
+    edits: list[tuple[int, int, int, bytes]] = []
+    for node in nodes:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call)):
+            continue
+        target = node.targets[0]
+        called = called_name(node.value.func)
+        if not (isinstance(target, ast.Tuple) and len(target.elts) == 2
+                and all(isinstance(e, ast.Name) for e in target.elts) and re.fullmatch(_TESTS, called)
+                and target.lineno == target.end_lineno and target.end_col_offset is not None):
+            continue
+        first, second = (e.id for e in target.elts if isinstance(e, ast.Name))
+        if _P_NAME.fullmatch(first) and not _P_NAME.fullmatch(second):
+            edits.append((target.lineno - 1, target.col_offset, target.end_col_offset,
+                          f"{second}, {first}".encode()))
     for line, start, end, text in sorted(edits, reverse=True):
         lines[line] = lines[line][:start] + text + lines[line][end:]
     mended = "\n".join(line.decode() for line in lines)
@@ -718,5 +757,5 @@ def _shown(conditions: Conditions) -> str:
 
 
 __all__ = ["SLIPS", "Slip", "encodes_whole", "inverted_shares", "mended_label_encoding",
-           "mended_population_std", "narrowed_thresholds", "recomputed_columns", "same_twice", "slips_in",
-           "unasked_ratios", "wrong_change"]
+           "mended_population_std", "mended_statistic_first", "narrowed_thresholds", "recomputed_columns",
+           "same_twice", "slips_in", "unasked_ratios", "wrong_change"]
