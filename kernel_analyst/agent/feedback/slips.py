@@ -80,6 +80,10 @@ _TAKES_SMALLEST = (r"\bnsmallest\(|ascending\s*=\s*True|\.idxmin\(|\.argmin\(|"
 _TESTS = (r"(?:ttest_\w+|ks_2samp|kstest|shapiro|normaltest|pearsonr|spearmanr|kendalltau|mannwhitneyu|"
           r"f_oneway|kruskal|levene|bartlett|wilcoxon|jarque_bera|skewtest|kurtosistest)")
 """scipy.stats' tests that return the statistic, then the p-value."""
+_P_NAME = re.compile(r"(?:p|\w*p_?val\w*)", re.I)
+"""A name for a p-value (``p``, ``p_value``, ``pval``, ``ks_test_p_value``)."""
+
+
 SLIPS: tuple[Slip, ...] = (
     Slip(asks=re.compile(r"\bpopulation (?:standard deviation|std|variance)|\bddof\s*=\s*0", re.I),
          does=re.compile(r"(?<!\bnp)(?<!\bnumpy)\.(?:std|var)\((?![^)]*ddof)|['\"](?:std|var)['\"]|"
@@ -118,7 +122,7 @@ SLIPS: tuple[Slip, ...] = (
          key="slip_dummies_dropped"),
     # DABench easy 33: `ks_test_p_value, normality_decision = ks_2samp(row_mz, 'norm')`
     Slip(asks=re.compile(""),
-         does=re.compile(rf"(?m)^\s*(?:p|\w*p_?val\w*)\s*,\s*\w+\s*=\s*(?:[\w.]+\.)?{_TESTS}\(", re.I),
+         does=re.compile(rf"(?m)^\s*{_P_NAME.pattern}\s*,\s*\w+\s*=\s*(?:[\w.]+\.)?{_TESTS}\(", re.I),
          unless=re.compile(r"(?!)"),
          key="slip_statistic_first"),
     Slip(asks=re.compile(r"\bKolmogorov|\bK-?S test\b", re.I),
@@ -308,10 +312,6 @@ def mended_population_std(question: str, code: str) -> str | None:
         lines[line] = lines[line][:start] + text + lines[line][end:]
     mended = "\n".join(line.decode() for line in lines)
     return mended if edits and syntax_nodes(mended) is not None else None
-
-
-_P_NAME = re.compile(r"(?:p|\w*p_?val\w*)", re.I)
-"""A name for a p-value (``p``, ``p_value``, ``pval``, ``ks_test_p_value``)."""
 
 
 def mended_statistic_first(code: str) -> str | None:
