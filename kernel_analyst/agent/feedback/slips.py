@@ -537,10 +537,9 @@ def inverted_shares(question: str, code: str) -> list[Reason]:
     the rows where A and B divided by the count where B alone, or a mean of a test over a
     subset; from the question: A is named right after "of the" (or "among"), B later and not
     so. One line, the first such share."""
-    statements = [node for node in syntax_nodes(code) or [] if isinstance(node, ast.stmt)]
     subsets: dict[str, Conditions] = {}
     counts: dict[str, Conditions] = {}
-    for statement in sorted(statements, key=lambda node: (node.lineno, node.col_offset)):
+    for statement in _in_order(code):
         for node in ast.walk(statement):
             share = _share(node, subsets, counts)
             if share is None:
@@ -552,14 +551,27 @@ def inverted_shares(question: str, code: str) -> list[Reason]:
                 return [Reason("slip", message("slip_inverted_share", share=ast.unparse(node),
                                                counted=_shown(counted), among=_shown(among),
                                                base=_shown(base), phrase=phrase))]
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
-                and isinstance(statement.targets[0], ast.Name):
-            name, value = statement.targets[0].id, statement.value
+        if (bound := _bound(statement)) is not None:
+            name, value = bound
             if (rows := _rows(value, subsets)) is not None:
                 subsets[name] = rows
             if (tally := _count(value, subsets, counts)) is not None:
                 counts[name] = tally
     return []
+
+
+def _in_order(code: str) -> list[ast.stmt]:
+    """``code``'s statements, those nested in others too, in the order they are written."""
+    statements = [node for node in syntax_nodes(code) or [] if isinstance(node, ast.stmt)]
+    return sorted(statements, key=lambda node: (node.lineno, node.col_offset))
+
+
+def _bound(statement: ast.stmt) -> tuple[str, ast.expr] | None:
+    """The name and the value of ``name = value``."""
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+            and isinstance(statement.targets[0], ast.Name):
+        return statement.targets[0].id, statement.value
+    return None
 
 
 def _share(node: ast.AST, subsets: dict[str, Conditions],
@@ -697,10 +709,9 @@ def narrowed_thresholds(question: str, code: str) -> list[Reason]:
     fare of the men"), nor where every condition filters the whole table at once. One line."""
     if not _THRESHOLD_OF.search(question) or _OWN_THRESHOLD.search(question):
         return []
-    statements = [node for node in syntax_nodes(code) or [] if isinstance(node, ast.stmt)]
     subsets: dict[str, Conditions] = {}
     thresholds: dict[str, tuple[Conditions, str]] = {}
-    for statement in sorted(statements, key=lambda node: (node.lineno, node.col_offset)):
+    for statement in _in_order(code):
         for node in ast.walk(statement):
             if not isinstance(node, ast.Subscript):
                 continue
@@ -714,9 +725,8 @@ def narrowed_thresholds(question: str, code: str) -> list[Reason]:
                         said = message("slip_narrowed_threshold", comparison=ast.unparse(test),
                                        summary=found[1], kept=_shown(found[0]))
                         return [Reason("slip", said)]
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
-                and isinstance(statement.targets[0], ast.Name):
-            name, value = statement.targets[0].id, statement.value
+        if (bound := _bound(statement)) is not None:
+            name, value = bound
             if (rows := _rows(value, subsets)) is not None:
                 subsets[name] = rows
             elif (found := _threshold(value, subsets, thresholds)) is not None:
