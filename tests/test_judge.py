@@ -470,6 +470,8 @@ def test_a_verdict_judged_by_eye_goes_back_to_be_computed() -> None:
 @pytest.mark.parametrize(("question", "answer", "rows"), [
     ("What percent of the JFK departures left more than 15 minutes late?", "100.0% of them.", ()),
     ("How many passengers paid more than 100?", "891 passengers.", (891,)),
+    # DABench hard 275 on 051e628: the rows counted, not the duplicates (0)
+    ("Remove any duplicate entries. How many duplicates were there?", "There were 891 duplicates.", (891,)),
     ("What are the 2 worst scores?", "The worst score is 45.", ()),
     # the mpg conversation: the count before the things, the ranking after them
     ("Which 3 cars have the worst scores? Give their numbers.", "The worst is 45.", ()),

@@ -10,7 +10,7 @@ naming what was seen):
 - **a share among a subset over the whole table**: "Of the remaining European cars, what
   percent ...?" computed as ``len(fast_european) / len(df)``;
 - **the table's own row count** given as the count of some of its rows (the filter never
-  applied);
+  applied; DABench hard 275: every row counted as a duplicate);
 - **a list shorter than asked**: "the 2 worst scores" answered with one value;
 - **one value for every group**: three or more ``@name[value]`` items with the same
   non-zero number (``@class1_outliers[20], @class2_outliers[20], @class3_outliers[20]``:
@@ -81,7 +81,7 @@ from .slips import recomputed_columns, slips_in
 _SHARE_RE = re.compile(r"\b(?:percent(?:age)?s?|proportions?|shares?|fractions?|rates?|ratios?)\b|%", re.I)
 _FILTER_RE = re.compile(r"\b(?:more|less|fewer|greater|higher|lower|at least|at most|above|below|over|"
                         r"under|without|with|where|whose|only|remaining|late|missing|between|except|"
-                        r"excluding)\b", re.I)
+                        r"excluding|duplicated?|duplicates|outliers?)\b", re.I)
 _NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
                  "ten": 10}
 _RANKED = (r"(?:worst|best|largest|smallest|highest|lowest|biggest|most|least|top|bottom|first|last|"
